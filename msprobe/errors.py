@@ -1,0 +1,15 @@
+"""Error types shared by every stage.
+
+``MsprobeError`` is the one error a command-line tool turns into a single ``msprobe: error: ...``
+line and an exit code: it means the *user's input* is wrong (a file, a flag, a record), never our bug.
+"""
+
+from __future__ import annotations
+
+
+class MsprobeError(Exception):
+    """A user-facing error: one line that names the file and the entry, plus an exit code."""
+
+    def __init__(self, message: str, exit_code: int = 2) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code

@@ -1,0 +1,171 @@
+"""The four CSV files of replay and compare: headers, cell formatting, reading and writing.
+
+Facts from ``shared/spec/run_ut_compare.md`` §8 and ``run_ut_compare_v811.md`` §8: UTF-8 with BOM,
+``\\r\\n`` line ends, minimal quoting, a blank cell is one space ``" "``, Python/numpy float64 cells are
+``"%.14f"`` (``nan``/``inf`` as such), numpy float32 and ints are ``str()``. The headers are constants
+here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from msprobe.errors import MsprobeError
+
+BLANK = " "
+FLOAT_PRECISION = 14
+
+RUN_UT_RESULT_HEADER: tuple[str, ...] = (
+    "API name",
+    "Forward Test Success",
+    "Backward Test Success",
+    "Message",
+)
+
+RUN_UT_DETAILS_HEADER: tuple[str, ...] = (
+    "API Name",
+    "Bench Dtype",
+    "DEVICE Dtype",
+    "Shape",
+    "余弦相似度",
+    "最大绝对误差",
+    "双百指标",
+    "双千指标",
+    "双万指标",
+    "二进制一致错误率",
+    "误差均衡性",
+    "均方根误差",
+    "小值域错误占比",
+    "相对误差最大值",
+    "相对误差平均值",
+    "inf/nan错误率",
+    "相对误差错误率",
+    "绝对误差错误率",
+    "ULP误差最大值",
+    "ULP误差平均值",
+    "ULP误差大于阈值占比",
+    "Status",
+    "Message",
+)
+
+COMPARE_RESULT_HEADER: tuple[str, ...] = (
+    "API Name",
+    "Forward Test Success",
+    "Backward Test Success",
+    "Message",
+)
+
+COMPARE_DETAILS_HEADER: tuple[str, ...] = (
+    "API Name",
+    "小值域错误比值",
+    "小值域判定结果",
+    "均方根误差比值",
+    "均方根误差判定结果",
+    "相对误差最大值比值",
+    "相对误差最大值判定结果",
+    "相对误差平均值比值",
+    "相对误差平均值判定结果",
+    "误差均衡性比值",
+    "误差均衡性判定结果",
+    "inf/nan错误率",
+    "inf/nan判定结果",
+    "相对误差错误率",
+    "相对误差判定结果",
+    "绝对误差错误率",
+    "绝对误差判定结果",
+    "二进制一致错误率",
+    "二进制一致错误率判定结果",
+    "ULP误差平均值",
+    "ULP误差大于阈值占比",
+    "ULP误差大于阈值占比比值",
+    "ULP误差判定结果",
+    "双千指标",
+    "双千指标判定结果",
+    "比对结果",
+    "比对算法",
+    "Message",
+)
+
+KNOWN_HEADERS: dict[tuple[str, ...], str] = {
+    RUN_UT_RESULT_HEADER: "accuracy_checking_result",
+    RUN_UT_DETAILS_HEADER: "accuracy_checking_details",
+    COMPARE_DETAILS_HEADER: "api_precision_compare_details",
+}
+
+
+def format_cell(value: Any) -> str:
+    """One CSV cell as upstream writes it (see module docstring)."""
+    if value is None:
+        return BLANK
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return str(value)
+    type_name = type(value).__name__
+    if type_name in ("float32", "float16", "bfloat16"):
+        return str(value)
+    if isinstance(value, float) or type_name == "float64":
+        v = float(value)
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        return f"{v:.{FLOAT_PRECISION}f}"
+    return str(value)
+
+
+def write_rows(path: str | os.PathLike[str], header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """Write a whole CSV (header + rows) atomically: a reader never sees half a file."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8-sig", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(header)
+        for row in rows:
+            writer.writerow([format_cell(c) for c in row])
+    os.replace(tmp, path)
+
+
+def read_rows(path: str | os.PathLike[str], header: Sequence[str]) -> list[list[str]]:
+    """Read a CSV written by us or by upstream, refusing a file whose header is not ``header``.
+
+    Cells are returned as the raw strings (``" "`` blanks included); short rows (upstream's 3-cell
+    result rows) are padded with ``""`` to the header's width.
+    """
+    path = Path(path)
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as fh:
+            reader = csv.reader(fh)
+            first = next(reader, None)
+            if first is None:
+                raise MsprobeError(f"{path}: empty file, expected a CSV with header {header[0]!r}, ...")
+            if tuple(first) != tuple(header):
+                kind = KNOWN_HEADERS.get(tuple(first))
+                what = f"it is an {kind} file" if kind else f"its header starts with {first[:3]!r}"
+                raise MsprobeError(
+                    f"{path}: not the expected CSV ({what}; expected header {header[:3]!r}...)"
+                )
+            width = len(header)
+            rows = []
+            for line_no, row in enumerate(reader, start=2):
+                if not row:
+                    continue
+                if len(row) > width:
+                    raise MsprobeError(f"{path}:{line_no}: {len(row)} cells, the header has {width}")
+                rows.append(row + [""] * (width - len(row)))
+            return rows
+    except FileNotFoundError:
+        raise MsprobeError(f"{path}: no such file") from None
+    except UnicodeDecodeError:
+        raise MsprobeError(f"{path}: not a UTF-8 CSV file") from None
+    except csv.Error as exc:
+        raise MsprobeError(f"{path}: malformed CSV ({exc})") from None
+
+
+def is_blank(cell: str) -> bool:
+    return cell.strip() == ""

@@ -1,0 +1,1 @@
+"""Replay stage: a pytest plugin that turns every dumped API call into a scored test case."""

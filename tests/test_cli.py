@@ -1,0 +1,14 @@
+from msprobe.cli import SUBCOMMANDS, main
+
+
+def test_help_lists_every_subcommand(capsys):
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for name in SUBCOMMANDS:
+        assert name in out
+
+
+def test_unknown_subcommand_is_one_line_error(capsys):
+    assert main(["frobnicate"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("msprobe: error: unknown command 'frobnicate'")
