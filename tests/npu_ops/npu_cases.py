@@ -33,5 +33,6 @@ def np64(t: torch.Tensor) -> np.ndarray:
 def assert_matches(actual: torch.Tensor, expected: np.ndarray, dtype: torch.dtype) -> None:
     rtol, atol = TOLERANCE[dtype]
     assert actual.dtype == dtype, f"result dtype {actual.dtype}, expected {dtype}"
-    torch.testing.assert_close(actual.detach().to(torch.float64), torch.from_numpy(np.asarray(expected)),
-                               rtol=rtol, atol=atol)  # fmt: skip
+    torch.testing.assert_close(
+        actual.detach().to(torch.float64), torch.from_numpy(np.asarray(expected)), rtol=rtol, atol=atol
+    )

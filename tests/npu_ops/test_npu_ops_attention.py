@@ -91,16 +91,28 @@ def test_dense_layouts(
         return oracle.masked(mode, i, j, sq, skv, pre, nxt, bool(gm[bi, ni, i, j]), prefix[bi])
 
     expected = oracle.attention_bnsd(
-        q.double().numpy(), k.double().numpy(), v.double().numpy(),
-        None if pse is None else pse.double().numpy(), mask_fn, scale,
-    )  # fmt: skip
+        q.double().numpy(),
+        k.double().numpy(),
+        v.double().numpy(),
+        None if pse is None else pse.double().numpy(),
+        mask_fn,
+        scale,
+    )
     args = [
         torch.from_numpy(to_layout(t.numpy(), layout)).to(dtype) for t in (q.double(), k.double(), v.double())
     ]
     result = npu_fusion_attention(
-        *args, n, layout, pse=pse, atten_mask=atten_mask, scale=scale, pre_tockens=pre, next_tockens=nxt,
-        prefix=prefix, sparse_mode=mode,
-    )  # fmt: skip
+        *args,
+        n,
+        layout,
+        pse=pse,
+        atten_mask=atten_mask,
+        scale=scale,
+        pre_tockens=pre,
+        next_tockens=nxt,
+        prefix=prefix,
+        sparse_mode=mode,
+    )
     assert len(result) == 7 and result[4:] == (0, 0, 0)
     skip = rows_fully_masked(mask_fn, b, n, sq, skv)
     skip_layout = to_layout(np.broadcast_to(skip[..., None], (b, n, sq, dv)), layout)
@@ -139,9 +151,20 @@ def test_varlen_tnd(
     atten_mask = compressed_mask(mode) if mode not in (0, 1) else given_mask
     qcum, kvcum = np.cumsum(qlens).tolist(), np.cumsum(kvlens).tolist()
     result = npu_fusion_attention(
-        q, k, v, n, "TND", atten_mask=atten_mask, scale=0.5, pre_tockens=pre, next_tockens=nxt,
-        actual_seq_qlen=qcum, actual_seq_kvlen=kvcum, sparse_mode=mode, softmax_layout=softmax_layout,
-    )  # fmt: skip
+        q,
+        k,
+        v,
+        n,
+        "TND",
+        atten_mask=atten_mask,
+        scale=0.5,
+        pre_tockens=pre,
+        next_tockens=nxt,
+        actual_seq_qlen=qcum,
+        actual_seq_kvlen=kvcum,
+        sparse_mode=mode,
+        softmax_layout=softmax_layout,
+    )
     expected = np.zeros((t_q, n, d))
     skip = np.zeros((t_q, n, d), dtype=bool)
     live = [i for i, lq in enumerate(qlens) if lq > 0]
@@ -237,9 +260,17 @@ def test_gradcheck(layout: str) -> None:
     if layout == "TND":
         q, k, v = (tensor(i, (5, 2, 3), torch.float64).requires_grad_() for i in range(3))
         fn = lambda q, k, v: npu_fusion_attention(  # noqa: E731
-            q, k, v, 2, "TND", atten_mask=compressed_mask(3), actual_seq_qlen=[2, 5], actual_seq_kvlen=[3, 5],
-            sparse_mode=3, scale=0.7,
-        )[0]  # fmt: skip
+            q,
+            k,
+            v,
+            2,
+            "TND",
+            atten_mask=compressed_mask(3),
+            actual_seq_qlen=[2, 5],
+            actual_seq_kvlen=[3, 5],
+            sparse_mode=3,
+            scale=0.7,
+        )[0]
         assert torch.autograd.gradcheck(fn, (q, k, v))
         return
     shape = (1, 3, 4) if layout == "BSH" else (1, 2, 3, 2)

@@ -95,8 +95,22 @@ def test_apply_adam_w(seed: int, dtype: torch.dtype, amsgrad: bool, maximize: bo
     var, m, v, g = _state(seed, (5,), dtype)
     max_v = tensor(seed + 9, (5,), dtype).abs()
     b1, b2, lr, wd, eps = 0.9, 0.99, 0.02, 0.1, 1e-6
-    ref = oracle.apply_adam_w(np64(var), np64(m), np64(v), b1**step, b2**step, lr, wd, b1, b2, eps, np64(g),
-                              np64(max_v), amsgrad, maximize)  # fmt: skip
+    ref = oracle.apply_adam_w(
+        np64(var),
+        np64(m),
+        np64(v),
+        b1**step,
+        b2**step,
+        lr,
+        wd,
+        b1,
+        b2,
+        eps,
+        np64(g),
+        np64(max_v),
+        amsgrad,
+        maximize,
+    )
     out = (var.clone(), m.clone(), v.clone())
     result = npu_apply_adam_w(b1**step, b2**step, lr, wd, b1, b2, eps, g, max_v, amsgrad, maximize, out=out)
     for r, e in zip(result, ref):
