@@ -76,8 +76,9 @@ def _band(sq: int, skv: int, pre: int, nxt: int, offset: int, device: torch.devi
     return (rel > nxt) | (rel < -pre)
 
 
-def _given(mask: torch.Tensor, sq: int, skv: int) -> torch.Tensor:
-    return mask.bool()[..., :sq, :skv]
+def _given(mask: torch.Tensor, sq: int, skv: int, device: torch.device) -> torch.Tensor:
+    """The caller's mask (bool or uint8), cut to the block when it is larger (e.g. varlen ``maxS``)."""
+    return mask.to(device).bool()[..., :sq, :skv]
 
 
 def _block_mask(
@@ -96,9 +97,9 @@ def _block_mask(
         return None
     right_down = skv - sq
     if mode == 0:
-        return _given(mask, sq, skv) | _band(sq, skv, pre, nxt, 0, device)
+        return _given(mask, sq, skv, device) | _band(sq, skv, pre, nxt, 0, device)
     if mode in (1, 5):
-        return _given(mask, sq, skv)
+        return _given(mask, sq, skv, device)
     if mode == 2:
         return _band(sq, skv, MAX_TOKENS, 0, 0, device)
     if mode == 3:
