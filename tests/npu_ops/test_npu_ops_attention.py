@@ -70,8 +70,6 @@ def test_dense_layouts(
     nkv = data.draw(st.integers(1, 2), label="kv heads")
     n = nkv * data.draw(st.integers(1, 2), label="GQA group")
     d, dv = data.draw(st.sampled_from([(2, 2), (4, 4), (4, 2)]), label="(d, dv)")
-    if layout in ("BSH", "SBH"):
-        dv = d  # hidden sizes of key and value must then be equal
     q = tensor(seed, (b, n, sq, d), dtype)
     k = tensor(seed + 1, (b, nkv, skv, d), dtype)
     v = tensor(seed + 2, (b, nkv, skv, dv), dtype)
@@ -279,3 +277,36 @@ def test_gradcheck(layout: str) -> None:
     mask = torch.tensor([[False, True, False], [False, False, True], [True, False, False]])
     fn = lambda q, k, v, p: npu_fusion_attention(q, k, v, 2, layout, pse=p, atten_mask=mask, scale=0.4)[0]  # noqa: E731
     assert torch.autograd.gradcheck(fn, (q, k, v, pse))
+
+
+@pytest.mark.parametrize("layout", ["BNSD", "TND"])
+def test_query_blocks_change_nothing(layout: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocked (and checkpointed) evaluation equals the one-block result, forward and gradient."""
+    import msprobe.run_ut.npu_ops.attention as attention
+
+    if layout == "TND":
+        shape, kw = (7, 2, 3), {"actual_seq_qlen": [3, 7], "actual_seq_kvlen": [4, 7]}
+        kw |= {"atten_mask": torch.rand(4, 4, generator=torch.Generator().manual_seed(3)) < 0.4}
+    else:
+        shape, kw = (
+            (2, 2, 7, 3),
+            {"atten_mask": torch.rand(2, 1, 7, 7, generator=torch.Generator().manual_seed(3)) < 0.4},
+        )
+        kw |= {"pse": tensor(9, (1, 2, 7, 7), torch.float64).requires_grad_()}
+
+    def run() -> tuple[torch.Tensor, ...]:
+        q, k, v = (tensor(i, shape, torch.float64).requires_grad_() for i in range(3))
+        out = npu_fusion_attention(q, k, v, 2, layout, scale=0.3, **kw)
+        (out[0] * tensor(5, out[0].shape, torch.float64)).sum().backward()
+        return (out[0], out[1], *(t.grad for t in (q, k, v)))
+
+    whole = run()
+    monkeypatch.setattr(attention, "SCORE_BLOCK_ELEMENTS", 5)
+    blocked = run()
+    for a, b in zip(whole, blocked):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    with torch.no_grad():  # blocked without autograd: the plain loop, no checkpoint
+        q, k, v = (tensor(i, shape, torch.float64) for i in range(3))
+        torch.testing.assert_close(
+            npu_fusion_attention(q, k, v, 2, layout, scale=0.3, **kw)[0], whole[0].detach()
+        )

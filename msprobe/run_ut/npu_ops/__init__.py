@@ -100,16 +100,21 @@ FUSED_OPS: Mapping[str, FusedOp] = MappingProxyType(
 
 def lookup(api_name: str) -> FusedOp | None:
     """Entry for a dump name (``NPU.npu_rms_norm.0``, ``MindSpeed.npu_fusion_attention.3``, with or
-    without ``.forward``/``.backward``) or a bare op name (``npu_rms_norm``); None if there is none."""
+    without the call index and ``.forward``/``.backward``) or a bare op name (``npu_rms_norm``);
+    None for anything else, other prefixes (``Functional.``, ``Torch.``) included."""
     parts = api_name.split(".")
     if parts[-1] in ("forward", "backward"):
         parts = parts[:-1]
-    if len(parts) >= 3 and parts[-1].isdigit():
-        prefix, op = parts[0], ".".join(parts[1:-1])
-        if prefix == MINDSPEED_PREFIX:
-            return FUSED_OPS.get(f"{MINDSPEED_PREFIX}.{op}")
-        return FUSED_OPS.get(op) if prefix == NPU_PREFIX else None
-    return FUSED_OPS.get(".".join(parts))
+    if len(parts) > 1 and parts[-1].isdigit():
+        parts = parts[:-1]
+    if len(parts) == 1:
+        return FUSED_OPS.get(parts[0])
+    prefix, op = parts[0], ".".join(parts[1:])
+    if prefix == NPU_PREFIX:
+        return FUSED_OPS.get(op)
+    if prefix == MINDSPEED_PREFIX:
+        return FUSED_OPS.get(f"{MINDSPEED_PREFIX}.{op}")
+    return None
 
 
 __all__ = ["FUSED_OPS", "MINDSPEED_PREFIX", "NPU_PREFIX", "FusedOp", "PrepareInputs", "lookup"]

@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from torch.utils.checkpoint import checkpoint
 
 from msprobe.run_ut.npu_ops.precision import compute_dtype
 
@@ -45,6 +46,7 @@ LAYOUTS = ("BSH", "SBH", "BSND", "BNSD", "TND")
 COMPRESSED_MASK_MODES = frozenset({2, 3, 4, 6, 7, 8})
 ATTEN_MASK_POSITION = 7  # index of atten_mask among torch_npu's positional parameters
 SPARSE_MODE_POSITION = 16
+SCORE_BLOCK_ELEMENTS = 1 << 24  # scores per block of query rows (see _attend)
 
 
 def _to_bnsd(x: torch.Tensor, layout: str, heads: int) -> torch.Tensor:
@@ -116,7 +118,7 @@ def _block_mask(
     raise ValueError(f"npu_fusion_attention: sparse_mode={mode} is not supported for this layout")
 
 
-def _attend(
+def _attend_block(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
@@ -125,11 +127,6 @@ def _attend(
     scale: float,
     pse_before_scale: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """BNSD attention in the compute dtype; returns ``(out, row max, row sum of exp)``."""
-    groups = q.shape[1] // k.shape[1]
-    if groups > 1:
-        k = k.repeat_interleave(groups, dim=1)
-        v = v.repeat_interleave(groups, dim=1)
     s = q @ k.transpose(-2, -1)
     if pse is None:
         s = s * scale
@@ -143,6 +140,54 @@ def _attend(
     e = torch.exp(s - row_max.detach())
     row_sum = e.sum(dim=-1, keepdim=True)
     return (e / row_sum) @ v, row_max, row_sum
+
+
+def _rows(t: torch.Tensor | None, start: int, stop: int) -> torch.Tensor | None:
+    """Query rows ``start:stop`` of a tensor broadcast against ``(..., S_q, S_kv)``."""
+    if t is None or t.dim() < 2 or t.shape[-2] == 1:
+        return t
+    return t[..., start:stop, :]
+
+
+def _attend(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    pse: torch.Tensor | None,
+    mask: torch.Tensor | None,
+    scale: float,
+    pse_before_scale: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """BNSD attention in the compute dtype; returns ``(out, row max, row sum of exp)``.
+
+    Long sequences are processed in blocks of query rows holding at most ``SCORE_BLOCK_ELEMENTS``
+    scores, each block recomputed in backward (activation checkpointing) when a gradient is needed, so
+    an 8k-token fp64 benchmark needs one block of scores in memory, not the whole ``S_q × S_kv`` matrix.
+    """
+    groups = q.shape[1] // k.shape[1]
+    if groups > 1:
+        k = k.repeat_interleave(groups, dim=1)
+        v = v.repeat_interleave(groups, dim=1)
+    b, n, sq, _ = q.shape
+    rows = max(1, SCORE_BLOCK_ELEMENTS // max(1, b * n * k.shape[2]))
+    if rows >= sq:
+        return _attend_block(q, k, v, pse, mask, scale, pse_before_scale)
+    needs_grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (q, k, v, pse))
+    parts = []
+    for start in range(0, sq, rows):
+        block = (
+            q[:, :, start : start + rows],
+            k,
+            v,
+            _rows(pse, start, start + rows),
+            _rows(mask, start, start + rows),
+        )
+        if needs_grad:
+            parts.append(checkpoint(_attend_block, *block, scale, pse_before_scale, use_reentrant=False))
+        else:
+            parts.append(_attend_block(*block, scale, pse_before_scale))
+    out, row_max, row_sum = (torch.cat(p, dim=2) for p in zip(*parts))
+    return out, row_max, row_sum
 
 
 def _stat(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
