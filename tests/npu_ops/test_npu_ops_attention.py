@@ -310,3 +310,21 @@ def test_query_blocks_change_nothing(layout: str, monkeypatch: pytest.MonkeyPatc
         torch.testing.assert_close(
             npu_fusion_attention(q, k, v, 2, layout, scale=0.3, **kw)[0], whole[0].detach()
         )
+
+
+@pytest.mark.parametrize(("mode", "causal"), [(0, False), (1, False), (2, True), (3, True)])
+def test_agrees_with_torch_sdpa(mode: int, causal: bool) -> None:
+    """A second independent formulation: torch's scaled_dot_product_attention (square S, so modes 2
+    and 3 are both the ordinary causal mask), with GQA expanded by hand."""
+    q = tensor(0, (2, 4, 6, 8), torch.float64)
+    k, v = tensor(1, (2, 2, 6, 8), torch.float64), tensor(2, (2, 2, 6, 8), torch.float64)
+    keep = torch.rand(2, 1, 6, 6, generator=torch.Generator().manual_seed(4)) < 0.7
+    keep[..., 0] = True  # no fully masked row: SDPA would return NaN there
+    mask = None if causal else ~keep
+    atten_mask = compressed_mask(mode) if causal else mask
+    got = npu_fusion_attention(q, k, v, 4, "BNSD", atten_mask=atten_mask, scale=0.3, sparse_mode=mode)[0]
+    kk, vv = k.repeat_interleave(2, dim=1), v.repeat_interleave(2, dim=1)
+    want = torch.nn.functional.scaled_dot_product_attention(
+        q, kk, vv, attn_mask=None if causal else keep, is_causal=causal, scale=0.3
+    )
+    torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)

@@ -67,6 +67,11 @@ def test_group_norm_silu(data: st.DataObject, seed: int, dtype: torch.dtype, aff
     torch.testing.assert_close(rstd.double(), torch.from_numpy(r_ref), rtol=rtol, atol=rtol)
 
 
+def test_layer_norm_eval_takes_an_int_shape() -> None:
+    x = tensor(0, (3, 5), torch.float64)
+    assert torch.equal(npu_layer_norm_eval(x, 5), npu_layer_norm_eval(x, [5]))
+
+
 def test_group_norm_silu_rejects_bad_group() -> None:
     with pytest.raises(ValueError, match="cannot be split"):
         npu_group_norm_silu(torch.ones(1, 6, 2), None, None, 4)

@@ -36,7 +36,7 @@ def npu_rms_norm(
 
 def npu_layer_norm_eval(
     input: torch.Tensor,
-    normalized_shape: Sequence[int],
+    normalized_shape: Sequence[int] | int,
     weight: torch.Tensor | None = None,
     bias: torch.Tensor | None = None,
     eps: float = 1e-05,
@@ -45,7 +45,8 @@ def npu_layer_norm_eval(
     x = upcast(input)
     w = None if weight is None else weight.to(x.dtype)
     b = None if bias is None else bias.to(x.dtype)
-    return F.layer_norm(x, list(normalized_shape), w, b, eps).to(input.dtype)
+    shape = [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
+    return F.layer_norm(x, shape, w, b, eps).to(input.dtype)
 
 
 def npu_group_norm_silu(
