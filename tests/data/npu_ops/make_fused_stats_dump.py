@@ -174,6 +174,9 @@ def main() -> None:
     doc = {"task": "statistics", "level": "L1", "framework": "pytorch", "dump_data_dir": None, "data": data}
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(doc, indent=1) + "\n")
+    # the rest of an L1 rank folder (dump.md §3.1, §3.4): construct.json is {} at L1; no stacks recorded
+    for companion in ("construct.json", "stack.json"):
+        (OUT.parent / companion).write_text("{}\n")
     print(f"wrote {OUT} ({len(data)} records)")
 
 
