@@ -137,6 +137,16 @@ def read_rows(path: str | os.PathLike[str], header: Sequence[str]) -> list[list[
     Cells are returned as the raw strings (``" "`` blanks included); short rows (upstream's 3-cell
     result rows) are padded with ``""`` to the header's width.
     """
+    return read_rows_with_lines(path, header)[0]
+
+
+def read_rows_with_lines(
+    path: str | os.PathLike[str], header: Sequence[str]
+) -> tuple[list[list[str]], list[int]]:
+    """``read_rows`` plus, for each row, the file line it starts on (the header is line 1).
+
+    Quoted cells may hold newlines, so a row's line is not its index + 2.
+    """
     path = Path(path)
     try:
         with open(path, encoding="utf-8-sig", newline="") as fh:
@@ -151,20 +161,38 @@ def read_rows(path: str | os.PathLike[str], header: Sequence[str]) -> list[list[
                     f"{path}: not the expected CSV ({what}; expected header {header[:3]!r}...)"
                 )
             width = len(header)
-            rows = []
-            for line_no, row in enumerate(reader, start=2):
-                if not row:
-                    continue
-                if len(row) > width:
-                    raise MsprobeError(f"{path}:{line_no}: {len(row)} cells, the header has {width}")
-                rows.append(row + [""] * (width - len(row)))
-            return rows
+            rows: list[list[str]] = []
+            starts: list[int] = []
+            line_no = reader.line_num + 1
+            for row in reader:
+                if row:
+                    if len(row) > width:
+                        raise MsprobeError(f"{path}:{line_no}: {len(row)} cells, the header has {width}")
+                    rows.append(row + [""] * (width - len(row)))
+                    starts.append(line_no)
+                line_no = reader.line_num + 1
+            return rows, starts
     except FileNotFoundError:
         raise MsprobeError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise MsprobeError(f"{path}: is a folder, expected a CSV file") from None
     except UnicodeDecodeError:
         raise MsprobeError(f"{path}: not a UTF-8 CSV file") from None
     except csv.Error as exc:
         raise MsprobeError(f"{path}: malformed CSV ({exc})") from None
+
+
+def write_text_rows(
+    path: str | os.PathLike[str], header: Sequence[str], rows: Iterable[Sequence[str]]
+) -> None:
+    """``write_rows`` for rows whose cells are already ``format_cell`` text (the fast path for big tables)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8-sig", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(header)
+        writer.writerows(rows)
+    os.replace(tmp, path)
 
 
 def is_blank(cell: str) -> bool:

@@ -1,0 +1,194 @@
+"""What the reports show, as plain data built from a finished :class:`~msprobe.compare.run.Analysis`.
+
+Renderers (``html.py``, ``markdown.py``) only format this; nothing here formats HTML or Markdown.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from msprobe.compare import rules as R
+from msprobe.compare.report.stack import load_stacks
+from msprobe.compare.results import VERDICT
+from msprobe.compare.standards import Standard
+from msprobe.formats.accuracy_csv import COMPARE_RESULT_HEADER
+
+if TYPE_CHECKING:
+    from msprobe.compare.run import Analysis
+
+VERDICT_ORDER = ("error", "missing", "pass", "SKIP", " ")
+MAX_FAILING = 200
+"""Failing APIs shown in full in the HTML (all of them are in the CSVs)."""
+
+# standard → (value column, status column or None) shown per row
+METRICS: dict[str, tuple[tuple[str, str | None], ...]] = {
+    Standard.BENCHMARK.value: tuple((r.value, r.status) for _, r in R.BENCHMARK),
+    Standard.ABSOLUTE_THRESHOLD.value: tuple((r.value, r.status) for _, r in R.ABSOLUTE),
+    Standard.ACCUMULATIVE.value: tuple((r.value, r.status) for _, r in R.ACCUMULATIVE),
+    Standard.BINARY.value: ((R.BINARY.value, R.BINARY.status),),
+    Standard.THOUSANDTH.value: ((R.THOUSANDTH.value, R.THOUSANDTH.status),),
+    Standard.ULP.value: (("ULP误差平均值", None), ("ULP误差大于阈值占比", None),
+                         ("ULP误差大于阈值占比比值", "ULP误差判定结果")),
+}  # fmt: skip
+
+ENGLISH: dict[str, str] = {
+    "小值域错误比值": "small-value error ratio",
+    "均方根误差比值": "RMSE ratio",
+    "相对误差最大值比值": "max relative error ratio",
+    "相对误差平均值比值": "mean relative error ratio",
+    "误差均衡性比值": "error balance ratio",
+    "inf/nan错误率": "inf/nan error rate",
+    "相对误差错误率": "relative error rate",
+    "绝对误差错误率": "absolute error rate",
+    "二进制一致错误率": "binary mismatch rate",
+    "双千指标": "thousandth ratio",
+    "ULP误差平均值": "mean ULP error",
+    "ULP误差大于阈值占比": "ULP proportion over bound",
+    "ULP误差大于阈值占比比值": "ULP proportion ratio",
+}
+"""English names of the metric columns (the CSVs keep upstream's Chinese headers)."""
+
+# metrics whose NPU/GPU ratio distribution is plotted, with the bound drawn on the plot
+RATIO_PLOTS: tuple[tuple[str, float], ...] = (
+    *((r.value, float(r.bound or 0)) for _, r in R.BENCHMARK),
+    ("ULP误差大于阈值占比比值", 1.0),
+)
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    value: str
+    status: str
+
+
+@dataclass(frozen=True)
+class RowInfo:
+    name: str
+    standard: str
+    status: str
+    npu_dtype: str
+    gpu_dtype: str
+    npu_shape: str
+    gpu_shape: str
+    metrics: tuple[Metric, ...]
+    message: str
+
+
+@dataclass(frozen=True)
+class FailingApi:
+    name: str
+    forward: str
+    backward: str
+    severity: float  # how far past its bound the worst failing metric is (> 1; inf for inf/nan mismatches)
+    worst: str  # "metric value" of that metric
+    rows: tuple[RowInfo, ...]
+    stack: tuple[str, ...] | None  # None: no dump given or API not in stack.json
+
+
+@dataclass(frozen=True)
+class Report:
+    npu_csv: str
+    gpu_csv: str
+    dump_dir: str | None
+    api_counts: tuple[tuple[str, int], ...]
+    row_counts: tuple[tuple[str, int], ...]
+    failing: tuple[FailingApi, ...]
+    failing_total: int
+    missing: tuple[tuple[str, str], ...]  # (row name, "NPU only" / "GPU only")
+    flagged: tuple[tuple[str, str], ...]  # (row name, what differs)
+    ratios: dict[str, np.ndarray] = field(default_factory=dict)  # metric → finite ratios (plots)
+    bounds: dict[str, float] = field(default_factory=dict)
+    families: tuple[tuple[str, dict[str, int]], ...] = ()  # API family → details rows by verdict
+
+
+def _ordered(counts: dict[str, int]) -> tuple[tuple[str, int], ...]:
+    known = [(k, counts[k]) for k in VERDICT_ORDER if k in counts]
+    return tuple(known + sorted((k, v) for k, v in counts.items() if k not in VERDICT_ORDER))
+
+
+def _row_info(d: Mapping[Hashable, object]) -> RowInfo:
+    std = str(d["_standard"])
+    metrics = tuple(
+        Metric(name, str(d[name]).strip(), str(d[status]).strip() if status else "")
+        for name, status in METRICS.get(std, ())
+    )
+    return RowInfo(
+        name=str(d["API Name"]),
+        standard=std,
+        status=str(d["比对结果"]),
+        npu_dtype=str(d["_npu_dtype"]).strip(),
+        gpu_dtype=str(d["_gpu_dtype"]).strip(),
+        npu_shape=str(d["_npu_shape"]).strip(),
+        gpu_shape=str(d["_gpu_shape"]).strip(),
+        metrics=metrics,
+        message=str(d["Message"]).strip(),
+    )
+
+
+def _sort_key(sev: float) -> float:
+    return -sev if not math.isnan(sev) else math.inf
+
+
+def build_report(analysis: Analysis, dump_dir: Path | None = None) -> Report:
+    details, results = analysis.details, analysis.results
+    stacks = load_stacks(dump_dir) if dump_dir is not None else {}
+    failing_rows = results[results[VERDICT] == "error"]
+    order = sorted(
+        range(len(failing_rows)), key=lambda i: _sort_key(float(failing_rows["_severity"].iloc[i]))
+    )
+    failing = []
+    for i in order[:MAX_FAILING]:
+        r = failing_rows.iloc[i]
+        rows = tuple(_row_info(rec) for rec in details.iloc[list(r["_rows"])].to_dict("records"))
+        worst = [
+            details["_worst"].iat[j] for j in r["_rows"] if details["_severity"].iat[j] == r["_severity"]
+        ]
+        frames = stacks.get(str(r["_full"]))
+        failing.append(
+            FailingApi(
+                name=str(r[COMPARE_RESULT_HEADER[0]]),
+                forward=str(r[COMPARE_RESULT_HEADER[1]]),
+                backward=str(r[COMPARE_RESULT_HEADER[2]]),
+                severity=float(r["_severity"]),
+                worst=str(worst[0]) if worst else "",
+                rows=rows,
+                stack=tuple(frames) if frames is not None else None,
+            )
+        )
+    missing = details[details["_kind"] == "missing"]
+    flagged = details[details["_flag"] != ""]
+    judged = details[details["_kind"] == "evaluated"]
+    ratios = {}
+    for metric, _ in RATIO_PLOTS:
+        values = pd.to_numeric(judged[metric], errors="coerce").to_numpy(dtype=np.float64)
+        values = values[np.isfinite(values)]
+        if len(values):
+            ratios[metric] = values
+    fam = details[details["_api"] != ""].groupby("_api")["比对结果"].value_counts().unstack(fill_value=0)
+    fam = fam.loc[fam.sum(axis=1).sort_values(ascending=False, kind="stable").index[:25]]
+    families = tuple((str(k), {str(c): int(v) for c, v in row.items() if v}) for k, row in fam.iterrows())
+    return Report(
+        npu_csv=str(analysis.npu.path),
+        gpu_csv=str(analysis.gpu.path),
+        dump_dir=str(dump_dir) if dump_dir is not None else None,
+        api_counts=_ordered(analysis.api_counts()),
+        row_counts=_ordered(analysis.row_counts()),
+        failing=tuple(failing),
+        failing_total=len(failing_rows),
+        missing=tuple(
+            (str(n), "GPU only" if p == "gpu_only" else "NPU only")
+            for n, p in zip(missing["API Name"], missing["_presence"])
+        ),
+        flagged=tuple((str(n), str(f)) for n, f in zip(flagged["API Name"], flagged["_flag"])),
+        ratios=ratios,
+        bounds=dict(RATIO_PLOTS),
+        families=families,
+    )
