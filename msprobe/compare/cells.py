@@ -42,7 +42,8 @@ def parse(cells: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     na = is_na(cells)
     stripped = cells.str.strip()
     blank = (stripped == "").to_numpy() & ~na
-    values = pd.to_numeric(stripped.where(~(na | blank), "nan"), errors="coerce").to_numpy(dtype=np.float64)
+    numbers = pd.to_numeric(stripped.where(~(na | blank), "nan"), errors="coerce")
+    values = np.array(numbers, dtype=np.float64)  # a writable copy (pandas may hand out read-only views)
     codes = np.zeros(len(cells), dtype=np.int8)
     codes[blank] = EMPTY
     # to_numeric gives NaN both for real NaN spellings and for junk: decide those few cells with float().
@@ -50,9 +51,11 @@ def parse(cells: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     texts = stripped.to_numpy()
     for i in unsure:
         try:
-            values[i] = float(texts[i])
+            number = float(texts[i])
         except ValueError:
             codes[i] = NOT_FLOAT
+        else:
+            values[i] = number
     return values, codes
 
 
