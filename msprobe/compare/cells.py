@@ -38,25 +38,30 @@ def is_na(cells: pd.Series) -> np.ndarray:
 
 
 def parse(cells: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """Cells (str) → (float64 values, int8 error codes). NA cells are NaN with code OK."""
-    na = is_na(cells)
-    stripped = cells.str.strip()
+    """Cells (str) → (float64 values, int8 error codes). NA cells are NaN with code OK.
+
+    Works on the distinct texts of the column (blanks and repeated values are parsed once).
+    """
+    codes_of, uniques = pd.factorize(cells.to_numpy(dtype=object))
+    texts = pd.Series(uniques, dtype=object)
+    na = is_na(texts)
+    stripped = texts.str.strip()
     blank = (stripped == "").to_numpy() & ~na
     numbers = pd.to_numeric(stripped.where(~(na | blank), "nan"), errors="coerce")
     values = np.array(numbers, dtype=np.float64)  # a writable copy (pandas may hand out read-only views)
-    codes = np.zeros(len(cells), dtype=np.int8)
+    codes = np.zeros(len(texts), dtype=np.int8)
     codes[blank] = EMPTY
-    # to_numeric gives NaN both for real NaN spellings and for junk: decide those few cells with float().
+    # to_numeric gives NaN both for real NaN spellings and for junk: decide those few texts with float().
     unsure = np.flatnonzero(np.isnan(values) & ~na & ~blank)
-    texts = stripped.to_numpy()
+    raw = stripped.to_numpy(dtype=object)
     for i in unsure:
         try:
-            number = float(texts[i])
+            number = float(raw[i])
         except ValueError:
             codes[i] = NOT_FLOAT
         else:
             values[i] = number
-    return values, codes
+    return values[codes_of], codes[codes_of]
 
 
 def first_error(codes: Sequence[np.ndarray]) -> np.ndarray:
@@ -72,6 +77,8 @@ def first_error(codes: Sequence[np.ndarray]) -> np.ndarray:
 
 def numeric_column(cells: pd.Series) -> bool:
     """Whether pandas would have read this whole column as numbers (no blank or text cell in it)."""
+    if (cells.to_numpy(dtype=object) == " ").any():  # the usual blank: text column, no need to parse
+        return False
     _, codes = parse(cells)
     return bool((codes == OK).all())
 

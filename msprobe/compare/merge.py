@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
-from msprobe.compare.table import COLUMNS, LINE, NAME, DetailsTable
+from msprobe.compare.table import COLUMNS, LINE, NAME, DetailsTable, lines_of
 
 BOTH, NPU_ONLY, GPU_ONLY = "both", "npu_only", "gpu_only"
 
@@ -31,45 +32,52 @@ class Duplicate:
     lines: tuple[int, ...]
 
 
-def _side(table: DetailsTable, side: str) -> pd.DataFrame:
-    frame = table.frame
-    first = frame.drop_duplicates(NAME, keep="first")
-    out = first[[NAME, *COLUMNS, LINE]].rename(columns={c: f"{side}:{c}" for c in (*COLUMNS, LINE)})
-    out[f"{side}:dup"] = first[NAME].map(frame[NAME].value_counts()).to_numpy() > 1
-    out[f"{side}:order"] = range(len(out))
-    return out
+def _take(values: np.ndarray, rows: np.ndarray, fill: str | int | bool) -> np.ndarray:
+    """``values[rows]`` with ``fill`` where ``rows`` is -1."""
+    out = values[np.maximum(rows, 0)] if len(values) else np.full(len(rows), fill, dtype=values.dtype)
+    return np.where(rows >= 0, out, np.asarray(fill, dtype=values.dtype))
 
 
 def merge(npu: DetailsTable, gpu: DetailsTable) -> pd.DataFrame:
     """One row per API Name of the union: ``name``, ``presence``, ``duplicated_in``, ``npu:*``, ``gpu:*``.
 
-    The ``npu:*``/``gpu:*`` cells of an absent side are ``""`` (never read: such rows are not evaluated).
+    The ``npu:*``/``gpu:*`` cells of an absent side are ``""`` (never read: such rows are not evaluated);
+    ``npu:line``/``gpu:line`` are the rows' file lines (-1 when absent).
     """
-    left, right = _side(npu, "npu"), _side(gpu, "gpu")
-    m = left.merge(right, on=NAME, how="outer", indicator=True, sort=False)
-    presence = m["_merge"].map({"both": BOTH, "left_only": NPU_ONLY, "right_only": GPU_ONLY}).astype(object)
-    npu_dup = m["npu:dup"].fillna(False).astype(bool)
-    gpu_dup = m["gpu:dup"].fillna(False).astype(bool)
-    dup = pd.Series("", index=m.index, dtype=object)
-    dup[npu_dup] = "npu"
-    dup[gpu_dup] = "gpu"
-    dup[npu_dup & gpu_dup] = "both"
-    # NPU order first, then GPU-only rows in GPU order.
-    key_npu = m["npu:order"].fillna(len(left) + m["gpu:order"].fillna(0))
-    m = m.assign(presence=presence, duplicated_in=dup, _key=key_npu).sort_values("_key", kind="stable")
-    m = m.drop(columns=["_merge", "_key", "npu:dup", "gpu:dup", "npu:order", "gpu:order"])
-    m = m.rename(columns={NAME: "name"}).reset_index(drop=True)
-    for side in ("npu", "gpu"):
+    n_names = npu.frame[NAME].to_numpy(dtype=object)
+    g_names = gpu.frame[NAME].to_numpy(dtype=object)
+    n_dup_all = pd.Series(n_names).duplicated(keep=False).to_numpy()
+    g_dup_all = pd.Series(g_names).duplicated(keep=False).to_numpy()
+    n_rows = np.flatnonzero(~pd.Series(n_names).duplicated().to_numpy())  # first occurrences, file order
+    g_rows = np.flatnonzero(~pd.Series(g_names).duplicated().to_numpy())
+    g_index = pd.Index(g_names[g_rows])
+    pos_in_gpu = g_index.get_indexer(n_names[n_rows])
+    gpu_only = ~g_index.isin(n_names[n_rows])
+    npu_row = np.concatenate([n_rows, np.full(int(gpu_only.sum()), -1)])
+    gpu_row = np.concatenate([_take(g_rows, pos_in_gpu, -1), g_rows[gpu_only]])
+    names = np.concatenate([n_names[n_rows], g_names[g_rows[gpu_only]]]).astype(object)
+    presence = np.where(npu_row < 0, GPU_ONLY, np.where(gpu_row < 0, NPU_ONLY, BOTH)).astype(object)
+    n_dup = _take(n_dup_all, npu_row, False).astype(bool)
+    g_dup = _take(g_dup_all, gpu_row, False).astype(bool)
+    dup = np.full(len(names), "", dtype=object)
+    dup[n_dup] = "npu"
+    dup[g_dup] = "gpu"
+    dup[n_dup & g_dup] = "both"
+    columns: dict[str, np.ndarray] = {"name": names, "presence": presence, "duplicated_in": dup}
+    for side, table, rows in (("npu", npu, npu_row), ("gpu", gpu, gpu_row)):
         for c in COLUMNS:
-            m[f"{side}:{c}"] = m[f"{side}:{c}"].fillna("").astype(object)
-        m[f"{side}:{LINE}"] = m[f"{side}:{LINE}"].fillna(-1).astype(int)
-    return m
+            columns[f"{side}:{c}"] = _take(table.frame[c].to_numpy(dtype=object), rows, "")
+        columns[f"{side}:{LINE}"] = _take(table.frame[LINE].to_numpy(dtype=np.int64), rows, -1)
+    return pd.DataFrame(columns)
 
 
 def duplicates(table: DetailsTable, side: str) -> list[Duplicate]:
     """Every API Name that occurs more than once in ``table``, with all its lines, in file order."""
     frame = table.frame
-    dup = frame[frame[NAME].duplicated(keep=False)]
+    mask = frame[NAME].duplicated(keep=False).to_numpy()
+    if not mask.any():
+        return []
+    dup = pd.DataFrame({NAME: frame[NAME].to_numpy()[mask], LINE: np.asarray(lines_of(table))[mask]})
     return [
         Duplicate(side=side, name=str(name), lines=tuple(int(x) for x in group[LINE]))
         for name, group in dup.groupby(NAME, sort=False)

@@ -46,7 +46,7 @@ def overall(fwd: np.ndarray, bwd: np.ndarray) -> np.ndarray:
 
 
 def result_rows(details: pd.DataFrame) -> pd.DataFrame:
-    """The result table (4 upstream columns) plus ``_verdict``, ``_severity``, ``_full``, ``_rows``."""
+    """The result table (4 upstream columns) plus ``_verdict``, ``_severity`` and ``_full``."""
     n = len(details)
     kind = details["_kind"].to_numpy()
     pos = np.arange(n)
@@ -62,7 +62,6 @@ def result_rows(details: pd.DataFrame) -> pd.DataFrame:
             VERDICT: SKIP,
             "_severity": np.nan,
             "_full": details["_full"].to_numpy()[immediate],
-            "_rows": [[int(i)] for i in pos[immediate]],
             "_e": pos[immediate].astype(float),
         }
     )
@@ -89,7 +88,7 @@ def result_rows(details: pd.DataFrame) -> pd.DataFrame:
     g = flags.groupby("full", sort=False)
     sums = g[["fn", "fskip", "ferr", "fmiss", "bn", "bskip", "berr", "bmiss"]].sum()
     last = g[["last_dtype", "fwd_msg", "pos", "api"]].last()
-    agg = sums.join(last).join(g["severity"].max().rename("sev")).join(g["pos"].agg(list).rename("rows"))
+    agg = sums.join(last).join(g["severity"].max().rename("sev"))
 
     fwd = _aggregate(agg["fn"], agg["fskip"], agg["ferr"], agg["fmiss"])
     bwd = _aggregate(agg["bn"], agg["bskip"], agg["berr"], agg["bmiss"])
@@ -120,7 +119,6 @@ def result_rows(details: pd.DataFrame) -> pd.DataFrame:
             VERDICT: overall(fwd, bwd),
             "_severity": agg["sev"].to_numpy(),
             "_full": agg.index.to_numpy(dtype=object),
-            "_rows": agg["rows"].to_list(),
             "_e": e,
         }
     )

@@ -219,13 +219,17 @@ def _side_text(m: pd.DataFrame, col: str) -> np.ndarray:
 
 def _names(names: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(valid, full API name, bare API name, direction) from ``Type[.prefix].api.N.dir.output.k``."""
-    segments = names.str.count(r"\.").to_numpy() + 1
-    valid = (segments == 6) | (segments == 7)
-    split = names.str.rsplit(".", n=3, expand=True).reindex(columns=range(4))
-    full = split[0].fillna("").to_numpy(dtype=object)
-    direction = split[1].fillna("").to_numpy(dtype=object)
-    bare = pd.Series(full).str.extract(r"^[^.]*\.(.*)\.[^.]*$")[0].fillna("").to_numpy(dtype=object)
-    return valid, np.where(valid, full, ""), np.where(valid, bare, ""), np.where(valid, direction, "")
+    n = len(names)
+    valid = np.zeros(n, dtype=bool)
+    full, bare, direction = _strings(n), _strings(n), _strings(n)
+    for i, name in enumerate(names.tolist()):
+        parts = name.split(".")
+        if len(parts) in (6, 7):
+            valid[i] = True
+            full[i] = ".".join(parts[:-3])
+            bare[i] = ".".join(parts[1:-4])
+            direction[i] = parts[-3]
+    return valid, full, bare, direction
 
 
 def evaluate(m: pd.DataFrame, npu_numeric: frozenset[str] = frozenset()) -> pd.DataFrame:

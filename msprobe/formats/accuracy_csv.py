@@ -140,6 +140,34 @@ def read_rows(path: str | os.PathLike[str], header: Sequence[str]) -> list[list[
     return read_rows_with_lines(path, header)[0]
 
 
+def _check_header(path: Path, first: list[str] | None, header: Sequence[str]) -> None:
+    if first is None:
+        raise MsprobeError(f"{path}: empty file, expected a CSV with header {header[0]!r}, ...")
+    if tuple(first) != tuple(header):
+        kind = KNOWN_HEADERS.get(tuple(first))
+        what = f"it is an {kind} file" if kind else f"its header starts with {first[:3]!r}"
+        raise MsprobeError(f"{path}: not the expected CSV ({what}; expected header {header[:3]!r}...)")
+
+
+def check_header(path: str | os.PathLike[str], header: Sequence[str]) -> None:
+    """Refuse (one-line ``MsprobeError``) a file that is missing, unreadable or has another header.
+
+    For readers that parse the body with another CSV engine (compare reads big files with pandas).
+    """
+    path = Path(path)
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as fh:
+            _check_header(path, next(csv.reader(fh), None), header)
+    except FileNotFoundError:
+        raise MsprobeError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise MsprobeError(f"{path}: is a folder, expected a CSV file") from None
+    except UnicodeDecodeError:
+        raise MsprobeError(f"{path}: not a UTF-8 CSV file") from None
+    except csv.Error as exc:
+        raise MsprobeError(f"{path}: malformed CSV ({exc})") from None
+
+
 def read_rows_with_lines(
     path: str | os.PathLike[str], header: Sequence[str]
 ) -> tuple[list[list[str]], list[int]]:
@@ -151,15 +179,7 @@ def read_rows_with_lines(
     try:
         with open(path, encoding="utf-8-sig", newline="") as fh:
             reader = csv.reader(fh)
-            first = next(reader, None)
-            if first is None:
-                raise MsprobeError(f"{path}: empty file, expected a CSV with header {header[0]!r}, ...")
-            if tuple(first) != tuple(header):
-                kind = KNOWN_HEADERS.get(tuple(first))
-                what = f"it is an {kind} file" if kind else f"its header starts with {first[:3]!r}"
-                raise MsprobeError(
-                    f"{path}: not the expected CSV ({what}; expected header {header[:3]!r}...)"
-                )
+            _check_header(path, next(reader, None), header)
             width = len(header)
             rows: list[list[str]] = []
             starts: list[int] = []

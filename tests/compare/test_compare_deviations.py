@@ -132,3 +132,26 @@ def test_no_silent_overwrite(tmp_path):
     run_compare(npu, npu, tmp_path / "out", ts="20260101000000")
     with pytest.raises(MsprobeError, match="already exists, not overwriting"):
         run_compare(npu, npu, tmp_path / "out", ts="20260101000000")
+
+
+def test_short_rows_are_padded_and_long_rows_refused(tmp_path):
+    header = ",".join(ac.RUN_UT_DETAILS_HEADER)
+    short = tmp_path / "short.csv"
+    short.write_text(f"{header}\nTorch.a.0.forward.output.0,torch.float64,torch.float32\n", encoding="utf-8")
+    table = load_details(short)
+    assert table.frame.iloc[0].tolist()[:4] == [
+        "Torch.a.0.forward.output.0",
+        "torch.float64",
+        "torch.float32",
+        "",
+    ]
+    long = tmp_path / "long.csv"
+    long.write_text(f"{header}\n" + ",".join(["x"] * 24) + "\n", encoding="utf-8")
+    with pytest.raises(MsprobeError, match=r"long\.csv: malformed CSV \("):
+        load_details(long)
+
+
+def test_a_header_only_file_compares_to_nothing(tmp_path):
+    empty = write(tmp_path / "empty.csv", [])
+    a = analyse(load_details(empty), load_details(empty))
+    assert len(a.details) == 0 and len(a.results) == 0

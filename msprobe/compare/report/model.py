@@ -23,6 +23,8 @@ from msprobe.formats.accuracy_csv import COMPARE_RESULT_HEADER
 if TYPE_CHECKING:
     from msprobe.compare.run import Analysis
 
+IMMEDIATE = ("invalid", "exception")
+"""Row kinds that give their own result row (never part of an API's rows)."""
 VERDICT_ORDER = ("error", "missing", "pass", "SKIP", " ")
 MAX_FAILING = 200
 """Failing APIs shown in full in the HTML (all of them are in the CSVs)."""
@@ -141,16 +143,20 @@ def build_report(analysis: Analysis, dump_dir: Path | None = None) -> Report:
     details, results = analysis.details, analysis.results
     stacks = load_stacks(dump_dir) if dump_dir is not None else {}
     failing_rows = results[results[VERDICT] == "error"]
-    order = sorted(
-        range(len(failing_rows)), key=lambda i: _sort_key(float(failing_rows["_severity"].iloc[i]))
-    )
+    severities = failing_rows["_severity"].to_numpy(dtype=float)
+    order = sorted(range(len(failing_rows)), key=lambda i: _sort_key(float(severities[i])))[:MAX_FAILING]
+    shown = set(failing_rows["_full"].iloc[order])
+    judged = details[details["_full"].isin(shown) & ~details["_kind"].isin(IMMEDIATE)]
+    records = judged.to_dict("records")  # one conversion for every row shown
+    rows_of: dict[str, list[Mapping[Hashable, object]]] = {}
+    for rec in records:
+        rows_of.setdefault(str(rec["_full"]), []).append(rec)
     failing = []
-    for i in order[:MAX_FAILING]:
+    for i in order:
         r = failing_rows.iloc[i]
-        rows = tuple(_row_info(rec) for rec in details.iloc[list(r["_rows"])].to_dict("records"))
-        worst = [
-            details["_worst"].iat[j] for j in r["_rows"] if details["_severity"].iat[j] == r["_severity"]
-        ]
+        mine = rows_of.get(str(r["_full"]), [])
+        rows = tuple(_row_info(rec) for rec in mine)
+        worst = [rec["_worst"] for rec in mine if rec["_severity"] == r["_severity"]]
         frames = stacks.get(str(r["_full"]))
         failing.append(
             FailingApi(
@@ -165,10 +171,10 @@ def build_report(analysis: Analysis, dump_dir: Path | None = None) -> Report:
         )
     missing = details[details["_kind"] == "missing"]
     flagged = details[details["_flag"] != ""]
-    judged = details[details["_kind"] == "evaluated"]
+    evaluated = details[details["_kind"] == "evaluated"]
     ratios = {}
     for metric, _ in RATIO_PLOTS:
-        values = pd.to_numeric(judged[metric], errors="coerce").to_numpy(dtype=np.float64)
+        values = pd.to_numeric(evaluated[metric], errors="coerce").to_numpy(dtype=np.float64)
         values = values[np.isfinite(values)]
         if len(values):
             ratios[metric] = values

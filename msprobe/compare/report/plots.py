@@ -15,7 +15,8 @@ TINY = 1e-12
 
 def _uri(fig: object) -> str:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")  # type: ignore[attr-defined]
+    # no bbox_inches="tight": it draws the figure twice; tight_layout already placed everything
+    fig.savefig(buf, format="png", dpi=80)  # type: ignore[attr-defined]
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
