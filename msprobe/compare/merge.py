@@ -41,8 +41,7 @@ def _take(values: np.ndarray, rows: np.ndarray, fill: str | int | bool) -> np.nd
 def merge(npu: DetailsTable, gpu: DetailsTable) -> pd.DataFrame:
     """One row per API Name of the union: ``name``, ``presence``, ``duplicated_in``, ``npu:*``, ``gpu:*``.
 
-    The ``npu:*``/``gpu:*`` cells of an absent side are ``""`` (never read: such rows are not evaluated);
-    ``npu:line``/``gpu:line`` are the rows' file lines (-1 when absent).
+    The ``npu:*``/``gpu:*`` cells of an absent side are ``""`` (never read: such rows are not evaluated).
     """
     n_names = npu.frame[NAME].to_numpy(dtype=object)
     g_names = gpu.frame[NAME].to_numpy(dtype=object)
@@ -67,7 +66,6 @@ def merge(npu: DetailsTable, gpu: DetailsTable) -> pd.DataFrame:
     for side, table, rows in (("npu", npu, npu_row), ("gpu", gpu, gpu_row)):
         for c in COLUMNS:
             columns[f"{side}:{c}"] = _take(table.frame[c].to_numpy(dtype=object), rows, "")
-        columns[f"{side}:{LINE}"] = _take(table.frame[LINE].to_numpy(dtype=np.int64), rows, -1)
     return pd.DataFrame(columns)
 
 

@@ -303,7 +303,6 @@ def evaluate(m: pd.DataFrame, npu_numeric: frozenset[str] = frozenset()) -> pd.D
     message[has_flag] = message[has_flag] + np.array([f"NOTE: {f}\n" for f in flag[has_flag]], dtype=object)
     out[STATUS] = status
     out[MESSAGE] = message
-    frame = pd.DataFrame(out)
     analysis = {
         "kind": kind,
         "standard": standard,
@@ -322,12 +321,8 @@ def evaluate(m: pd.DataFrame, npu_numeric: frozenset[str] = frozenset()) -> pd.D
         "skip_message": as_read(pd.Series(_side_text(m, "Message")), "Message" in npu_numeric),
         "presence": presence,
         "duplicated_in": m["duplicated_in"].to_numpy(dtype=object),
-        "npu_line": m["npu:line"].to_numpy(),
-        "gpu_line": m["gpu:line"].to_numpy(),
     }
-    for key, values in analysis.items():
-        frame[f"_{key}"] = values
-    return frame
+    return pd.DataFrame({**out, **{f"_{key}": values for key, values in analysis.items()}})
 
 
 def _flags(m: pd.DataFrame, presence: np.ndarray) -> np.ndarray:
