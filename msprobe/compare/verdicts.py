@@ -248,6 +248,7 @@ def evaluate(m: pd.DataFrame, npu_numeric: frozenset[str] = frozenset()) -> pd.D
     standard = _strings(n)
     severity = np.full(n, np.nan)
     worst = _strings(n)
+    worst_value = np.full(n, np.nan)
 
     kind[~valid] = "invalid"
     message[~valid] = np.array(
@@ -295,7 +296,8 @@ def evaluate(m: pd.DataFrame, npu_numeric: frozenset[str] = frozenset()) -> pd.D
         severity[good] = sev
         names = RULE_NAMES[std]
         for j in np.flatnonzero(res.failed[keep] & (res.worst[keep] >= 0)):
-            worst[good[j]] = f"{names[res.worst[keep][j]]} {res.worst_value[keep][j]:.6g}"
+            worst[good[j]] = names[res.worst[keep][j]]
+        worst_value[good] = res.worst_value[keep]
 
     plain_message = message.copy()
     flag = _flags(m, presence)
@@ -307,7 +309,8 @@ def evaluate(m: pd.DataFrame, npu_numeric: frozenset[str] = frozenset()) -> pd.D
         "kind": kind,
         "standard": standard,
         "severity": severity,
-        "worst": worst,
+        "worst": worst,  # the output column of the failing metric furthest past its bound
+        "worst_value": worst_value,
         "full": full,
         "api": bare,
         "direction": direction,

@@ -141,7 +141,7 @@ def test_html_holds_what_the_csvs_say(tmp_path):
     # past bound: rate 0.1 must be 0 -> 1 + 100 (‰); rmse ratio 50 / 2; ULP nearest escape mean 100 / 64
     assert failing_names == ["Tensor.add_.0", "Torch.exp.0", "Functional.linear.0"]
     assert [r[4] for r in failing] == ["101×", "25×", "1.56×"]
-    assert "均方根误差比值 50" in failing[1][5]
+    assert failing[1][5] == "RMSE ratio (均方根误差比值) 50"
 
     for name in failing_names:
         section = page.sections[name]

@@ -7,11 +7,10 @@ and, with a dump, ``pre.stack``; ``#missing``, ``#flagged``; plots are ``img.plo
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from html import escape
 
-from msprobe.compare.report.model import ENGLISH, FailingApi, Report
+from msprobe.compare.report.model import ENGLISH, FailingApi, Report, severity_text
 from msprobe.compare.report.plots import family_bars, ratio_histograms
 
 CSS = """
@@ -41,10 +40,6 @@ def _table(table_id: str, head: Sequence[str], rows: Iterable[str]) -> str:
     body = "".join(f"<tr>{r}</tr>" for r in rows)
     ident = f' id="{table_id}"' if table_id else ""
     return f"<table{ident}><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _severity(value: float) -> str:
-    return "inf/nan mismatch" if math.isinf(value) else ("" if math.isnan(value) else f"{value:.3g}×")
 
 
 def _counts(report: Report) -> str:
@@ -86,8 +81,8 @@ def _api_section(api: FailingApi) -> str:
     head = (
         f"<h3>{escape(api.name)}</h3><p class='meta'>forward <span class='{escape(api.forward.strip())}'>"
         f"{escape(api.forward)}</span>, backward <span class='{escape(api.backward.strip())}'>"
-        f"{escape(api.backward)}</span>; worst: {escape(api.worst)} "
-        f"({escape(_severity(api.severity))} its bound)</p>"
+        f"{escape(api.backward)}</span>; worst metric: {escape(api.worst)}, "
+        f"severity {escape(severity_text(api.severity))}</p>"
     )
     return f'<section class="api" data-api="{escape(api.name)}">{head}{table}{stack}</section>'
 
@@ -104,16 +99,17 @@ def render_html(report: Report) -> str:
         "<h2>Counts by verdict</h2>",
         _counts(report),
         f"<h2>Failing APIs ({report.failing_total})</h2>",
-        "<p class='meta'>Worst first: how far past its bound each API's worst metric is "
-        "(ratio rules: ratio / bound; rates that must be 0: 1 + rate in ‰).</p>",
+        "<p class='meta'>Worst first. Severity: how far past its bound the API's worst metric is "
+        "(ratio rules: ratio / bound; rates that must be 0: 1 + rate in ‰; thousandth: (1 − value) / 0.001; "
+        "ULP: the nearest escape); above 1 means failing, ∞ an inf/nan mismatch.</p>",
     ]
     failing_rows = (
         f"<td class='num'>{i}</td>{_cell(a.name)}{_verdict(a.forward)}{_verdict(a.backward)}"
-        f"<td class='num'>{escape(_severity(a.severity))}</td>{_cell(a.worst)}"
+        f"<td class='num'>{escape(severity_text(a.severity))}</td>{_cell(a.worst)}"
         for i, a in enumerate(report.failing, start=1)
     )
     parts.append(
-        _table("failing", ["#", "API", "forward", "backward", "past bound", "worst metric"], failing_rows)
+        _table("failing", ["#", "API", "forward", "backward", "severity", "worst metric"], failing_rows)
     )
     if report.failing_total > len(report.failing):
         parts.append(

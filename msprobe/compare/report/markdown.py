@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from msprobe.compare.report.html import _severity
-from msprobe.compare.report.model import Report
+from msprobe.compare.report.model import Report, severity_text
 
 TOP = 20
 
@@ -27,13 +26,13 @@ def render_markdown(report: Report) -> str:
         lines.append(f"| {key.strip() or 'blank'} | {apis.get(key, 0)} | {rows.get(key, 0)} |")
     lines += ["", f"## Failing APIs ({report.failing_total}), worst first", ""]
     if report.failing:
-        lines += ["| # | API | fwd | bwd | past bound | worst metric | NPU dtype | GPU dtype | shape |",
+        lines += ["| # | API | fwd | bwd | severity | worst metric | NPU dtype | GPU dtype | shape |",
                   "|---:|---|---|---|---:|---|---|---|---|"]  # fmt: skip
         for i, api in enumerate(report.failing[:TOP], start=1):
             row = next((r for r in api.rows if r.status == "error"), api.rows[0] if api.rows else None)
             dtypes = (row.npu_dtype, row.gpu_dtype, row.npu_shape) if row else ("", "", "")
             cells = (
-                str(i), _md(api.name), api.forward.strip(), api.backward.strip(), _severity(api.severity),
+                str(i), _md(api.name), api.forward.strip(), api.backward.strip(), severity_text(api.severity),
                 _md(api.worst), dtypes[0], dtypes[1], _md(dtypes[2]),
             )  # fmt: skip
             lines.append("| " + " | ".join(cells) + " |")

@@ -90,7 +90,7 @@ class FailingApi:
     forward: str
     backward: str
     severity: float  # how far past its bound the worst failing metric is (> 1; inf for inf/nan mismatches)
-    worst: str  # "metric value" of that metric
+    worst: str  # that metric: "English (中文) value"
     rows: tuple[RowInfo, ...]
     stack: tuple[str, ...] | None  # None: no dump given or API not in stack.json
 
@@ -135,6 +135,17 @@ def _row_info(d: Mapping[Hashable, object]) -> RowInfo:
     )
 
 
+def _worst(rec: Mapping[Hashable, object]) -> str:
+    name = str(rec["_worst"])
+    value = float(rec["_worst_value"])  # type: ignore[arg-type]
+    return f"{ENGLISH.get(name, name)} ({name}) {value:.6g}" if name else ""
+
+
+def severity_text(value: float) -> str:
+    """``25×``, ``∞`` (an inf/nan mismatch) or ``""`` (not failing)."""
+    return "∞" if math.isinf(value) else ("" if math.isnan(value) else f"{value:.3g}×")
+
+
 def _sort_key(sev: float) -> float:
     return -sev if not math.isnan(sev) else math.inf
 
@@ -156,7 +167,7 @@ def build_report(analysis: Analysis, dump_dir: Path | None = None) -> Report:
         r = failing_rows.iloc[i]
         mine = rows_of.get(str(r["_full"]), [])
         rows = tuple(_row_info(rec) for rec in mine)
-        worst = [rec["_worst"] for rec in mine if rec["_severity"] == r["_severity"]]
+        worst = [_worst(rec) for rec in mine if rec["_severity"] == r["_severity"]]
         frames = stacks.get(str(r["_full"]))
         failing.append(
             FailingApi(
