@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -55,7 +55,11 @@ class CompareOutcome:
     api_counts: dict[str, int]  # result rows by overall verdict: pass / error / missing / SKIP
     row_counts: dict[str, int]  # details rows by 比对结果
     flagged: int  # paired rows whose dtype or shape differ between the sides
-    paths: tuple[Path, ...] = field(default=())
+
+    @property
+    def paths(self) -> tuple[Path, Path, Path, Path]:
+        """Every file written, in the order they are printed."""
+        return (self.result_csv, self.details_csv, self.report_html, self.report_md)
 
     @property
     def failed(self) -> bool:
@@ -139,5 +143,4 @@ def run_compare(
         api_counts=analysis.api_counts(),
         row_counts=analysis.row_counts(),
         flagged=int((analysis.details["_flag"] != "").sum()),
-        paths=(result_csv, details_csv, html, md),
     )

@@ -155,3 +155,11 @@ def test_a_header_only_file_compares_to_nothing(tmp_path):
     empty = write(tmp_path / "empty.csv", [])
     a = analyse(load_details(empty), load_details(empty))
     assert len(a.details) == 0 and len(a.results) == 0
+
+
+def test_a_file_of_invalid_names_only(tmp_path):
+    a = pair(tmp_path, [row("bad"), row("also.bad")])
+    assert result_list(a) == [
+        ["bad", "SKIP", "SKIP", "The API name bad is invalid."],
+        ["also.bad", "SKIP", "SKIP", "The API name also.bad is invalid."],
+    ]
