@@ -42,6 +42,10 @@ def _table(table_id: str, head: Sequence[str], rows: Iterable[str]) -> str:
     return f"<table{ident}><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _more(total: int, shown: int, where: str = "details CSV") -> str:
+    return f"<p class='meta'>{total - shown} more in the {where}.</p>" if total > shown else ""
+
+
 def _counts(report: Report) -> str:
     apis, rows = dict(report.api_counts), dict(report.row_counts)
     keys = list(dict.fromkeys([*apis, *rows]))
@@ -116,14 +120,16 @@ def render_html(report: Report) -> str:
             f"<p class='meta'>{report.failing_total - len(report.failing)} more in the result CSV.</p>"
         )
     parts.extend(_api_section(a) for a in report.failing)
-    parts.append(f"<h2>Rows present on one side only ({len(report.missing)})</h2>")
+    parts.append(f"<h2>Rows present on one side only ({report.missing_total})</h2>")
     parts.append(
         _table("missing", ["output", "present in"], (_cell(n) + _cell(s) for n, s in report.missing))
     )
-    parts.append(f"<h2>Rows whose dtype or shape differ between the sides ({len(report.flagged)})</h2>")
+    parts.append(_more(report.missing_total, len(report.missing)))
+    parts.append(f"<h2>Rows whose dtype or shape differ between the sides ({report.flagged_total})</h2>")
     parts.append(
         _table("flagged", ["output", "difference"], (_cell(n) + _cell(f) for n, f in report.flagged))
     )
+    parts.append(_more(report.flagged_total, len(report.flagged)))
     parts.append("<h2>Distributions</h2>")
     titles = {k: ENGLISH.get(k, k) for k in report.ratios}
     for alt, uri in (

@@ -44,8 +44,8 @@ def render_markdown(report: Report) -> str:
         lines.append("None.")
     lines += [
         "",
-        f"Rows on one side only: {len(report.missing)}. "
-        f"Rows whose dtype or shape differ between NPU and GPU: {len(report.flagged)}.",
+        f"Rows on one side only: {report.missing_total}. "
+        f"Rows whose dtype or shape differ between NPU and GPU: {report.flagged_total}.",
         "",
     ]
     return "\n".join(lines)

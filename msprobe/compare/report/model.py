@@ -28,6 +28,8 @@ IMMEDIATE = ("invalid", "exception")
 VERDICT_ORDER = ("error", "missing", "pass", "SKIP", " ")
 MAX_FAILING = 200
 """Failing APIs shown in full in the HTML (all of them are in the CSVs)."""
+MAX_LISTED = 1000
+"""One-sided and mismatched rows listed in the HTML (all are counted, and flagged in the CSV)."""
 
 # standard → (value column, status column or None) shown per row
 METRICS: dict[str, tuple[tuple[str, str | None], ...]] = {
@@ -104,8 +106,10 @@ class Report:
     row_counts: tuple[tuple[str, int], ...]
     failing: tuple[FailingApi, ...]
     failing_total: int
-    missing: tuple[tuple[str, str], ...]  # (row name, "NPU only" / "GPU only")
-    flagged: tuple[tuple[str, str], ...]  # (row name, what differs)
+    missing: tuple[tuple[str, str], ...]  # (row name, "NPU only" / "GPU only"), the first MAX_LISTED
+    missing_total: int
+    flagged: tuple[tuple[str, str], ...]  # (row name, what differs), the first MAX_LISTED
+    flagged_total: int
     ratios: dict[str, np.ndarray] = field(default_factory=dict)  # metric → finite ratios (plots)
     bounds: dict[str, float] = field(default_factory=dict)
     families: tuple[tuple[str, dict[str, int]], ...] = ()  # API family → details rows by verdict
@@ -180,8 +184,9 @@ def build_report(analysis: Analysis, dump_dir: Path | None = None) -> Report:
                 stack=tuple(frames) if frames is not None else None,
             )
         )
-    missing = details[details["_kind"] == "missing"]
-    flagged = details[details["_flag"] != ""]
+    missing_all = details[details["_kind"] == "missing"]
+    flagged_all = details[details["_flag"] != ""]
+    missing, flagged = missing_all.iloc[:MAX_LISTED], flagged_all.iloc[:MAX_LISTED]
     evaluated = details[details["_kind"] == "evaluated"]
     ratios = {}
     for metric, _ in RATIO_PLOTS:
@@ -204,6 +209,8 @@ def build_report(analysis: Analysis, dump_dir: Path | None = None) -> Report:
             (str(n), "GPU only" if p == "gpu_only" else "NPU only")
             for n, p in zip(missing["API Name"], missing["_presence"])
         ),
+        missing_total=len(missing_all),
+        flagged_total=len(flagged_all),
         flagged=tuple((str(n), str(f)) for n, f in zip(flagged["API Name"], flagged["_flag"])),
         ratios=ratios,
         bounds=dict(RATIO_PLOTS),
