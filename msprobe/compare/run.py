@@ -62,6 +62,11 @@ class CompareOutcome:
         return (self.result_csv, self.details_csv, self.report_html, self.report_md)
 
     @property
+    def counts(self) -> dict[str, int]:
+        """APIs by overall verdict (``api_counts``), the numbers the command line prints."""
+        return self.api_counts
+
+    @property
     def failed(self) -> bool:
         return self.api_counts.get("error", 0) > 0
 

@@ -45,6 +45,6 @@ def test_run_compare_writes_four_timestamped_files(tmp_path):
     assert out.details_csv.name == "api_precision_compare_details_20260101000000.csv"
     assert {p.name for p in (tmp_path / "out").iterdir()} == {p.name for p in out.paths}
     assert out.result_csv.read_bytes() == RESULT_OUT.read_bytes()
-    assert out.api_counts == {"pass": 18, "error": 2}
+    assert out.api_counts == out.counts == {"pass": 18, "error": 2}
     assert out.row_counts == {"pass": 35, "SKIP": 4, "error": 2}
     assert out.failed and out.flagged == 0
