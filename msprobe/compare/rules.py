@@ -7,11 +7,29 @@ above 1 exactly when the value fails), which orders the report's failing APIs.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+
+ENGLISH: dict[str, str] = {
+    "小值域错误比值": "small-value error ratio",
+    "均方根误差比值": "RMSE ratio",
+    "相对误差最大值比值": "max relative error ratio",
+    "相对误差平均值比值": "mean relative error ratio",
+    "误差均衡性比值": "error balance ratio",
+    "inf/nan错误率": "inf/nan error rate",
+    "相对误差错误率": "relative error rate",
+    "绝对误差错误率": "absolute error rate",
+    "二进制一致错误率": "binary mismatch rate",
+    "双千指标": "thousandth ratio",
+    "ULP误差平均值": "mean ULP error",
+    "ULP误差大于阈值占比": "ULP proportion over bound",
+    "ULP误差大于阈值占比比值": "ULP proportion ratio",
+}
+"""English names of the metric columns (the CSVs keep upstream's Chinese headers)."""
 
 Kind = Literal["above", "nonzero", "below", "not_at_most", "not_below"]
 
@@ -64,9 +82,13 @@ class Rule:
         return np.where(np.isnan(values), np.inf, out)
 
     def describe(self, value: float, bound: float | None = None) -> str:
+        """``RMSE ratio (均方根误差比值) 50 > 2``: the value against the bound it fails."""
+        name = f"{ENGLISH.get(self.value, self.value)} ({self.value})"
+        if math.isnan(value):
+            return f"{name}: inf/nan on one side only"
         b = self.bound if bound is None else bound
         op = {"above": ">", "nonzero": "≠", "below": "<", "not_at_most": ">", "not_below": "≥"}[self.kind]
-        return f"{self.value} {value:.6g} {op} {0 if self.kind == 'nonzero' else b:.6g}"
+        return f"{name} {value:.6g} {op} {0 if self.kind == 'nonzero' else b:.6g}"
 
 
 @dataclass(frozen=True)
@@ -130,6 +152,8 @@ THOUSANDTH = Rule("双千指标", "双千指标判定结果", "below", 0.999, "E
 ULP_MESSAGE = "ERROR: ULP误差不满足标准\n"
 _ULP_MEAN = Rule("ULP误差平均值", None, "not_below", 64.0, ULP_MESSAGE)
 _ULP_RATIO = Rule("ULP误差大于阈值占比比值", None, "not_below", 1.0, ULP_MESSAGE)
+ULP_MISMATCH = Rule("ULP误差大于阈值占比比值", None, "not_below", 1.0, ULP_MESSAGE)
+"""Stands for an inf/nan mismatch of the ULP columns in the report (its value is NaN)."""
 ULP_FP32 = EscapeRule(
     (_ULP_MEAN, Rule("ULP误差大于阈值占比", None, "not_below", 0.05, ULP_MESSAGE), _ULP_RATIO), ULP_MESSAGE
 )

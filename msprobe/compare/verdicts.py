@@ -57,9 +57,8 @@ class _Judged:
     failed: np.ndarray  # bool
     message: np.ndarray  # object (str)
     codes: list[np.ndarray]  # parse error codes, in upstream's evaluation order
-    severity: np.ndarray  # float, > 1 where a counted rule failed
-    worst: np.ndarray  # int: index of the rule with the largest severity (-1: none)
-    worst_value: np.ndarray  # float: that rule's value
+    severity: np.ndarray  # float, > 1 where a counted rule failed (NaN where none failed)
+    worst: np.ndarray  # str: the failing rule furthest past its bound, against that bound ("" if none)
 
 
 def _strings(n: int, text: str = "") -> np.ndarray:
@@ -90,18 +89,39 @@ def _inf_nan_ratio(
 
 
 class _Worst:
-    """Tracks, per row, the failing counted rule with the largest severity."""
+    """Per row, the failing rule with the largest severity (``nearest``: the smallest, for escapes)."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, nearest: bool = False) -> None:
         self.severity = np.full(n, np.nan)
-        self.index = np.full(n, -1)
+        self.rule = np.full(n, None, dtype=object)
         self.value = np.full(n, np.nan)
+        self.bound = np.full(n, np.nan)
+        self.nearest = nearest
 
-    def add(self, i: int, failed: np.ndarray, severity: np.ndarray, value: np.ndarray) -> None:
-        better = failed & ~(severity <= self.severity)  # NaN current → take it
-        self.severity = np.where(better, severity, self.severity)
-        self.index = np.where(better, i, self.index)
-        self.value = np.where(better, value, self.value)
+    def add(
+        self,
+        rule: R.Rule,
+        failed: np.ndarray,
+        severity: np.ndarray,
+        value: np.ndarray,
+        bound: np.ndarray | float | None = None,
+    ) -> None:
+        with np.errstate(invalid="ignore"):
+            beaten = (severity >= self.severity) if self.nearest else (severity <= self.severity)
+        take = failed & ~beaten  # a NaN current value is always replaced
+        self.severity = np.where(take, severity, self.severity)
+        self.value = np.where(take, value, self.value)
+        self.bound = np.where(
+            take, np.nan if bound is None else np.asarray(bound, dtype=np.float64), self.bound
+        )
+        self.rule[take] = rule
+
+    def texts(self) -> np.ndarray:
+        out = _strings(len(self.rule))
+        for i in np.flatnonzero(self.rule != None):  # noqa: E711 - elementwise on an object array
+            b = None if np.isnan(self.bound[i]) else float(self.bound[i])
+            out[i] = self.rule[i].describe(float(self.value[i]), b)
+        return out
 
 
 def _judge_benchmark(v: _View) -> _Judged:
@@ -112,7 +132,7 @@ def _judge_benchmark(v: _View) -> _Judged:
     notes, errors = _strings(n), _strings(n)
     failed = np.zeros(n, dtype=bool)
     worst = _Worst(n)
-    for i, ((col, rule), ((x, _), (y, _))) in enumerate(zip(R.BENCHMARK, parsed)):
+    for (col, rule), ((x, _), (y, _)) in zip(R.BENCHMARK, parsed):
         ratio, consistent, note = _inf_nan_ratio(x, y, floor, col)
         bad = ~consistent | rule.fails(ratio)
         cells[rule.value] = format_floats(ratio)
@@ -122,9 +142,9 @@ def _judge_benchmark(v: _View) -> _Judged:
         if rule.counted:
             failed |= bad
             errors = errors + np.where(bad, rule.message, "").astype(object)
-            worst.add(i, bad, np.where(consistent, rule.severity(ratio), np.inf), ratio)
+            worst.add(rule, bad, np.where(consistent, rule.severity(ratio), np.inf), ratio)
     codes = [c for (_, xc), (_, yc) in parsed for c in (xc, yc)]
-    return _Judged(cells, failed, notes + errors, codes, worst.severity, worst.index, worst.value)
+    return _Judged(cells, failed, notes + errors, codes, worst.severity, worst.texts())
 
 
 def _judge_rates(v: _View, table: tuple[tuple[str, R.Rule], ...], joiner: str) -> _Judged:
@@ -136,7 +156,7 @@ def _judge_rates(v: _View, table: tuple[tuple[str, R.Rule], ...], joiner: str) -
     failed = np.zeros(n, dtype=bool)
     worst = _Worst(n)
     parts: list[np.ndarray] = []
-    for i, ((_, rule), (x, _)) in enumerate(zip(table, parsed)):
+    for (_, rule), (x, _) in zip(table, parsed):
         b = bound if rule.bound is None else rule.bound
         bad = rule.fails(x, b)
         cells[rule.value] = format_floats(x)
@@ -144,12 +164,12 @@ def _judge_rates(v: _View, table: tuple[tuple[str, R.Rule], ...], joiner: str) -
         cells[rule.status] = _verdict_text(bad)
         failed |= bad
         parts.append(np.where(bad, rule.message, "").astype(object))
-        worst.add(i, bad, rule.severity(x, b), x)
+        worst.add(rule, bad, rule.severity(x, b), x, b)
     if joiner:
         message = np.array([joiner.join(p for p in row if p) for row in zip(*parts)], dtype=object)
     else:
         message = np.sum(parts, axis=0) if parts else _strings(n)
-    return _Judged(cells, failed, message, [c for _, c in parsed], worst.severity, worst.index, worst.value)
+    return _Judged(cells, failed, message, [c for _, c in parsed], worst.severity, worst.texts())
 
 
 def _judge_one(v: _View, column: str, rule: R.Rule) -> _Judged:
@@ -159,8 +179,9 @@ def _judge_one(v: _View, column: str, rule: R.Rule) -> _Judged:
     assert rule.status is not None
     cells = {rule.value: v.npu_as_read(column), rule.status: _verdict_text(bad)}
     message = np.where(bad, rule.message, "").astype(object)
-    sev = np.where(bad, rule.severity(x), np.nan)
-    return _Judged(cells, bad, message, [code], sev, np.where(bad, 0, -1), x)
+    worst = _Worst(len(x))
+    worst.add(rule, bad, rule.severity(x), x)
+    return _Judged(cells, bad, message, [code], worst.severity, worst.texts())
 
 
 def _judge_ulp(v: _View) -> _Judged:
@@ -182,11 +203,13 @@ def _judge_ulp(v: _View) -> _Judged:
         "ULP误差判定结果": verdict,
     }
     message = mean_note + ratio_note + np.where(failed, R.ULP_MESSAGE, "").astype(object)
-    with np.errstate(invalid="ignore"):
-        sev = np.where(fp32, R.ULP_FP32.severity([mu, p, r]), R.ULP_HALF.severity([p, r]))
-    sev = np.where(consistent, sev, np.inf)
-    return _Judged(cells, failed, message, [mu_c, mu_gc, p_c, q_c], np.where(failed, sev, np.nan),
-                   np.where(failed, 0, -1), p)  # fmt: skip
+    worst = _Worst(len(p), nearest=True)  # the escape closest to passing
+    for escape, rows, values in ((R.ULP_FP32, fp32, (mu, p, r)), (R.ULP_HALF, ~fp32, (p, r))):
+        for rule, value in zip(escape.rules, values):
+            worst.add(rule, bad_check & consistent & rows, rule.severity(value), value)
+    nan = np.full(len(p), np.nan)
+    worst.add(R.ULP_MISMATCH, ~consistent, np.full(len(p), np.inf), nan)
+    return _Judged(cells, failed, message, [mu_c, mu_gc, p_c, q_c], worst.severity, worst.texts())
 
 
 JUDGES: dict[Standard, Callable[[_View], _Judged]] = {
@@ -198,16 +221,6 @@ JUDGES: dict[Standard, Callable[[_View], _Judged]] = {
     Standard.ULP: _judge_ulp,
 }
 """standard → the function judging its rows (the only dispatch on standards)."""
-
-RULE_NAMES: dict[Standard, tuple[str, ...]] = {
-    Standard.BENCHMARK: tuple(r.value for _, r in R.BENCHMARK),
-    Standard.ABSOLUTE_THRESHOLD: tuple(r.value for _, r in R.ABSOLUTE),
-    Standard.ACCUMULATIVE: tuple(r.value for _, r in R.ACCUMULATIVE),
-    Standard.BINARY: (R.BINARY.value,),
-    Standard.THOUSANDTH: (R.THOUSANDTH.value,),
-    Standard.ULP: ("ULP误差大于阈值占比",),
-}
-"""standard → the value named by ``_Judged.worst`` (for the report's "worst metric")."""
 
 
 def _side_text(m: pd.DataFrame, col: str) -> np.ndarray:
@@ -248,7 +261,6 @@ def evaluate(m: pd.DataFrame, npu_numeric: frozenset[str] = frozenset()) -> pd.D
     standard = _strings(n)
     severity = np.full(n, np.nan)
     worst = _strings(n)
-    worst_value = np.full(n, np.nan)
 
     kind[~valid] = "invalid"
     message[~valid] = np.array(
@@ -292,12 +304,8 @@ def evaluate(m: pd.DataFrame, npu_numeric: frozenset[str] = frozenset()) -> pd.D
         message[good] = res.message[keep]
         standard[good] = std.value
         out[ALGORITHM][good] = std.value
-        sev = np.where(res.failed, res.severity, np.nan)[keep]
-        severity[good] = sev
-        names = RULE_NAMES[std]
-        for j in np.flatnonzero(res.failed[keep] & (res.worst[keep] >= 0)):
-            worst[good[j]] = names[res.worst[keep][j]]
-        worst_value[good] = res.worst_value[keep]
+        severity[good] = np.where(res.failed, res.severity, np.nan)[keep]
+        worst[good] = res.worst[keep]
 
     plain_message = message.copy()
     flag = _flags(m, presence)
@@ -309,8 +317,7 @@ def evaluate(m: pd.DataFrame, npu_numeric: frozenset[str] = frozenset()) -> pd.D
         "kind": kind,
         "standard": standard,
         "severity": severity,
-        "worst": worst,  # the output column of the failing metric furthest past its bound
-        "worst_value": worst_value,
+        "worst": worst,  # the failing metric furthest past its bound, against that bound
         "full": full,
         "api": bare,
         "direction": direction,

@@ -141,7 +141,9 @@ def test_html_holds_what_the_csvs_say(tmp_path):
     # past bound: rate 0.1 must be 0 -> 1 + 100 (‰); rmse ratio 50 / 2; ULP nearest escape mean 100 / 64
     assert failing_names == ["Tensor.add_.0", "Torch.exp.0", "Functional.linear.0"]
     assert [r[4] for r in failing] == ["101×", "25×", "1.56×"]
-    assert failing[1][5] == "RMSE ratio (均方根误差比值) 50"
+    assert failing[1][5] == "RMSE ratio (均方根误差比值) 50 > 2"
+    assert failing[0][5] == "relative error rate (相对误差错误率) 0.1 ≠ 0"
+    assert failing[2][5] == "mean ULP error (ULP误差平均值) 100 ≥ 64"  # the nearest escape
 
     for name in failing_names:
         section = page.sections[name]

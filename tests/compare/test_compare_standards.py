@@ -173,6 +173,7 @@ def test_ulp_inf_nan_mismatch_errors_with_blank_ulp_verdict(tmp_path):
     d = detail(a, name)
     assert (d["比对结果"], d["ULP误差判定结果"]) == ("error", " ")
     assert d["Message"] == "ULP误差平均值inf或nan不一致\nERROR: ULP误差不满足标准\n"
+    assert d["_worst"] == "ULP proportion ratio (ULP误差大于阈值占比比值): inf/nan on one side only"
 
 
 @pytest.mark.parametrize(("value", "verdict"), [("1.0", "pass"), ("0.999", "pass"), ("0.9989", "error")])
@@ -187,6 +188,7 @@ def test_thousandth_bound_is_at_least_0_999(tmp_path, value, verdict):
         verdict,
     )
     assert d["Message"] == ("ERROR: 双千指标不达标\n" if verdict == "error" else "")
+    assert d["_worst"] == ("thousandth ratio (双千指标) 0.9989 < 0.999" if verdict == "error" else "")
 
 
 def test_absolute_threshold_rates_must_be_zero_and_messages_concatenate(tmp_path):

@@ -42,22 +42,7 @@ METRICS: dict[str, tuple[tuple[str, str | None], ...]] = {
                          ("ULP误差大于阈值占比比值", "ULP误差判定结果")),
 }  # fmt: skip
 
-ENGLISH: dict[str, str] = {
-    "小值域错误比值": "small-value error ratio",
-    "均方根误差比值": "RMSE ratio",
-    "相对误差最大值比值": "max relative error ratio",
-    "相对误差平均值比值": "mean relative error ratio",
-    "误差均衡性比值": "error balance ratio",
-    "inf/nan错误率": "inf/nan error rate",
-    "相对误差错误率": "relative error rate",
-    "绝对误差错误率": "absolute error rate",
-    "二进制一致错误率": "binary mismatch rate",
-    "双千指标": "thousandth ratio",
-    "ULP误差平均值": "mean ULP error",
-    "ULP误差大于阈值占比": "ULP proportion over bound",
-    "ULP误差大于阈值占比比值": "ULP proportion ratio",
-}
-"""English names of the metric columns (the CSVs keep upstream's Chinese headers)."""
+ENGLISH = R.ENGLISH
 
 # metrics whose NPU/GPU ratio distribution is plotted, with the bound drawn on the plot
 RATIO_PLOTS: tuple[tuple[str, float], ...] = (
@@ -92,7 +77,7 @@ class FailingApi:
     forward: str
     backward: str
     severity: float  # how far past its bound the worst failing metric is (> 1; inf for inf/nan mismatches)
-    worst: str  # that metric: "English (中文) value"
+    worst: str  # that metric against its bound: "RMSE ratio (均方根误差比值) 50 > 2"
     rows: tuple[RowInfo, ...]
     stack: tuple[str, ...] | None  # None: no dump given or API not in stack.json
 
@@ -139,12 +124,6 @@ def _row_info(d: Mapping[Hashable, object]) -> RowInfo:
     )
 
 
-def _worst(rec: Mapping[Hashable, object]) -> str:
-    name = str(rec["_worst"])
-    value = float(rec["_worst_value"])  # type: ignore[arg-type]
-    return f"{ENGLISH.get(name, name)} ({name}) {value:.6g}" if name else ""
-
-
 def severity_text(value: float) -> str:
     """``25×``, ``∞`` (an inf/nan mismatch) or ``""`` (not failing)."""
     return "∞" if math.isinf(value) else ("" if math.isnan(value) else f"{value:.3g}×")
@@ -171,7 +150,7 @@ def build_report(analysis: Analysis, dump_dir: Path | None = None) -> Report:
         r = failing_rows.iloc[i]
         mine = rows_of.get(str(r["_full"]), [])
         rows = tuple(_row_info(rec) for rec in mine)
-        worst = [_worst(rec) for rec in mine if rec["_severity"] == r["_severity"]]
+        worst = [str(rec["_worst"]) for rec in mine if rec["_severity"] == r["_severity"]]
         frames = stacks.get(str(r["_full"]))
         failing.append(
             FailingApi(
