@@ -135,11 +135,14 @@ def run_compare(
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise MsprobeError(f"{out}: not a folder")
-    out.mkdir(parents=True, exist_ok=True)
-    result_csv, details_csv, html, md = output_paths(out, ts or timestamp())
-    write_csvs(analysis, result_csv, details_csv)
-    html.write_text(render_html(report), encoding="utf-8")
-    md.write_text(render_markdown(report), encoding="utf-8")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        result_csv, details_csv, html, md = output_paths(out, ts or timestamp())
+        write_csvs(analysis, result_csv, details_csv)
+        html.write_text(render_html(report), encoding="utf-8")
+        md.write_text(render_markdown(report), encoding="utf-8")
+    except OSError as exc:
+        raise MsprobeError(f"{exc.filename or out}: cannot write ({exc.strerror or exc})") from None
     return CompareOutcome(
         result_csv=result_csv,
         details_csv=details_csv,

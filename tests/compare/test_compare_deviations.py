@@ -163,3 +163,12 @@ def test_a_file_of_invalid_names_only(tmp_path):
         ["bad", "SKIP", "SKIP", "The API name bad is invalid."],
         ["also.bad", "SKIP", "SKIP", "The API name also.bad is invalid."],
     ]
+
+
+def test_an_output_path_that_is_a_file_is_refused(tmp_path):
+    npu = write(tmp_path / "npu.csv", [row(f"Torch.a.0.{F}.0")])
+    (tmp_path / "taken").write_text("x")
+    with pytest.raises(MsprobeError, match=r"taken: not a folder"):
+        run_compare(npu, npu, tmp_path / "taken")
+    with pytest.raises(MsprobeError, match=r"cannot write"):
+        run_compare(npu, npu, tmp_path / "taken" / "below")
