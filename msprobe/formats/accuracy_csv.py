@@ -11,7 +11,8 @@ from __future__ import annotations
 import csv
 import math
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -121,14 +122,7 @@ def format_cell(value: Any) -> str:
 
 def write_rows(path: str | os.PathLike[str], header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     """Write a whole CSV (header + rows) atomically: a reader never sees half a file."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8-sig", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(header)
-        for row in rows:
-            writer.writerow([format_cell(c) for c in row])
-    os.replace(tmp, path)
+    write_text_rows(path, header, ([format_cell(c) for c in row] for row in rows))
 
 
 def read_rows(path: str | os.PathLike[str], header: Sequence[str]) -> list[list[str]]:
@@ -137,34 +131,79 @@ def read_rows(path: str | os.PathLike[str], header: Sequence[str]) -> list[list[
     Cells are returned as the raw strings (``" "`` blanks included); short rows (upstream's 3-cell
     result rows) are padded with ``""`` to the header's width.
     """
-    path = Path(path)
+    return read_rows_with_lines(path, header)[0]
+
+
+def _check_header(path: Path, first: list[str] | None, header: Sequence[str]) -> None:
+    if first is None:
+        raise MsprobeError(f"{path}: empty file, expected a CSV with header {header[0]!r}, ...")
+    if tuple(first) != tuple(header):
+        kind = KNOWN_HEADERS.get(tuple(first))
+        what = f"it is an {kind} file" if kind else f"its header starts with {first[:3]!r}"
+        raise MsprobeError(f"{path}: not the expected CSV ({what}; expected header {header[:3]!r}...)")
+
+
+@contextmanager
+def _reader(path: Path, header: Sequence[str]) -> Iterator[Any]:
+    """A csv reader positioned after a checked header; file and format errors become ``MsprobeError``."""
     try:
         with open(path, encoding="utf-8-sig", newline="") as fh:
             reader = csv.reader(fh)
-            first = next(reader, None)
-            if first is None:
-                raise MsprobeError(f"{path}: empty file, expected a CSV with header {header[0]!r}, ...")
-            if tuple(first) != tuple(header):
-                kind = KNOWN_HEADERS.get(tuple(first))
-                what = f"it is an {kind} file" if kind else f"its header starts with {first[:3]!r}"
-                raise MsprobeError(
-                    f"{path}: not the expected CSV ({what}; expected header {header[:3]!r}...)"
-                )
-            width = len(header)
-            rows = []
-            for line_no, row in enumerate(reader, start=2):
-                if not row:
-                    continue
-                if len(row) > width:
-                    raise MsprobeError(f"{path}:{line_no}: {len(row)} cells, the header has {width}")
-                rows.append(row + [""] * (width - len(row)))
-            return rows
+            _check_header(path, next(reader, None), header)
+            yield reader
     except FileNotFoundError:
         raise MsprobeError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise MsprobeError(f"{path}: is a folder, expected a CSV file") from None
     except UnicodeDecodeError:
         raise MsprobeError(f"{path}: not a UTF-8 CSV file") from None
     except csv.Error as exc:
         raise MsprobeError(f"{path}: malformed CSV ({exc})") from None
+
+
+def check_header(path: str | os.PathLike[str], header: Sequence[str]) -> None:
+    """Refuse (one-line ``MsprobeError``) a file that is missing, unreadable or has another header.
+
+    For readers that parse the body with another CSV engine (compare reads big files with pandas).
+    """
+    with _reader(Path(path), header):
+        pass
+
+
+def read_rows_with_lines(
+    path: str | os.PathLike[str], header: Sequence[str]
+) -> tuple[list[list[str]], list[int]]:
+    """``read_rows`` plus, for each row, the file line it starts on (the header is line 1).
+
+    Quoted cells may hold newlines, so a row's line is not its index + 2.
+    """
+    path = Path(path)
+    width = len(header)
+    rows: list[list[str]] = []
+    starts: list[int] = []
+    with _reader(path, header) as reader:
+        line_no = reader.line_num + 1
+        for row in reader:
+            if row:
+                if len(row) > width:
+                    raise MsprobeError(f"{path}:{line_no}: {len(row)} cells, the header has {width}")
+                rows.append(row + [""] * (width - len(row)))
+                starts.append(line_no)
+            line_no = reader.line_num + 1
+    return rows, starts
+
+
+def write_text_rows(
+    path: str | os.PathLike[str], header: Sequence[str], rows: Iterable[Sequence[str]]
+) -> None:
+    """``write_rows`` for rows whose cells are already ``format_cell`` text (the fast path for big tables)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8-sig", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(header)
+        writer.writerows(rows)
+    os.replace(tmp, path)
 
 
 def is_blank(cell: str) -> bool:

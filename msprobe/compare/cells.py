@@ -1,0 +1,98 @@
+"""Reading the text cells of a details CSV as upstream 8.1.1's compare reads them, column at a time.
+
+Upstream reads both files with pandas defaults and then converts each cell it needs (v811 §7.1–7.2):
+
+* an empty cell or one of pandas' NA words (``nan``, ``NaN``, ``NA``, ``None``, ...) is NaN, a number;
+* a blank cell (our and upstream's ``" "``, or any whitespace) raises ``ERROR: Input data is an empty
+  string`` and the row becomes a SKIP row carrying that text;
+* any other text is ``float(text)`` or raises ``ERROR: Input data cannot be converted to float``.
+
+``parse`` returns the numbers and an error code per cell so the verdict code can pick, per row, the first
+failing cell in upstream's evaluation order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+# pandas.read_csv's default NA strings (exact match, no stripping).
+NA_WORDS = frozenset(
+    {
+        "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
+        "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null",
+    }
+)  # fmt: skip
+
+OK, EMPTY, NOT_FLOAT = 0, 1, 2
+ERROR_TEXT = {
+    EMPTY: "ERROR: Input data is an empty string",
+    NOT_FLOAT: "ERROR: Input data cannot be converted to float",
+}
+
+
+def is_na(cells: pd.Series) -> np.ndarray:
+    return cells.isin(NA_WORDS).to_numpy()
+
+
+def parse(cells: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Cells (str) → (float64 values, int8 error codes). NA cells are NaN with code OK.
+
+    Works on the distinct texts of the column (blanks and repeated values are parsed once).
+    """
+    codes_of, uniques = pd.factorize(cells.to_numpy(dtype=object))
+    texts = pd.Series(uniques, dtype=object)
+    na = is_na(texts)
+    stripped = texts.str.strip()
+    blank = (stripped == "").to_numpy() & ~na
+    numbers = pd.to_numeric(stripped.where(~(na | blank), "nan"), errors="coerce")
+    values = np.array(numbers, dtype=np.float64)  # a writable copy (pandas may hand out read-only views)
+    codes = np.zeros(len(texts), dtype=np.int8)
+    codes[blank] = EMPTY
+    # to_numeric gives NaN both for real NaN spellings and for junk: decide those few texts with float().
+    unsure = np.flatnonzero(np.isnan(values) & ~na & ~blank)
+    raw = stripped.to_numpy(dtype=object)
+    for i in unsure:
+        try:
+            number = float(raw[i])
+        except ValueError:
+            codes[i] = NOT_FLOAT
+        else:
+            values[i] = number
+    return values[codes_of], codes[codes_of]
+
+
+def first_error(codes: Sequence[np.ndarray]) -> np.ndarray:
+    """Per row, the code of the first failing cell in the given order (OK where none fails)."""
+    if not codes:
+        return np.zeros(0, dtype=np.int8)
+    stacked = np.stack(codes, axis=1)
+    failing = stacked != OK
+    first = np.argmax(failing, axis=1)
+    out = stacked[np.arange(len(first)), first]
+    return np.where(failing.any(axis=1), out, OK).astype(np.int8)
+
+
+def numeric_column(cells: pd.Series) -> bool:
+    """Whether pandas would have read this whole column as numbers (no blank or text cell in it)."""
+    if (cells.to_numpy(dtype=object) == " ").any():  # the usual blank: text column, no need to parse
+        return False
+    _, codes = parse(cells)
+    return bool((codes == OK).all())
+
+
+def format_floats(values: np.ndarray) -> np.ndarray:
+    """float64 values → ``"%.14f"`` text (``nan``/``inf``/``-inf`` as such), like ``format_cell``."""
+    return np.array([f"{v:.14f}" for v in values.tolist()], dtype=object)
+
+
+def as_read(cells: pd.Series, numeric: bool) -> np.ndarray:
+    """A cell upstream copies into its output: NA → ``nan``; text as read, or re-printed if numeric."""
+    if numeric:
+        values, _ = parse(cells)
+        return format_floats(values)
+    out = cells.to_numpy(dtype=object).copy()
+    out[is_na(cells)] = "nan"
+    return out

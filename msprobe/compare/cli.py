@@ -1,0 +1,112 @@
+"""``msprobe-compare`` / ``msprobe compare`` / ``msprobe api_precision_compare``.
+
+Example (the two-host workflow)::
+
+    msprobe run_ut -api_info dump/step0/rank0/dump.json -o npu_out     # on the NPU host
+    msprobe run_ut -api_info dump/step0/rank0/dump.json -o gpu_out     # on the GPU host
+    msprobe-compare -npu npu_out/accuracy_checking_details_X.csv \\
+                    -gpu gpu_out/accuracy_checking_details_Y.csv -o cmp --dump dump/step0/rank0
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Protocol
+
+from msprobe.errors import MsprobeError
+
+ORDER = ("error", "missing", "pass", "SKIP", " ")
+
+
+class Command(Protocol):
+    """A subcommand: adds its options, then runs on the parsed namespace and returns an exit code."""
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
+class CompareCommand:
+    """Compare NPU and GPU accuracy_checking_details CSVs into verdicts, CSVs and an HTML report."""
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "-npu",
+            "--npu_csv_path",
+            required=True,
+            metavar="CSV",
+            help="accuracy_checking_details_*.csv of the device under test (NPU)",
+        )
+        parser.add_argument(
+            "-gpu",
+            "--gpu_csv_path",
+            required=True,
+            metavar="CSV",
+            help="accuracy_checking_details_*.csv of the reference device (GPU)",
+        )
+        parser.add_argument(
+            "-o",
+            "--out_path",
+            default="./",
+            metavar="DIR",
+            help="output folder, created if missing (default: ./)",
+        )
+        parser.add_argument(
+            "--dump",
+            dest="dump_dir",
+            default=None,
+            metavar="DIR",
+            help="dump root or rank folder: adds each failing API's call stack to the report",
+        )
+        parser.add_argument(
+            "-f",
+            "--framework",
+            default="pytorch",
+            choices=("pytorch", "pt"),
+            help="accepted for upstream compatibility (only PyTorch details files)",
+        )
+        parser.add_argument(
+            "--strict", action="store_true", help="exit with status 1 when any API is judged error"
+        )
+        parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks")  # fmt: skip
+
+    def run(self, args: argparse.Namespace) -> int:
+        from msprobe.compare.run import run_compare
+
+        outcome = run_compare(args.npu_csv_path, args.gpu_csv_path, args.out_path, dump_dir=args.dump_dir)
+        counts = outcome.api_counts
+        summary = ", ".join(f"{counts[k]} {k.strip() or 'blank'}" for k in ORDER if counts.get(k))
+        rows, apis = sum(outcome.row_counts.values()), sum(counts.values())
+        print(f"compared {rows} output rows of {apis} APIs: {summary}")
+        if outcome.flagged:
+            print(
+                f"{outcome.flagged} paired rows differ in dtype or shape between NPU and GPU (see the report)"
+            )
+        for path in outcome.paths:
+            print(f"wrote {path}")
+        return 1 if args.strict and outcome.failed else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    command = CompareCommand()
+    parser = argparse.ArgumentParser(
+        prog="msprobe-compare",
+        description=CompareCommand.__doc__,
+        epilog=__doc__.split("Example", 1)[1] if __doc__ else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    command.prepare_parser(parser)
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        return command.run(args)
+    except MsprobeError as exc:
+        if args.verbose:
+            raise
+        print(f"msprobe: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

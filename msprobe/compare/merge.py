@@ -1,0 +1,82 @@
+"""Pairing the rows of the NPU and GPU details tables by ``API Name``, with a status for every key.
+
+Upstream looks each NPU row up in the GPU table, drops NPU rows the GPU file lacks, ignores GPU-only
+rows and stops at the first duplicated GPU row (spec §12 item 7). Here every name of the union appears
+exactly once in the result, with its ``presence``:
+
+* ``both`` — one row on each side;
+* ``npu_only`` / ``gpu_only`` — present on one side only (reported, never dropped);
+
+and ``duplicated_in`` says on which side(s) a name occurs more than once (the first occurrence is kept
+as the row's values; :func:`duplicates` lists all of them so the caller can refuse the input).
+
+Order: NPU rows in file order, then GPU-only rows in GPU file order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from msprobe.compare.table import COLUMNS, LINE, NAME, DetailsTable, lines_of
+
+BOTH, NPU_ONLY, GPU_ONLY = "both", "npu_only", "gpu_only"
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    side: str  # "npu" or "gpu"
+    name: str
+    lines: tuple[int, ...]
+
+
+def _take(values: np.ndarray, rows: np.ndarray, fill: str | int | bool) -> np.ndarray:
+    """``values[rows]`` with ``fill`` where ``rows`` is -1."""
+    out = values[np.maximum(rows, 0)] if len(values) else np.full(len(rows), fill, dtype=values.dtype)
+    return np.where(rows >= 0, out, np.asarray(fill, dtype=values.dtype))
+
+
+def merge(npu: DetailsTable, gpu: DetailsTable) -> pd.DataFrame:
+    """One row per API Name of the union: ``name``, ``presence``, ``duplicated_in``, ``npu:*``, ``gpu:*``.
+
+    The ``npu:*``/``gpu:*`` cells of an absent side are ``""`` (never read: such rows are not evaluated).
+    """
+    n_names = npu.frame[NAME].to_numpy(dtype=object)
+    g_names = gpu.frame[NAME].to_numpy(dtype=object)
+    n_dup_all = pd.Series(n_names).duplicated(keep=False).to_numpy()
+    g_dup_all = pd.Series(g_names).duplicated(keep=False).to_numpy()
+    n_rows = np.flatnonzero(~pd.Series(n_names).duplicated().to_numpy())  # first occurrences, file order
+    g_rows = np.flatnonzero(~pd.Series(g_names).duplicated().to_numpy())
+    g_index = pd.Index(g_names[g_rows])
+    pos_in_gpu = g_index.get_indexer(n_names[n_rows])
+    gpu_only = ~g_index.isin(n_names[n_rows])
+    npu_row = np.concatenate([n_rows, np.full(int(gpu_only.sum()), -1)])
+    gpu_row = np.concatenate([_take(g_rows, pos_in_gpu, -1), g_rows[gpu_only]])
+    names = np.concatenate([n_names[n_rows], g_names[g_rows[gpu_only]]]).astype(object)
+    presence = np.where(npu_row < 0, GPU_ONLY, np.where(gpu_row < 0, NPU_ONLY, BOTH)).astype(object)
+    n_dup = _take(n_dup_all, npu_row, False).astype(bool)
+    g_dup = _take(g_dup_all, gpu_row, False).astype(bool)
+    dup = np.full(len(names), "", dtype=object)
+    dup[n_dup] = "npu"
+    dup[g_dup] = "gpu"
+    dup[n_dup & g_dup] = "both"
+    columns: dict[str, np.ndarray] = {"name": names, "presence": presence, "duplicated_in": dup}
+    for side, table, rows in (("npu", npu, npu_row), ("gpu", gpu, gpu_row)):
+        for c in COLUMNS:
+            columns[f"{side}:{c}"] = _take(table.frame[c].to_numpy(dtype=object), rows, "")
+    return pd.DataFrame(columns)
+
+
+def duplicates(table: DetailsTable, side: str) -> list[Duplicate]:
+    """Every API Name that occurs more than once in ``table``, with all its lines, in file order."""
+    frame = table.frame
+    mask = frame[NAME].duplicated(keep=False).to_numpy()
+    if not mask.any():
+        return []
+    dup = pd.DataFrame({NAME: frame[NAME].to_numpy()[mask], LINE: np.asarray(lines_of(table))[mask]})
+    return [
+        Duplicate(side=side, name=str(name), lines=tuple(int(x) for x in group[LINE]))
+        for name, group in dup.groupby(NAME, sort=False)
+    ]

@@ -1,0 +1,51 @@
+"""A short Markdown summary for terminals and CI logs: counts, then the worst failing APIs."""
+
+from __future__ import annotations
+
+from msprobe.compare.report.model import Report, severity_text
+
+TOP = 20
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ").strip()
+
+
+def render_markdown(report: Report) -> str:
+    apis, rows = dict(report.api_counts), dict(report.row_counts)
+    lines = [
+        "# msprobe compare: NPU vs GPU",
+        "",
+        f"NPU details: `{report.npu_csv}`  ",
+        f"GPU details: `{report.gpu_csv}`",
+        "",
+        "| verdict | APIs | output rows |",
+        "|---|---:|---:|",
+    ]
+    for key in dict.fromkeys([*apis, *rows]):
+        lines.append(f"| {key.strip() or 'blank'} | {apis.get(key, 0)} | {rows.get(key, 0)} |")
+    lines += ["", f"## Failing APIs ({report.failing_total}), worst first", ""]
+    if report.failing:
+        lines += ["| # | API | fwd | bwd | severity | worst metric | NPU dtype | GPU dtype | shape |",
+                  "|---:|---|---|---|---:|---|---|---|---|"]  # fmt: skip
+        for i, api in enumerate(report.failing[:TOP], start=1):
+            row = next((r for r in api.rows if r.status == "error"), api.rows[0] if api.rows else None)
+            dtypes = (row.npu_dtype, row.gpu_dtype, row.npu_shape) if row else ("", "", "")
+            cells = (
+                str(i), _md(api.name), api.forward.strip(), api.backward.strip(), severity_text(api.severity),
+                _md(api.worst), dtypes[0], dtypes[1], _md(dtypes[2]),
+            )  # fmt: skip
+            lines.append("| " + " | ".join(cells) + " |")
+        if report.failing_total > TOP:
+            lines.append(
+                f"\n… and {report.failing_total - TOP} more (see the HTML report and the result CSV)."
+            )
+    else:
+        lines.append("None.")
+    lines += [
+        "",
+        f"Rows on one side only: {report.missing_total}. "
+        f"Rows whose dtype or shape differ between NPU and GPU: {report.flagged_total}.",
+        "",
+    ]
+    return "\n".join(lines)

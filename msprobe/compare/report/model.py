@@ -1,0 +1,197 @@
+"""What the reports show, as plain data built from a finished :class:`~msprobe.compare.run.Analysis`.
+
+Renderers (``html.py``, ``markdown.py``) only format this; nothing here formats HTML or Markdown.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from msprobe.compare import rules as R
+from msprobe.compare.report.stack import load_stacks
+from msprobe.compare.results import VERDICT
+from msprobe.compare.standards import Standard
+from msprobe.formats.accuracy_csv import COMPARE_RESULT_HEADER
+
+if TYPE_CHECKING:
+    from msprobe.compare.run import Analysis
+
+IMMEDIATE = ("invalid", "exception")
+"""Row kinds that give their own result row (never part of an API's rows)."""
+VERDICT_ORDER = ("error", "missing", "pass", "SKIP", " ")
+MAX_FAILING = 200
+"""Failing APIs shown in full in the HTML (all of them are in the CSVs)."""
+MAX_LISTED = 1000
+"""One-sided and mismatched rows listed in the HTML (all are counted, and flagged in the CSV)."""
+
+# standard → (value column, status column or None) shown per row
+METRICS: dict[str, tuple[tuple[str, str | None], ...]] = {
+    Standard.BENCHMARK.value: tuple((r.value, r.status) for _, r in R.BENCHMARK),
+    Standard.ABSOLUTE_THRESHOLD.value: tuple((r.value, r.status) for _, r in R.ABSOLUTE),
+    Standard.ACCUMULATIVE.value: tuple((r.value, r.status) for _, r in R.ACCUMULATIVE),
+    Standard.BINARY.value: ((R.BINARY.value, R.BINARY.status),),
+    Standard.THOUSANDTH.value: ((R.THOUSANDTH.value, R.THOUSANDTH.status),),
+    Standard.ULP.value: (("ULP误差平均值", None), ("ULP误差大于阈值占比", None),
+                         ("ULP误差大于阈值占比比值", "ULP误差判定结果")),
+}  # fmt: skip
+
+ENGLISH = R.ENGLISH
+
+# metrics whose NPU/GPU ratio distribution is plotted, with the bound drawn on the plot
+RATIO_PLOTS: tuple[tuple[str, float], ...] = (
+    *((r.value, float(r.bound or 0)) for _, r in R.BENCHMARK),
+    ("ULP误差大于阈值占比比值", 1.0),
+)
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    value: str
+    status: str
+
+
+@dataclass(frozen=True)
+class RowInfo:
+    name: str
+    standard: str
+    status: str
+    npu_dtype: str
+    gpu_dtype: str
+    npu_shape: str
+    gpu_shape: str
+    metrics: tuple[Metric, ...]
+    message: str
+
+
+@dataclass(frozen=True)
+class FailingApi:
+    name: str
+    forward: str
+    backward: str
+    severity: float  # how far past its bound the worst failing metric is (> 1; inf for inf/nan mismatches)
+    worst: str  # that metric against its bound: "RMSE ratio (均方根误差比值) 50 > 2"
+    rows: tuple[RowInfo, ...]
+    stack: tuple[str, ...] | None  # None: no dump given or API not in stack.json
+
+
+@dataclass(frozen=True)
+class Report:
+    npu_csv: str
+    gpu_csv: str
+    dump_dir: str | None
+    api_counts: tuple[tuple[str, int], ...]
+    row_counts: tuple[tuple[str, int], ...]
+    failing: tuple[FailingApi, ...]
+    failing_total: int
+    missing: tuple[tuple[str, str], ...]  # (row name, "NPU only" / "GPU only"), the first MAX_LISTED
+    missing_total: int
+    flagged: tuple[tuple[str, str], ...]  # (row name, what differs), the first MAX_LISTED
+    flagged_total: int
+    ratios: dict[str, np.ndarray] = field(default_factory=dict)  # metric → finite ratios (plots)
+    bounds: dict[str, float] = field(default_factory=dict)
+    families: tuple[tuple[str, dict[str, int]], ...] = ()  # API family → details rows by verdict
+
+
+def _ordered(counts: dict[str, int]) -> tuple[tuple[str, int], ...]:
+    known = [(k, counts[k]) for k in VERDICT_ORDER if k in counts]
+    return tuple(known + sorted((k, v) for k, v in counts.items() if k not in VERDICT_ORDER))
+
+
+def _row_info(d: Mapping[Hashable, object]) -> RowInfo:
+    std = str(d["_standard"])
+    metrics = tuple(
+        Metric(name, str(d[name]).strip(), str(d[status]).strip() if status else "")
+        for name, status in METRICS.get(std, ())
+    )
+    return RowInfo(
+        name=str(d["API Name"]),
+        standard=std,
+        status=str(d["比对结果"]),
+        npu_dtype=str(d["_npu_dtype"]).strip(),
+        gpu_dtype=str(d["_gpu_dtype"]).strip(),
+        npu_shape=str(d["_npu_shape"]).strip(),
+        gpu_shape=str(d["_gpu_shape"]).strip(),
+        metrics=metrics,
+        message=str(d["Message"]).strip(),
+    )
+
+
+def severity_text(value: float) -> str:
+    """``25×``, ``∞`` (an inf/nan mismatch) or ``""`` (not failing)."""
+    return "∞" if math.isinf(value) else ("" if math.isnan(value) else f"{value:.3g}×")
+
+
+def _sort_key(sev: float) -> float:
+    return -sev if not math.isnan(sev) else math.inf
+
+
+def build_report(analysis: Analysis, dump_dir: Path | None = None) -> Report:
+    details, results = analysis.details, analysis.results
+    stacks = load_stacks(dump_dir) if dump_dir is not None else {}
+    failing_rows = results[results[VERDICT] == "error"]
+    severities = failing_rows["_severity"].to_numpy(dtype=float)
+    order = sorted(range(len(failing_rows)), key=lambda i: _sort_key(float(severities[i])))[:MAX_FAILING]
+    shown = set(failing_rows["_full"].iloc[order])
+    judged = details[details["_full"].isin(shown) & ~details["_kind"].isin(IMMEDIATE)]
+    records = judged.to_dict("records")  # one conversion for every row shown
+    rows_of: dict[str, list[Mapping[Hashable, object]]] = {}
+    for rec in records:
+        rows_of.setdefault(str(rec["_full"]), []).append(rec)
+    failing = []
+    for i in order:
+        r = failing_rows.iloc[i]
+        mine = rows_of.get(str(r["_full"]), [])
+        rows = tuple(_row_info(rec) for rec in mine)
+        worst = [str(rec["_worst"]) for rec in mine if rec["_severity"] == r["_severity"]]
+        frames = stacks.get(str(r["_full"]))
+        failing.append(
+            FailingApi(
+                name=str(r[COMPARE_RESULT_HEADER[0]]),
+                forward=str(r[COMPARE_RESULT_HEADER[1]]),
+                backward=str(r[COMPARE_RESULT_HEADER[2]]),
+                severity=float(r["_severity"]),
+                worst=str(worst[0]) if worst else "",
+                rows=rows,
+                stack=tuple(frames) if frames is not None else None,
+            )
+        )
+    missing_all = details[details["_kind"] == "missing"]
+    flagged_all = details[details["_flag"] != ""]
+    missing, flagged = missing_all.iloc[:MAX_LISTED], flagged_all.iloc[:MAX_LISTED]
+    evaluated = details[details["_kind"] == "evaluated"]
+    ratios = {}
+    for metric, _ in RATIO_PLOTS:
+        values = pd.to_numeric(evaluated[metric], errors="coerce").to_numpy(dtype=np.float64)
+        values = values[np.isfinite(values)]
+        if len(values):
+            ratios[metric] = values
+    fam = details[details["_api"] != ""].groupby("_api")["比对结果"].value_counts().unstack(fill_value=0)
+    fam = fam.loc[fam.sum(axis=1).sort_values(ascending=False, kind="stable").index[:25]]
+    families = tuple((str(k), {str(c): int(v) for c, v in row.items() if v}) for k, row in fam.iterrows())
+    return Report(
+        npu_csv=str(analysis.npu.path),
+        gpu_csv=str(analysis.gpu.path),
+        dump_dir=str(dump_dir) if dump_dir is not None else None,
+        api_counts=_ordered(analysis.api_counts()),
+        row_counts=_ordered(analysis.row_counts()),
+        failing=tuple(failing),
+        failing_total=len(failing_rows),
+        missing=tuple(
+            (str(n), "GPU only" if p == "gpu_only" else "NPU only")
+            for n, p in zip(missing["API Name"], missing["_presence"])
+        ),
+        missing_total=len(missing_all),
+        flagged_total=len(flagged_all),
+        flagged=tuple((str(n), str(f)) for n, f in zip(flagged["API Name"], flagged["_flag"])),
+        ratios=ratios,
+        bounds=dict(RATIO_PLOTS),
+        families=families,
+    )

@@ -1,0 +1,129 @@
+"""From details verdicts to one result row per API: forward and backward combined (v811 §7.1 step 5).
+
+Per API (its ``full`` name ``Type.api.N``): if the dtype of its last judged row is float64/complex the
+API is ``SKIP`` with upstream's "does not support" message; otherwise forward and backward are each the
+aggregate of their rows' statuses: none → ``" "``, all SKIP → ``SKIP``, any error → ``error``, any
+missing row → ``missing`` (ours), else ``pass``. Rows of unsupported dtypes are not counted. Message:
+the ``topk`` hint when forward fails, then the last forward row's message when forward is SKIP.
+
+Invalid-name and exception rows each give an immediate ``[name, SKIP, SKIP, text]`` row, and result rows
+are ordered as upstream writes them: an API's row comes when the next judged row of another API is met,
+so immediate rows between an API's last row and the next API's first row come before it.
+
+Deviation: rows are grouped by API name wherever they are in the file (upstream groups consecutive rows
+only, so a split API gets two result rows); identical for files written by run_ut.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from msprobe.compare.standards import HINTS, UNSUPPORTED_DTYPES, UNSUPPORTED_MESSAGE
+from msprobe.compare.verdicts import ERROR, MISSING, PASS, SKIP
+from msprobe.formats.accuracy_csv import BLANK, COMPARE_RESULT_HEADER
+
+FWD, BWD = COMPARE_RESULT_HEADER[1], COMPARE_RESULT_HEADER[2]
+VERDICT = "_verdict"
+"""Overall verdict of a result row: error > missing > pass > SKIP (the report's counts)."""
+
+
+def _aggregate(n: pd.Series, skip: pd.Series, err: pd.Series, missing: pd.Series) -> np.ndarray:
+    out = np.full(len(n), PASS, dtype=object)
+    out[(n > 0) & (skip == n)] = SKIP
+    out[missing > 0] = MISSING
+    out[err > 0] = ERROR
+    out[n == 0] = BLANK
+    return out
+
+
+def overall(fwd: np.ndarray, bwd: np.ndarray) -> np.ndarray:
+    """One verdict for a result row from its forward and backward cells."""
+    out = np.full(len(fwd), BLANK, dtype=object)
+    for verdict in (SKIP, PASS, MISSING, ERROR):  # later wins
+        out[(fwd == verdict) | (bwd == verdict)] = verdict
+    return out
+
+
+def result_rows(details: pd.DataFrame) -> pd.DataFrame:
+    """The result table (4 upstream columns) plus ``_verdict``, ``_severity`` and ``_full``."""
+    n = len(details)
+    kind = details["_kind"].to_numpy()
+    pos = np.arange(n)
+    immediate = np.isin(kind, ("invalid", "exception"))
+    normal = ~immediate
+
+    imm = pd.DataFrame(
+        {
+            COMPARE_RESULT_HEADER[0]: details["API Name"].to_numpy()[immediate],
+            FWD: SKIP,
+            BWD: SKIP,
+            COMPARE_RESULT_HEADER[3]: details["_plain_message"].to_numpy()[immediate],
+            VERDICT: SKIP,
+            "_severity": np.nan,
+            "_full": details["_full"].to_numpy()[immediate],
+            "_e": pos[immediate].astype(float),
+        }
+    )
+
+    d = details.loc[normal]
+    status = d["比对结果"].to_numpy()
+    evaluated = d["_kind"].to_numpy() == "evaluated"
+    missing = status == MISSING
+    counted = (evaluated & ~np.isin(d["_dtype"].to_numpy(), list(UNSUPPORTED_DTYPES))) | missing
+    direction = d["_direction"].to_numpy()
+    flags = pd.DataFrame({"full": d["_full"].to_numpy(), "pos": pos[normal]})
+    for tag, want in (("f", "forward"), ("b", "backward")):
+        sel = counted & (direction == want)
+        flags[f"{tag}n"] = sel
+        flags[f"{tag}skip"] = sel & (status == SKIP)
+        flags[f"{tag}err"] = sel & (status == ERROR)
+        flags[f"{tag}miss"] = sel & missing
+    flags["last_dtype"] = pd.Series(d["_dtype"].to_numpy(dtype=object)).where(evaluated, None).to_numpy()
+    fwd_rows = counted & (direction == "forward")
+    flags["fwd_msg"] = pd.Series(d["_skip_message"].to_numpy(dtype=object)).where(fwd_rows, None).to_numpy()
+    flags["severity"] = d["_severity"].to_numpy()
+    flags["api"] = d["_api"].to_numpy()
+
+    g = flags.groupby("full", sort=False)
+    sums = g[["fn", "fskip", "ferr", "fmiss", "bn", "bskip", "berr", "bmiss"]].sum()
+    last = g[["last_dtype", "fwd_msg", "pos", "api"]].last()
+    agg = sums.join(last).join(g["severity"].max().rename("sev"))
+
+    fwd = _aggregate(agg["fn"], agg["fskip"], agg["ferr"], agg["fmiss"])
+    bwd = _aggregate(agg["bn"], agg["bskip"], agg["berr"], agg["bmiss"])
+    unsupported = agg["last_dtype"].isin(list(UNSUPPORTED_DTYPES)).to_numpy()
+    fwd[unsupported] = SKIP
+    bwd[unsupported] = SKIP
+    hint = agg["api"].map(lambda a: HINTS.get(a, "")).to_numpy(dtype=object)
+    message = np.where(fwd == ERROR, hint, "").astype(object)
+    skip_msg = agg["fwd_msg"].fillna("").to_numpy(dtype=object)
+    message = message + np.where(fwd == SKIP, skip_msg, "").astype(object)
+    n_missing = (agg["fmiss"] + agg["bmiss"]).to_numpy()
+    note = np.array(
+        [f"{k} output row(s) present on one side only." if k else "" for k in n_missing], dtype=object
+    )
+    message = np.where(unsupported, UNSUPPORTED_MESSAGE, message + note).astype(object)
+
+    # emission position: just before the next normal row after the API's last row (or after everything)
+    normal_pos = pos[normal]
+    nxt = np.searchsorted(normal_pos, agg["pos"].to_numpy(), side="right")
+    e = np.where(nxt < len(normal_pos), normal_pos[np.minimum(nxt, len(normal_pos) - 1)] - 0.5, n + 0.5)
+
+    grouped = pd.DataFrame(
+        {
+            COMPARE_RESULT_HEADER[0]: agg.index.to_numpy(dtype=object),
+            FWD: fwd,
+            BWD: bwd,
+            COMPARE_RESULT_HEADER[3]: message,
+            VERDICT: overall(fwd, bwd),
+            "_severity": agg["sev"].to_numpy(),
+            "_full": agg.index.to_numpy(dtype=object),
+            "_e": e,
+        }
+    )
+    frames = [f for f in (imm, grouped) if len(f)]
+    if not frames:
+        return grouped
+    res = pd.concat(frames, ignore_index=True).sort_values("_e", kind="stable").reset_index(drop=True)
+    return res.drop(columns=["_e"])

@@ -1,0 +1,164 @@
+"""Verdict rules as data: one ``Rule`` per judged value, vectorised over a column of rows.
+
+A rule knows the column it writes, its bound (8.1.1's numbers, ``run_ut_compare_v811.md`` §6–7), how a
+value fails it, the message a failing row gets, and how far past its bound a value is (``severity``:
+above 1 exactly when the value fails), which orders the report's failing APIs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+ENGLISH: dict[str, str] = {
+    "小值域错误比值": "small-value error ratio",
+    "均方根误差比值": "RMSE ratio",
+    "相对误差最大值比值": "max relative error ratio",
+    "相对误差平均值比值": "mean relative error ratio",
+    "误差均衡性比值": "error balance ratio",
+    "inf/nan错误率": "inf/nan error rate",
+    "相对误差错误率": "relative error rate",
+    "绝对误差错误率": "absolute error rate",
+    "二进制一致错误率": "binary mismatch rate",
+    "双千指标": "thousandth ratio",
+    "ULP误差平均值": "mean ULP error",
+    "ULP误差大于阈值占比": "ULP proportion over bound",
+    "ULP误差大于阈值占比比值": "ULP proportion ratio",
+}
+"""English names of the metric columns (the CSVs keep upstream's Chinese headers)."""
+
+Kind = Literal["above", "nonzero", "below", "not_at_most", "not_below"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """``value`` fails when it is ``above`` the bound, ``nonzero``, ``below`` it, ``not_at_most`` it or
+    ``not_below`` it (8.1.1 writes its rules both ways: ``ratio > 2`` fails, ``mean < 64`` passes).
+
+    NaN never fails ``above`` (upstream: a NaN ratio passes) and always fails the other kinds.
+    ``bound=None`` means a per-row bound is passed in (the accumulative error-balance limit per dtype).
+    """
+
+    value: str  # the details output column holding the judged value
+    status: str | None  # the output column of its pass/error (None: not written)
+    kind: Kind
+    bound: float | None
+    message: str  # appended to a failing row's Message
+    counted: bool = True  # False: reported only (the benchmark error balance, v811 §6)
+
+    def _bound(self, bound: np.ndarray | float | None) -> np.ndarray | float:
+        b = self.bound if bound is None else bound
+        if b is None:
+            raise ValueError(f"rule {self.value}: no bound")
+        return b
+
+    def fails(self, values: np.ndarray, bound: np.ndarray | float | None = None) -> np.ndarray:
+        b = self._bound(bound)
+        with np.errstate(invalid="ignore"):
+            if self.kind == "above":
+                return np.asarray(values > b)
+            if self.kind == "nonzero":
+                return np.asarray(~(values == 0))
+            if self.kind == "below":
+                return np.asarray(~(values >= b))
+            if self.kind == "not_below":
+                return np.asarray(~(values < b))
+            return np.asarray(~(values <= b))
+
+    def severity(self, values: np.ndarray, bound: np.ndarray | float | None = None) -> np.ndarray:
+        """How far past the bound: ratio to the bound, or for rates that must be 0, 1 + rate in ‰."""
+        b = self._bound(bound)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            if self.kind in ("above", "not_at_most", "not_below"):
+                out = values / b
+            elif self.kind == "nonzero":
+                out = 1.0 + np.abs(values) * 1000.0
+            else:
+                out = (1.0 - values) / (1.0 - b)
+        return np.where(np.isnan(values), np.inf, out)
+
+    def describe(self, value: float, bound: float | None = None) -> str:
+        """``RMSE ratio (均方根误差比值) 50 > 2``: the value against the bound it fails."""
+        name = f"{ENGLISH.get(self.value, self.value)} ({self.value})"
+        if math.isnan(value):
+            return f"{name}: inf/nan on one side only"
+        b = self.bound if bound is None else bound
+        op = {"above": ">", "nonzero": "≠", "below": "<", "not_at_most": ">", "not_below": "≥"}[self.kind]
+        return f"{name} {value:.6g} {op} {0 if self.kind == 'nonzero' else b:.6g}"
+
+
+@dataclass(frozen=True)
+class EscapeRule:
+    """Passes when any of its rules passes (8.1.1's ULP verdict: mean, proportion or ratio small enough)."""
+
+    rules: tuple[Rule, ...]
+    message: str
+
+    def fails(self, columns: Sequence[np.ndarray]) -> np.ndarray:
+        out = np.ones(len(columns[0]), dtype=bool)
+        for rule, values in zip(self.rules, columns):
+            out &= rule.fails(values)
+        return out
+
+    def severity(self, columns: Sequence[np.ndarray]) -> np.ndarray:
+        """The nearest escape: the smallest of the rules' severities."""
+        return np.minimum.reduce([r.severity(v) for r, v in zip(self.rules, columns)])
+
+
+# --- 8.1.1's rules (v811 §6 thresholds, §7.2 messages) ------------------------------------------------
+
+# Benchmark: (input column, rule on the NPU/GPU ratio). No operator levels in 8.1.1; EB is not counted.
+BENCHMARK: tuple[tuple[str, Rule], ...] = (
+    ("小值域错误占比",
+     Rule("小值域错误比值", "小值域判定结果", "above", 2.0, "ERROR: 小值域错误比值超过阈值\n")),
+    ("均方根误差",
+     Rule("均方根误差比值", "均方根误差判定结果", "above", 2.0, "ERROR: 均方根误差比值超过阈值\n")),
+    ("相对误差最大值",
+     Rule("相对误差最大值比值", "相对误差最大值判定结果", "above", 10.0,
+          "ERROR: 相对误差最大值比值超过阈值\n")),
+    ("相对误差平均值",
+     Rule("相对误差平均值比值", "相对误差平均值判定结果", "above", 2.0,
+          "ERROR: 相对误差平均值比值超过阈值\n")),
+    ("误差均衡性",
+     Rule("误差均衡性比值", "误差均衡性判定结果", "above", 2.0, "", counted=False)),
+)  # fmt: skip
+
+# Absolute threshold: each NPU rate must be exactly 0; messages are joined without separators.
+ABSOLUTE: tuple[tuple[str, Rule], ...] = (
+    ("inf/nan错误率",
+     Rule("inf/nan错误率", "inf/nan判定结果", "nonzero", 0.0, "ERROR: inf/nan错误率超过阈值")),
+    ("相对误差错误率",
+     Rule("相对误差错误率", "相对误差判定结果", "nonzero", 0.0, "ERROR: 相对误差错误率超过阈值")),
+    ("绝对误差错误率",
+     Rule("绝对误差错误率", "绝对误差判定结果", "nonzero", 0.0, "ERROR: 绝对误差错误率超过阈值")),
+)  # fmt: skip
+
+# Accumulative: the same rates (messages end in a newline and are joined with one) plus NPU error balance.
+ACCUMULATIVE: tuple[tuple[str, Rule], ...] = (
+    *((col, Rule(r.value, r.status, r.kind, r.bound, r.message + "\n")) for col, r in ABSOLUTE),
+    ("误差均衡性",
+     Rule("误差均衡性比值", "误差均衡性判定结果", "not_at_most", None, "ERROR: 误差均衡性超过阈值\n")),
+)  # fmt: skip
+
+BINARY = Rule(
+    "二进制一致错误率", "二进制一致错误率判定结果", "nonzero", 0.0, "ERROR: 二进制一致错误率超过阈值\n"
+)
+THOUSANDTH = Rule("双千指标", "双千指标判定结果", "below", 0.999, "ERROR: 双千指标不达标\n")
+
+ULP_MESSAGE = "ERROR: ULP误差不满足标准\n"
+_ULP_MEAN = Rule("ULP误差平均值", None, "not_below", 64.0, ULP_MESSAGE)
+_ULP_RATIO = Rule("ULP误差大于阈值占比比值", None, "not_below", 1.0, ULP_MESSAGE)
+ULP_MISMATCH = Rule("ULP误差大于阈值占比比值", None, "not_below", 1.0, ULP_MESSAGE)
+"""Stands for an inf/nan mismatch of the ULP columns in the report (its value is NaN)."""
+ULP_FP32 = EscapeRule(
+    (_ULP_MEAN, Rule("ULP误差大于阈值占比", None, "not_below", 0.05, ULP_MESSAGE), _ULP_RATIO), ULP_MESSAGE
+)
+"""fp32: pass if mean < 64, or proportion < 0.05, or NPU/GPU proportion ratio < 1."""
+ULP_HALF = EscapeRule(
+    (Rule("ULP误差大于阈值占比", None, "not_below", 0.001, ULP_MESSAGE), _ULP_RATIO), ULP_MESSAGE
+)
+"""fp16/bf16: pass if proportion < 0.001, or ratio < 1."""

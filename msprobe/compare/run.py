@@ -1,0 +1,154 @@
+"""The compare pipeline: load both details files, merge, judge, combine, then write CSVs and reports.
+
+``run_compare`` is the one entry point used by the CLI and by ``msprobe demo``. Analysis
+(:func:`analyse`) returns data frames only; writing and rendering happen afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from msprobe.compare.merge import duplicates, merge
+from msprobe.compare.results import VERDICT, result_rows
+from msprobe.compare.table import DetailsTable, load_details
+from msprobe.compare.verdicts import evaluate
+from msprobe.errors import MsprobeError
+from msprobe.formats import accuracy_csv as ac
+
+RESULT_NAME = "api_precision_compare_result_{ts}.csv"
+DETAILS_NAME = "api_precision_compare_details_{ts}.csv"
+HTML_NAME = "api_precision_compare_report_{ts}.html"
+MARKDOWN_NAME = "api_precision_compare_report_{ts}.md"
+MAX_NAMED = 5
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Finished compare data: every details row and every result row, with analysis columns (``_*``)."""
+
+    npu: DetailsTable
+    gpu: DetailsTable
+    details: pd.DataFrame
+    results: pd.DataFrame
+
+    def api_counts(self) -> dict[str, int]:
+        return dict(Counter(self.results[VERDICT]))
+
+    def row_counts(self) -> dict[str, int]:
+        return dict(Counter(self.details["比对结果"]))
+
+
+@dataclass(frozen=True)
+class CompareOutcome:
+    """What ``run_compare`` wrote and found."""
+
+    result_csv: Path
+    details_csv: Path
+    report_html: Path
+    report_md: Path
+    api_counts: dict[str, int]  # result rows by overall verdict: pass / error / missing / SKIP
+    row_counts: dict[str, int]  # details rows by 比对结果
+    flagged: int  # paired rows whose dtype or shape differ between the sides
+
+    @property
+    def paths(self) -> tuple[Path, Path, Path, Path]:
+        """Every file written, in the order they are printed."""
+        return (self.result_csv, self.details_csv, self.report_html, self.report_md)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """APIs by overall verdict (``api_counts``), the numbers the command line prints."""
+        return self.api_counts
+
+    @property
+    def failed(self) -> bool:
+        return self.api_counts.get("error", 0) > 0
+
+
+def _refuse_duplicates(table: DetailsTable, side: str) -> None:
+    found = duplicates(table, side)
+    if not found:
+        return
+    named = "; ".join(f"{d.name} (lines {', '.join(map(str, d.lines))})" for d in found[:MAX_NAMED])
+    more = f" and {len(found) - MAX_NAMED} more" if len(found) > MAX_NAMED else ""
+    raise MsprobeError(
+        f"{table.path}: {len(found)} API Name(s) occur more than once: {named}{more}; "
+        "each output must appear once (was the file appended twice?)"
+    )
+
+
+def analyse(npu: DetailsTable, gpu: DetailsTable) -> Analysis:
+    """Judge two loaded details tables; refuses duplicated API Names on either side."""
+    _refuse_duplicates(npu, "npu")
+    _refuse_duplicates(gpu, "gpu")
+    details = evaluate(merge(npu, gpu), npu.numeric)
+    return Analysis(npu=npu, gpu=gpu, details=details, results=result_rows(details))
+
+
+def timestamp() -> str:
+    return time.strftime("%Y%m%d%H%M%S")
+
+
+def write_csvs(analysis: Analysis, result_csv: Path, details_csv: Path) -> None:
+    details = analysis.details[list(ac.COMPARE_DETAILS_HEADER)].to_numpy(dtype=object)
+    results = analysis.results[list(ac.COMPARE_RESULT_HEADER)].to_numpy(dtype=object)
+    ac.write_text_rows(details_csv, ac.COMPARE_DETAILS_HEADER, details.tolist())
+    ac.write_text_rows(result_csv, ac.COMPARE_RESULT_HEADER, results.tolist())
+
+
+def output_paths(out_dir: Path, ts: str) -> tuple[Path, Path, Path, Path]:
+    paths = tuple(
+        out_dir / name.format(ts=ts) for name in (RESULT_NAME, DETAILS_NAME, HTML_NAME, MARKDOWN_NAME)
+    )
+    existing = [str(p) for p in paths if p.exists()]
+    if existing:
+        raise MsprobeError(
+            f"{existing[0]}: already exists, not overwriting (outputs carry a timestamp; retry)"
+        )
+    return paths  # type: ignore[return-value]
+
+
+def run_compare(
+    npu_csv: str | os.PathLike[str],
+    gpu_csv: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    dump_dir: str | os.PathLike[str] | None = None,
+    ts: str | None = None,
+) -> CompareOutcome:
+    """Compare an NPU and a GPU ``accuracy_checking_details`` CSV into ``out_dir``.
+
+    Writes ``api_precision_compare_{result,details}_{ts}.csv`` (upstream's columns and encoding) and
+    ``api_precision_compare_report_{ts}.{html,md}``; ``dump_dir`` (a dump root or a rank folder) adds
+    each failing API's call stack from ``stack.json`` to the reports. Raises ``MsprobeError`` on bad
+    input, before writing anything.
+    """
+    from msprobe.compare.report import build_report, render_html, render_markdown
+
+    analysis = analyse(load_details(npu_csv), load_details(gpu_csv))
+    report = build_report(analysis, Path(dump_dir) if dump_dir is not None else None)
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise MsprobeError(f"{out}: not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        result_csv, details_csv, html, md = output_paths(out, ts or timestamp())
+        write_csvs(analysis, result_csv, details_csv)
+        html.write_text(render_html(report), encoding="utf-8")
+        md.write_text(render_markdown(report), encoding="utf-8")
+    except OSError as exc:
+        raise MsprobeError(f"{exc.filename or out}: cannot write ({exc.strerror or exc})") from None
+    return CompareOutcome(
+        result_csv=result_csv,
+        details_csv=details_csv,
+        report_html=html,
+        report_md=md,
+        api_counts=analysis.api_counts(),
+        row_counts=analysis.row_counts(),
+        flagged=int((analysis.details["_flag"] != "").sum()),
+    )

@@ -1,0 +1,76 @@
+"""Loading one ``accuracy_checking_details`` CSV: the only place compare reads its input files.
+
+The header must be exactly the run_ut details header (``accuracy_csv.read_rows`` refuses anything else
+in one line and names the kind of file it got), so nothing is computed on a wrong file.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from msprobe.compare.cells import numeric_column
+from msprobe.errors import MsprobeError
+from msprobe.formats import accuracy_csv as ac
+
+NAME = ac.RUN_UT_DETAILS_HEADER[0]
+COLUMNS = ac.RUN_UT_DETAILS_HEADER[1:]
+LINE = "line"
+"""Extra column: the row's line in its file (header = line 1), -1 until counted (see ``lines_of``)."""
+
+
+@dataclass(frozen=True)
+class DetailsTable:
+    """One details file: every cell as its text, plus which columns pandas would read as numbers."""
+
+    path: Path
+    frame: pd.DataFrame  # columns: API Name, the 22 others, "line"
+    numeric: frozenset[str]
+
+    def __len__(self) -> int:
+        return len(self.frame)
+
+
+def load_details(path: str | os.PathLike[str]) -> DetailsTable:
+    """Read and check a details CSV; refuse a wrong file with a one-line ``MsprobeError``.
+
+    The header is checked first (csv module); the body is read by pandas' C parser, every cell as text.
+    Row lines are only needed to name duplicates, so they are counted lazily (:func:`lines_of`).
+    """
+    path = Path(path)
+    ac.check_header(path, ac.RUN_UT_DETAILS_HEADER)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # pandas only warns when the first row has too many cells
+            frame = pd.read_csv(
+                path, dtype=str, keep_default_na=False, na_filter=False, encoding="utf-8-sig", index_col=False
+            )
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError, Warning) as exc:
+        raise MsprobeError(f"{path}: malformed CSV ({str(exc).strip().splitlines()[-1]})") from None
+    frame = frame.astype(object).fillna("")
+    frame.columns = list(ac.RUN_UT_DETAILS_HEADER)
+    frame[LINE] = -1
+    return _table(frame, path)
+
+
+def lines_of(table: DetailsTable) -> list[int]:
+    """Each row's file line (header = line 1; quoted cells may span lines)."""
+    if (table.frame[LINE] >= 0).all():
+        return [int(x) for x in table.frame[LINE]]
+    return ac.read_rows_with_lines(table.path, ac.RUN_UT_DETAILS_HEADER)[1]
+
+
+def _table(frame: pd.DataFrame, path: Path) -> DetailsTable:
+    numeric = frozenset(c for c in COLUMNS if len(frame) and numeric_column(frame[c]))
+    return DetailsTable(path=path, frame=frame, numeric=numeric)
+
+
+def from_frame(frame: pd.DataFrame, path: str = "<memory>") -> DetailsTable:
+    """A table from an in-memory frame of text cells (tests, benchmarks); lines are counted from 2."""
+    frame = frame.reset_index(drop=True).copy()
+    frame[LINE] = range(2, len(frame) + 2)
+    return _table(frame, Path(path))

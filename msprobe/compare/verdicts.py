@@ -1,0 +1,349 @@
+"""Details-row verdicts of 8.1.1's api_precision_compare, computed for the whole table at once.
+
+Input: the merged frame of :func:`msprobe.compare.merge.merge`. Output: one row per merged row with the
+28 columns of ``api_precision_compare_details`` as text, plus analysis columns for the result rows and
+the report (``kind``, ``standard``, ``severity``, ...). The logic is ``run_ut_compare_v811.md`` §5.2
+(routing) and §7.2 (per standard); each standard is a function over the rows it judges, reading its
+numbers from :mod:`msprobe.compare.rules` and :mod:`msprobe.compare.standards`. No row loop.
+
+Row kinds: ``invalid`` (name not ``Type[.prefix].api.N.dir.output.k``), ``missing`` (one side only),
+``exception`` (a cell the standard needs is blank or not a number: upstream's SKIP row carrying the
+error text), ``evaluated`` (SKIP rows included).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from msprobe.compare import rules as R
+from msprobe.compare.cells import ERROR_TEXT, OK, as_read, first_error, format_floats, is_na, parse
+from msprobe.compare.merge import BOTH, GPU_ONLY
+from msprobe.compare.standards import UNSUPPORTED_DTYPES, ZERO_SHAPE, Standard, per_row, route
+from msprobe.formats.accuracy_csv import BLANK, COMPARE_DETAILS_HEADER
+
+PASS, ERROR, SKIP, MISSING = "pass", "error", "SKIP", "missing"
+STATUS = "比对结果"
+ALGORITHM = "比对算法"
+MESSAGE = "Message"
+DTYPE_ERROR = "'float' object has no attribute 'isspace'"
+"""upstream's text for a row whose DEVICE Dtype cell is empty (v811 §7.1 step 3)."""
+
+
+@dataclass(frozen=True)
+class _View:
+    """The rows one standard judges: parsed NPU/GPU cells on demand."""
+
+    frame: pd.DataFrame
+    dtype: np.ndarray
+    npu_numeric: frozenset[str]
+
+    def npu(self, col: str) -> tuple[np.ndarray, np.ndarray]:
+        return parse(self.frame[f"npu:{col}"])
+
+    def gpu(self, col: str) -> tuple[np.ndarray, np.ndarray]:
+        return parse(self.frame[f"gpu:{col}"])
+
+    def npu_as_read(self, col: str) -> np.ndarray:
+        return as_read(self.frame[f"npu:{col}"], col in self.npu_numeric)
+
+
+@dataclass
+class _Judged:
+    cells: dict[str, np.ndarray]  # output column → text
+    failed: np.ndarray  # bool
+    message: np.ndarray  # object (str)
+    codes: list[np.ndarray]  # parse error codes, in upstream's evaluation order
+    severity: np.ndarray  # float, > 1 where a counted rule failed (NaN where none failed)
+    worst: np.ndarray  # str: the failing rule furthest past its bound, against that bound ("" if none)
+
+
+def _strings(n: int, text: str = "") -> np.ndarray:
+    return np.full(n, text, dtype=object)
+
+
+def _verdict_text(failed: np.ndarray) -> np.ndarray:
+    return np.where(failed, ERROR, PASS).astype(object)
+
+
+def _inf_nan_ratio(
+    x: np.ndarray, y: np.ndarray, floor: np.ndarray, column: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """8.1.1's NPU/GPU ratio ``|x| / max(|y|, floor)`` with its inf/nan rule (v811 §7.2 benchmark).
+
+    Returns (ratio, consistent, note): an inf/nan on either side gives ratio NaN, consistent only when
+    both are NaN or both inf of one sign, and a note naming the input column.
+    """
+    special = ~np.isfinite(x) | ~np.isfinite(y)
+    same = (np.isinf(x) & np.isinf(y) & (np.sign(x) == np.sign(y))) | (np.isnan(x) & np.isnan(y))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.abs(x) / np.maximum(np.abs(y), floor)
+    ratio = np.where(special, np.nan, ratio)
+    note = _strings(len(x))
+    note[special & same] = f"{column}同为同号inf或nan\n"
+    note[special & ~same] = f"{column}inf或nan不一致\n"
+    return ratio, ~special | same, note
+
+
+class _Worst:
+    """Per row, the failing rule with the largest severity (``nearest``: the smallest, for escapes)."""
+
+    def __init__(self, n: int, nearest: bool = False) -> None:
+        self.severity = np.full(n, np.nan)
+        self.rule = np.full(n, None, dtype=object)
+        self.value = np.full(n, np.nan)
+        self.bound = np.full(n, np.nan)
+        self.nearest = nearest
+
+    def add(
+        self,
+        rule: R.Rule,
+        failed: np.ndarray,
+        severity: np.ndarray,
+        value: np.ndarray,
+        bound: np.ndarray | float | None = None,
+    ) -> None:
+        with np.errstate(invalid="ignore"):
+            beaten = (severity >= self.severity) if self.nearest else (severity <= self.severity)
+        take = failed & ~beaten  # a NaN current value is always replaced
+        self.severity = np.where(take, severity, self.severity)
+        self.value = np.where(take, value, self.value)
+        self.bound = np.where(
+            take, np.nan if bound is None else np.asarray(bound, dtype=np.float64), self.bound
+        )
+        self.rule[take] = rule
+
+    def texts(self) -> np.ndarray:
+        out = _strings(len(self.rule))
+        for i in np.flatnonzero(self.rule != None):  # noqa: E711 - elementwise on an object array
+            b = None if np.isnan(self.bound[i]) else float(self.bound[i])
+            out[i] = self.rule[i].describe(float(self.value[i]), b)
+        return out
+
+
+def _judge_benchmark(v: _View) -> _Judged:
+    n = len(v.dtype)
+    floor = per_row(v.dtype, "min_error")
+    parsed = [(v.npu(col), v.gpu(col)) for col, _ in R.BENCHMARK]
+    cells: dict[str, np.ndarray] = {}
+    notes, errors = _strings(n), _strings(n)
+    failed = np.zeros(n, dtype=bool)
+    worst = _Worst(n)
+    for (col, rule), ((x, _), (y, _)) in zip(R.BENCHMARK, parsed):
+        ratio, consistent, note = _inf_nan_ratio(x, y, floor, col)
+        bad = ~consistent | rule.fails(ratio)
+        cells[rule.value] = format_floats(ratio)
+        assert rule.status is not None
+        cells[rule.status] = _verdict_text(bad)
+        notes = notes + note
+        if rule.counted:
+            failed |= bad
+            errors = errors + np.where(bad, rule.message, "").astype(object)
+            worst.add(rule, bad, np.where(consistent, rule.severity(ratio), np.inf), ratio)
+    codes = [c for (_, xc), (_, yc) in parsed for c in (xc, yc)]
+    return _Judged(cells, failed, notes + errors, codes, worst.severity, worst.texts())
+
+
+def _judge_rates(v: _View, table: tuple[tuple[str, R.Rule], ...], joiner: str) -> _Judged:
+    """Absolute threshold (joiner "") and accumulative (joiner "\\n"): NPU values only."""
+    n = len(v.dtype)
+    bound = per_row(v.dtype, "accumulative_eb")
+    parsed = [v.npu(col) for col, _ in table]
+    cells: dict[str, np.ndarray] = {}
+    failed = np.zeros(n, dtype=bool)
+    worst = _Worst(n)
+    parts: list[np.ndarray] = []
+    for (_, rule), (x, _) in zip(table, parsed):
+        b = bound if rule.bound is None else rule.bound
+        bad = rule.fails(x, b)
+        cells[rule.value] = format_floats(x)
+        assert rule.status is not None
+        cells[rule.status] = _verdict_text(bad)
+        failed |= bad
+        parts.append(np.where(bad, rule.message, "").astype(object))
+        worst.add(rule, bad, rule.severity(x, b), x, b)
+    if joiner:
+        message = np.array([joiner.join(p for p in row if p) for row in zip(*parts)], dtype=object)
+    else:
+        message = np.sum(parts, axis=0) if parts else _strings(n)
+    return _Judged(cells, failed, message, [c for _, c in parsed], worst.severity, worst.texts())
+
+
+def _judge_one(v: _View, column: str, rule: R.Rule) -> _Judged:
+    """Binary (rate must be 0) and thousandth (≥ 0.999): one NPU value, copied into the output as read."""
+    x, code = v.npu(column)
+    bad = rule.fails(x)
+    assert rule.status is not None
+    cells = {rule.value: v.npu_as_read(column), rule.status: _verdict_text(bad)}
+    message = np.where(bad, rule.message, "").astype(object)
+    worst = _Worst(len(x))
+    worst.add(rule, bad, rule.severity(x), x)
+    return _Judged(cells, bad, message, [code], worst.severity, worst.texts())
+
+
+def _judge_ulp(v: _View) -> _Judged:
+    floor = per_row(v.dtype, "min_error")
+    (mu, mu_c), (mu_g, mu_gc) = v.npu("ULP误差平均值"), v.gpu("ULP误差平均值")
+    (p, p_c), (q, q_c) = v.npu("ULP误差大于阈值占比"), v.gpu("ULP误差大于阈值占比")
+    _, mean_ok, mean_note = _inf_nan_ratio(mu, mu_g, floor, "ULP误差平均值")
+    r, ratio_ok, ratio_note = _inf_nan_ratio(p, q, floor, "ULP误差大于阈值占比")
+    consistent = mean_ok & ratio_ok
+    fp32 = v.dtype == "torch.float32"
+    bad_check = np.where(fp32, R.ULP_FP32.fails([mu, p, r]), R.ULP_HALF.fails([p, r]))
+    failed = ~consistent | bad_check
+    verdict = _verdict_text(bad_check)
+    verdict[~consistent] = BLANK  # upstream leaves ULP误差判定结果 blank on an inf/nan mismatch
+    cells = {
+        "ULP误差平均值": format_floats(mu),
+        "ULP误差大于阈值占比": format_floats(p),
+        "ULP误差大于阈值占比比值": format_floats(r),
+        "ULP误差判定结果": verdict,
+    }
+    message = mean_note + ratio_note + np.where(failed, R.ULP_MESSAGE, "").astype(object)
+    worst = _Worst(len(p), nearest=True)  # the escape closest to passing
+    for escape, rows, values in ((R.ULP_FP32, fp32, (mu, p, r)), (R.ULP_HALF, ~fp32, (p, r))):
+        for rule, value in zip(escape.rules, values):
+            worst.add(rule, bad_check & consistent & rows, rule.severity(value), value)
+    nan = np.full(len(p), np.nan)
+    worst.add(R.ULP_MISMATCH, ~consistent, np.full(len(p), np.inf), nan)
+    return _Judged(cells, failed, message, [mu_c, mu_gc, p_c, q_c], worst.severity, worst.texts())
+
+
+JUDGES: dict[Standard, Callable[[_View], _Judged]] = {
+    Standard.BENCHMARK: _judge_benchmark,
+    Standard.ABSOLUTE_THRESHOLD: lambda v: _judge_rates(v, R.ABSOLUTE, ""),
+    Standard.ACCUMULATIVE: lambda v: _judge_rates(v, R.ACCUMULATIVE, "\n"),
+    Standard.BINARY: lambda v: _judge_one(v, "二进制一致错误率", R.BINARY),
+    Standard.THOUSANDTH: lambda v: _judge_one(v, "双千指标", R.THOUSANDTH),
+    Standard.ULP: _judge_ulp,
+}
+"""standard → the function judging its rows (the only dispatch on standards)."""
+
+
+def _side_text(m: pd.DataFrame, col: str) -> np.ndarray:
+    """A column of the row's own side: the GPU cell for GPU-only rows, else the NPU cell."""
+    npu = m[f"npu:{col}"].to_numpy(dtype=object)
+    gpu = m[f"gpu:{col}"].to_numpy(dtype=object)
+    return np.where(m["presence"].to_numpy() == GPU_ONLY, gpu, npu)
+
+
+def _names(names: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(valid, full API name, bare API name, direction) from ``Type[.prefix].api.N.dir.output.k``."""
+    n = len(names)
+    valid = np.zeros(n, dtype=bool)
+    full, bare, direction = _strings(n), _strings(n), _strings(n)
+    for i, name in enumerate(names.tolist()):
+        parts = name.split(".")
+        if len(parts) in (6, 7):
+            valid[i] = True
+            full[i] = ".".join(parts[:-3])
+            bare[i] = ".".join(parts[1:-4])
+            direction[i] = parts[-3]
+    return valid, full, bare, direction
+
+
+def evaluate(m: pd.DataFrame, npu_numeric: frozenset[str] = frozenset()) -> pd.DataFrame:
+    """Verdicts of every merged row (see module docstring)."""
+    n = len(m)
+    name = m["name"].astype(str)
+    valid, full, bare, direction = _names(name)
+    presence = m["presence"].to_numpy(dtype=object)
+    dtype = _side_text(m, "DEVICE Dtype")
+    shape = _side_text(m, "Shape")
+    out = {c: _strings(n, BLANK) for c in COMPARE_DETAILS_HEADER}
+    out["API Name"] = name.to_numpy(dtype=object)
+    message = _strings(n)
+    kind = _strings(n, "evaluated")
+    status = _strings(n, SKIP)
+    standard = _strings(n)
+    severity = np.full(n, np.nan)
+    worst = _strings(n)
+
+    kind[~valid] = "invalid"
+    message[~valid] = np.array(
+        [f"The API name {x} is invalid." for x in out["API Name"][~valid]], dtype=object
+    )
+    one_side = valid & (presence != BOTH)
+    kind[one_side] = "missing"
+    status[one_side] = MISSING
+    message[one_side & (presence == GPU_ONLY)] = (
+        "missing: only in the GPU details file, no NPU row has this name."
+    )
+    message[one_side & (presence != GPU_ONLY)] = (
+        "missing: only in the NPU details file, no GPU row has this name."
+    )
+
+    cand = valid & (presence == BOTH)
+    dtype_series = pd.Series(dtype)
+    dtype_na = is_na(dtype_series)
+    kind[cand & dtype_na] = "exception"
+    message[cand & dtype_na] = DTYPE_ERROR
+    blank_dtype = dtype_series.str.isspace().fillna(False).to_numpy(dtype=bool)
+    skip = cand & ~dtype_na & (blank_dtype | np.isin(dtype, list(UNSUPPORTED_DTYPES)) | (shape == ZERO_SHAPE))
+    message[skip] = as_read(m.loc[skip, "npu:Message"], "Message" in npu_numeric)
+
+    judged = cand & ~dtype_na & ~skip
+    idx = np.flatnonzero(judged)
+    stds = route(bare[idx], dtype[idx])
+    for std, judge in JUDGES.items():
+        rows = idx[stds == std]
+        if not len(rows):
+            continue
+        res = judge(_View(m.iloc[rows], dtype[rows], npu_numeric))
+        code = first_error(res.codes)
+        good, bad = rows[code == OK], rows[code != OK]
+        kind[bad] = "exception"
+        message[bad] = np.array([ERROR_TEXT[int(c)] for c in code[code != OK]], dtype=object)
+        keep = code == OK
+        for col, values in res.cells.items():
+            out[col][good] = values[keep]
+        status[good] = _verdict_text(res.failed[keep])
+        message[good] = res.message[keep]
+        standard[good] = std.value
+        out[ALGORITHM][good] = std.value
+        severity[good] = np.where(res.failed, res.severity, np.nan)[keep]
+        worst[good] = res.worst[keep]
+
+    plain_message = message.copy()
+    flag = _flags(m, presence)
+    has_flag = flag != ""
+    message[has_flag] = message[has_flag] + np.array([f"NOTE: {f}\n" for f in flag[has_flag]], dtype=object)
+    out[STATUS] = status
+    out[MESSAGE] = message
+    analysis = {
+        "kind": kind,
+        "standard": standard,
+        "severity": severity,
+        "worst": worst,  # the failing metric furthest past its bound, against that bound
+        "full": full,
+        "api": bare,
+        "direction": direction,
+        "dtype": dtype,
+        "npu_dtype": m["npu:DEVICE Dtype"].to_numpy(dtype=object),
+        "gpu_dtype": m["gpu:DEVICE Dtype"].to_numpy(dtype=object),
+        "npu_shape": m["npu:Shape"].to_numpy(dtype=object),
+        "gpu_shape": m["gpu:Shape"].to_numpy(dtype=object),
+        "flag": flag,
+        "plain_message": plain_message,
+        "skip_message": as_read(pd.Series(_side_text(m, "Message")), "Message" in npu_numeric),
+        "presence": presence,
+        "duplicated_in": m["duplicated_in"].to_numpy(dtype=object),
+    }
+    return pd.DataFrame({**out, **{f"_{key}": values for key, values in analysis.items()}})
+
+
+def _flags(m: pd.DataFrame, presence: np.ndarray) -> np.ndarray:
+    """Text naming a dtype or shape difference between the two sides of a paired row ("" if none)."""
+    both = presence == BOTH
+    out = _strings(len(m))
+    for col, word in (("DEVICE Dtype", "dtype"), ("Shape", "shape")):
+        a = m[f"npu:{col}"].str.strip().to_numpy(dtype=object)
+        b = m[f"gpu:{col}"].str.strip().to_numpy(dtype=object)
+        differ = both & (a != b)
+        if differ.any():
+            text = np.array([f"{word} differs: NPU {x}, GPU {y}; " for x, y in zip(a[differ], b[differ])])
+            out[differ] = out[differ] + text.astype(object)
+    return np.array([s.removesuffix("; ") for s in out], dtype=object) if len(out) else out

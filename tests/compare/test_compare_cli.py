@@ -1,0 +1,71 @@
+"""``msprobe-compare`` / ``msprobe compare`` / ``msprobe api_precision_compare`` command lines."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from msprobe import cli as msprobe_cli
+from msprobe.compare import cli
+from msprobe.formats import accuracy_csv as ac
+
+DATA = Path(__file__).parents[1] / "data" / "compare" / "upstream_v811_cnn"
+DETAILS = DATA / "accuracy_checking_details_20261201061155.csv"
+
+
+def test_compare_prints_counts_and_every_path_written(tmp_path, capsys):
+    rc = cli.main(["-npu", str(DETAILS), "-gpu", str(DETAILS), "-o", str(tmp_path / "out")])
+    lines = capsys.readouterr().out.splitlines()
+    assert rc == 0
+    assert lines[0] == "compared 41 output rows of 20 APIs: 2 error, 18 pass"
+    written = [Path(x.removeprefix("wrote ")) for x in lines[1:]]
+    assert len(written) == 4 and all(p.is_file() for p in written)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(p.name for p in written)
+
+
+def test_strict_exits_1_when_an_api_fails(tmp_path):
+    assert cli.main(["-npu", str(DETAILS), "-gpu", str(DETAILS), "-o", str(tmp_path), "--strict"]) == 1
+
+
+@pytest.mark.parametrize("name", ["compare", "api_precision_compare"])
+def test_msprobe_subcommands_take_upstreams_long_flags(tmp_path, name):
+    argv = [name, "--npu_csv_path", str(DETAILS), "--gpu_csv_path", str(DETAILS), "--out_path", str(tmp_path)]
+    assert msprobe_cli.main(argv) == 0
+    assert len(list(tmp_path.glob("api_precision_compare_result_*.csv"))) == 1
+
+
+def test_a_wrong_file_is_one_line_on_stderr_and_exit_2(tmp_path, capsys):
+    result = next(DATA.glob("api_precision_compare_result_*.csv"))
+    rc = cli.main(["-npu", str(result), "-gpu", str(DETAILS), "-o", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err.count("\n") == 1 and err.startswith(f"msprobe: error: {result}: not the expected CSV (")
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_flag_is_a_usage_error():
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["-npu", str(DETAILS)])
+    assert exc.value.code == 2
+
+
+@pytest.mark.slow
+def test_console_script_runs(tmp_path):
+    exe = Path(sys.executable).with_name("msprobe-compare")
+    if not exe.exists():
+        pytest.skip("console script not installed in this environment")
+    proc = subprocess.run(
+        [str(exe), "-npu", str(DETAILS), "-gpu", str(DETAILS), "-o", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = next(tmp_path.glob("api_precision_compare_result_*.csv"))
+    assert result.read_bytes() == next(DATA.glob("api_precision_compare_result_*.csv")).read_bytes()
+    assert ac.read_rows(result, ac.COMPARE_RESULT_HEADER)[0][0] == "Functional.conv2d.0"

@@ -1,0 +1,174 @@
+"""What upstream 8.1.1 gets wrong, done right: missing rows, duplicates, dtype/shape mismatches, wrong files.
+
+Each case has its exact outcome (docs/compare.md, "Deviations from 8.1.1").
+"""
+
+from __future__ import annotations
+
+import pytest
+from compare_rows import detail, pair, result_list, row, write
+
+from msprobe.compare.run import analyse, run_compare
+from msprobe.compare.table import load_details
+from msprobe.errors import MsprobeError
+from msprobe.formats import accuracy_csv as ac
+
+F, B = "forward.output", "backward.output"
+NPU_ONLY = "missing: only in the NPU details file, no GPU row has this name."
+GPU_ONLY = "missing: only in the GPU details file, no NPU row has this name."
+
+
+def test_rows_on_one_side_only_are_reported_and_counted(tmp_path):
+    npu = [row(f"Torch.a.0.{F}.0"), row(f"Torch.b.0.{F}.0"), row(f"Torch.d.0.{F}.0"), row(f"Torch.d.0.{B}.0")]
+    gpu = [row(f"Torch.a.0.{F}.0"), row(f"Torch.c.0.{F}.0"), row(f"Torch.d.0.{F}.0")]
+    a = pair(tmp_path, npu, gpu)
+    assert a.details["API Name"].tolist() == [
+        f"Torch.a.0.{F}.0",
+        f"Torch.b.0.{F}.0",
+        f"Torch.d.0.{F}.0",
+        f"Torch.d.0.{B}.0",
+        f"Torch.c.0.{F}.0",
+    ]
+    b = detail(a, f"Torch.b.0.{F}.0")
+    assert (b["比对结果"], b["Message"], b["比对算法"]) == ("missing", NPU_ONLY, " ")
+    assert detail(a, f"Torch.c.0.{F}.0")["Message"] == GPU_ONLY
+    assert result_list(a) == [
+        ["Torch.a.0", "pass", " ", ""],
+        ["Torch.b.0", "missing", " ", "1 output row(s) present on one side only."],
+        ["Torch.d.0", "pass", "missing", "1 output row(s) present on one side only."],
+        ["Torch.c.0", "missing", " ", "1 output row(s) present on one side only."],
+    ]
+    assert a.api_counts() == {"pass": 1, "missing": 3}
+    assert a.row_counts() == {"pass": 2, "missing": 3}
+
+
+def test_error_outranks_missing_in_the_api_verdict(tmp_path):
+    npu = [row(f"Torch.e.0.{F}.0", cells={"均方根误差": "1"}), row(f"Torch.e.0.{F}.1")]
+    gpu = [row(f"Torch.e.0.{F}.0")]
+    assert result_list(pair(tmp_path, npu, gpu)) == [
+        ["Torch.e.0", "error", " ", "1 output row(s) present on one side only."]
+    ]
+
+
+def test_duplicate_rows_are_a_clear_error_naming_them_and_their_lines(tmp_path):
+    rows = [row(f"Torch.a.0.{F}.0", message="two\nlines"), row(f"Torch.b.0.{F}.0"), row(f"Torch.a.0.{F}.0")]
+    npu = write(tmp_path / "npu.csv", rows)
+    gpu = write(tmp_path / "gpu.csv", rows[:2])
+    with pytest.raises(MsprobeError) as err:
+        analyse(load_details(npu), load_details(gpu))
+    assert str(err.value) == (
+        f"{npu}: 1 API Name(s) occur more than once: Torch.a.0.forward.output.0 (lines 2, 5); "
+        "each output must appear once (was the file appended twice?)"
+    )
+    with pytest.raises(MsprobeError, match=r"npu\.csv: 1 API Name\(s\) occur more than once"):
+        analyse(load_details(gpu), load_details(npu))  # the duplicated file on the GPU side
+
+
+def test_duplicates_refused_before_anything_is_written(tmp_path):
+    rows = [row(f"Torch.a.0.{F}.0"), row(f"Torch.a.0.{F}.0")]
+    npu = write(tmp_path / "npu.csv", rows)
+    with pytest.raises(MsprobeError):
+        run_compare(npu, npu, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_dtype_and_shape_differences_are_flagged_without_changing_the_verdict(tmp_path):
+    name = f"Torch.a.0.{F}.0"
+    a = pair(
+        tmp_path, [row(name, "torch.float16", shape="(2, 3)")], [row(name, "torch.float32", shape="(3, 2)")]
+    )
+    d = detail(a, name)
+    assert d["比对结果"] == "pass"
+    flag = "dtype differs: NPU torch.float16, GPU torch.float32; shape differs: NPU (2, 3), GPU (3, 2)"
+    assert d["Message"] == f"NOTE: {flag}\n"
+    assert (
+        d["_flag"]
+        == "dtype differs: NPU torch.float16, GPU torch.float32; shape differs: NPU (2, 3), GPU (3, 2)"
+    )
+    assert result_list(a) == [["Torch.a.0", "pass", " ", ""]]
+
+
+def test_matching_rows_are_not_flagged(tmp_path):
+    a = pair(tmp_path, [row(f"Torch.a.0.{F}.0")])
+    assert (a.details["_flag"] == "").all()
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        (ac.RUN_UT_RESULT_HEADER, "it is an accuracy_checking_result file"),
+        (ac.COMPARE_DETAILS_HEADER, "it is an api_precision_compare_details file"),
+        (("a", "b", "c"), "its header starts with ['a', 'b', 'c']"),
+    ],
+)
+def test_a_file_that_is_not_a_details_file_is_refused_in_one_line(tmp_path, header, expected):
+    path = tmp_path / "x.csv"
+    ac.write_rows(path, header, [])
+    with pytest.raises(MsprobeError) as err:
+        load_details(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: not the expected CSV ({expected}; expected header ")
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (lambda p: None, "no such file"),
+        (lambda p: p.mkdir(), "is a folder, expected a CSV file"),
+        (lambda p: p.write_bytes(b"\xff\xfe\x00\x01garbage"), "not a UTF-8 CSV file"),
+        (lambda p: p.write_text(""), "empty file"),
+    ],
+)
+def test_unreadable_inputs(tmp_path, make, expected):
+    path = tmp_path / "x.csv"
+    make(path)
+    with pytest.raises(MsprobeError, match=expected):
+        load_details(path)
+
+
+def test_no_silent_overwrite(tmp_path):
+    npu = write(tmp_path / "npu.csv", [row(f"Torch.a.0.{F}.0")])
+    run_compare(npu, npu, tmp_path / "out", ts="20260101000000")
+    with pytest.raises(MsprobeError, match="already exists, not overwriting"):
+        run_compare(npu, npu, tmp_path / "out", ts="20260101000000")
+
+
+def test_short_rows_are_padded_and_long_rows_refused(tmp_path):
+    header = ",".join(ac.RUN_UT_DETAILS_HEADER)
+    short = tmp_path / "short.csv"
+    short.write_text(f"{header}\nTorch.a.0.forward.output.0,torch.float64,torch.float32\n", encoding="utf-8")
+    table = load_details(short)
+    assert table.frame.iloc[0].tolist()[:4] == [
+        "Torch.a.0.forward.output.0",
+        "torch.float64",
+        "torch.float32",
+        "",
+    ]
+    long = tmp_path / "long.csv"
+    long.write_text(f"{header}\n" + ",".join(["x"] * 24) + "\n", encoding="utf-8")
+    with pytest.raises(MsprobeError, match=r"long\.csv: malformed CSV \("):
+        load_details(long)
+
+
+def test_a_header_only_file_compares_to_nothing(tmp_path):
+    empty = write(tmp_path / "empty.csv", [])
+    a = analyse(load_details(empty), load_details(empty))
+    assert len(a.details) == 0 and len(a.results) == 0
+
+
+def test_a_file_of_invalid_names_only(tmp_path):
+    a = pair(tmp_path, [row("bad"), row("also.bad")])
+    assert result_list(a) == [
+        ["bad", "SKIP", "SKIP", "The API name bad is invalid."],
+        ["also.bad", "SKIP", "SKIP", "The API name also.bad is invalid."],
+    ]
+
+
+def test_an_output_path_that_is_a_file_is_refused(tmp_path):
+    npu = write(tmp_path / "npu.csv", [row(f"Torch.a.0.{F}.0")])
+    (tmp_path / "taken").write_text("x")
+    with pytest.raises(MsprobeError, match=r"taken: not a folder"):
+        run_compare(npu, npu, tmp_path / "taken")
+    with pytest.raises(MsprobeError, match=r"cannot write"):
+        run_compare(npu, npu, tmp_path / "taken" / "below")

@@ -1,0 +1,180 @@
+"""The HTML report parses and holds what the CSVs say; the Markdown summary agrees."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from compare_rows import row, write
+
+from msprobe.compare.run import run_compare
+from msprobe.errors import MsprobeError
+from msprobe.formats import accuracy_csv as ac
+
+F, B = "forward.output", "backward.output"
+
+
+class Page(HTMLParser):
+    """Collects tables by id (rows of cell texts), api sections, pre.stack texts and img sources."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: dict[str, list[list[str]]] = {}
+        self.sections: dict[str, list[list[str]]] = {}
+        self.stacks: dict[str, str] = {}
+        self.images: list[str] = []
+        self._table: list[list[str]] | None = None
+        self._section: str | None = None
+        self._cell: list[str] | None = None
+        self._pre: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "section" and "data-api" in a:
+            self._section = a["data-api"]
+        elif tag == "table":
+            self._table = []
+            if a.get("id"):
+                self.tables[a["id"]] = self._table
+            elif self._section is not None and a.get("class") == "rows":
+                self.sections[self._section] = self._table
+        elif tag == "tr" and self._table is not None:
+            self._table.append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+        elif tag == "pre" and a.get("class") == "stack":
+            self._pre = []
+        elif tag == "img":
+            self.images.append(a.get("src", ""))
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None and self._table is not None:
+            self._table[-1].append("".join(self._cell))
+            self._cell = None
+        elif tag == "table":
+            self._table = None
+        elif tag == "pre" and self._pre is not None and self._section is not None:
+            self.stacks[self._section] = "".join(self._pre)
+            self._pre = None
+        elif tag == "section":
+            self._section = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+        if self._pre is not None:
+            self._pre.append(data)
+
+
+def _inputs(tmp_path: Path) -> tuple[Path, Path, Path]:
+    npu = [
+        row(
+            f"Functional.linear.0.{F}.0",
+            cells={"ULP误差平均值": "100", "ULP误差大于阈值占比": "0.2"},
+            bench=False,
+        ),
+        row(
+            f"Functional.linear.0.{B}.0",
+            cells={"ULP误差平均值": "1", "ULP误差大于阈值占比": "0"},
+            bench=False,
+        ),
+        row(f"Torch.exp.0.{F}.0", "torch.float16", {"均方根误差": "0.05"}),  # rmse ratio 50
+        row(
+            f"Tensor.add_.0.{F}.0",
+            cells={"inf/nan错误率": "0", "相对误差错误率": "0.1", "绝对误差错误率": "0"},
+            bench=False,
+        ),
+        row(f"Torch.tanh.0.{F}.0", "torch.float16"),
+        row(f"Torch.tanh.0.{B}.0", "torch.float16"),
+        row(f"Torch.only_npu.0.{F}.0"),
+        row(f"Torch.sum.0.{F}.0", "torch.bfloat16"),
+    ]
+    gpu = [r for r in npu if not r[0].startswith("Torch.only_npu")]
+    gpu = [
+        row(r[0], r[2], {"ULP误差平均值": "1", "ULP误差大于阈值占比": "0.1"}, bench=False)
+        if "linear" in r[0]
+        else row(r[0], "torch.float32")
+        if r[0].startswith("Torch.sum")
+        else r
+        for r in gpu
+    ]
+    gpu[2] = row(f"Torch.exp.0.{F}.0", "torch.float16", {"均方根误差": "0.001"})
+    dump = tmp_path / "dump" / "step0" / "rank0"
+    dump.mkdir(parents=True)
+    stack = {
+        "0": [["Torch.exp.0.forward"], ["File model.py, line 7, in forward, \n return torch.exp(x)"]],
+        "1": [["Functional.linear.0.forward"], ["File model.py, line 3, in forward, \n return self.fc(x)"]],
+    }
+    (dump / "stack.json").write_text(json.dumps(stack))
+    return write(tmp_path / "npu.csv", npu), write(tmp_path / "gpu.csv", gpu), tmp_path / "dump"
+
+
+def _overall(fwd: str, bwd: str) -> str:
+    for verdict in ("error", "missing", "pass", "SKIP"):
+        if verdict in (fwd, bwd):
+            return verdict
+    return " "
+
+
+def test_html_holds_what_the_csvs_say(tmp_path):
+    npu, gpu, dump = _inputs(tmp_path)
+    out = run_compare(npu, gpu, tmp_path / "out", dump_dir=dump, ts="20260101000000")
+    result = ac.read_rows(out.result_csv, ac.COMPARE_RESULT_HEADER)
+    details = ac.read_rows(out.details_csv, ac.COMPARE_DETAILS_HEADER)
+    html = out.report_html.read_text(encoding="utf-8")
+    page = Page()
+    page.feed(html)
+
+    counts = {r[0]: (int(r[1]), int(r[2])) for r in page.tables["counts"][1:] if r[0] != "total"}
+    api_counts = Counter(_overall(r[1], r[2]) for r in result)
+    row_counts = Counter(r[ac.COMPARE_DETAILS_HEADER.index("比对结果")] for r in details)
+    assert {k: v[0] for k, v in counts.items() if v[0]} == dict(api_counts)
+    assert {k: v[1] for k, v in counts.items() if v[1]} == dict(row_counts)
+    assert api_counts == {"error": 3, "pass": 2, "missing": 1}
+
+    failing = page.tables["failing"][1:]
+    failing_names = [r[1] for r in failing]
+    assert sorted(failing_names) == sorted(r[0] for r in result if "error" in (r[1], r[2]))
+    # past bound: rate 0.1 must be 0 -> 1 + 100 (‰); rmse ratio 50 / 2; ULP nearest escape mean 100 / 64
+    assert failing_names == ["Tensor.add_.0", "Torch.exp.0", "Functional.linear.0"]
+    assert [r[4] for r in failing] == ["101×", "25×", "1.56×"]
+    assert failing[1][5] == "RMSE ratio (均方根误差比值) 50 > 2"
+    assert failing[0][5] == "relative error rate (相对误差错误率) 0.1 ≠ 0"
+    assert failing[2][5] == "mean ULP error (ULP误差平均值) 100 ≥ 64"  # the nearest escape
+
+    for name in failing_names:
+        section = page.sections[name]
+        assert [r[0] for r in section[1:]] == [d[0] for d in details if d[0].startswith(name + ".")]
+    exp_row = page.sections["Torch.exp.0"][1]
+    assert exp_row[2:7] == ["error", "torch.float16", "torch.float16", "(2, 3)", "(2, 3)"]
+    assert "RMSE ratio (均方根误差比值) = 50.00000000000000 [error]" in exp_row[7]
+    assert "return torch.exp(x)" in page.stacks["Torch.exp.0"]
+    assert "return self.fc(x)" in page.stacks["Functional.linear.0"]
+    assert "Tensor.add_.0" not in page.stacks  # not in stack.json
+
+    assert page.tables["missing"][1:] == [[f"Torch.only_npu.0.{F}.0", "NPU only"]]
+    assert page.tables["flagged"][1:] == [
+        [f"Torch.sum.0.{F}.0", "dtype differs: NPU torch.bfloat16, GPU torch.float32"]
+    ]
+    assert len(page.images) == 2 and all(src.startswith("data:image/png;base64,") for src in page.images)
+    assert "http://" not in html and "https://" not in html and "<script" not in html
+
+    md = out.report_md.read_text(encoding="utf-8")
+    assert "| error | 3 | 3 |" in md and "| 2 | Torch.exp.0 | error |  | 25× |" in md
+
+
+def test_a_dump_folder_without_stack_json_is_refused(tmp_path):
+    npu, gpu, _ = _inputs(tmp_path)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(MsprobeError, match=r"no stack\.json"):
+        run_compare(npu, gpu, tmp_path / "out", dump_dir=tmp_path / "empty")
+
+
+def test_a_broken_stack_json_is_named(tmp_path):
+    npu, gpu, dump = _inputs(tmp_path)
+    (dump / "step0" / "rank0" / "stack.json").write_text("{not json")
+    with pytest.raises(MsprobeError, match=r"stack\.json: unreadable stack\.json"):
+        run_compare(npu, gpu, tmp_path / "out", dump_dir=dump)

@@ -1,0 +1,373 @@
+"""Every standard and verdict boundary of 8.1.1's compare (run_ut_compare_v811.md §5.2, §6, §7).
+
+Expected rows are the verified upstream outcomes of v811 §7.3 where the spec gives them, else the rule
+text of §7.2 applied by hand (the numbers are chosen so the arithmetic is exact).
+"""
+
+from __future__ import annotations
+
+import pytest
+from compare_rows import detail, pair, result_list, row
+
+from msprobe.compare.standards import TOPK_HINT, UNSUPPORTED_MESSAGE
+
+F, B = "forward.output", "backward.output"
+SKIPPED = row("Torch.skipped.0.forward.output.0", " ", message="skipped", bench=False)
+"""A row with every metric blank: with it in the file, pandas reads the metric columns as text."""
+
+
+def test_benchmark_mean_rel_ratio_exactly_2_passes_and_2_01_fails(tmp_path):
+    npu = [
+        row(f"Torch.sum.0.{F}.0", "torch.bfloat16", {"相对误差平均值": str(2**-7)}),
+        row(f"Torch.sum.0.{B}.0", "torch.float16", {"相对误差平均值": "0.00201"}),
+    ]
+    gpu = [
+        row(f"Torch.sum.0.{F}.0", "torch.bfloat16", {"相对误差平均值": str(2**-8)}),
+        row(f"Torch.sum.0.{B}.0", "torch.float16", {"相对误差平均值": "0.001"}),
+    ]
+    a = pair(tmp_path, npu, gpu)
+    assert result_list(a) == [["Torch.sum.0", "pass", "error", ""]]
+    fwd = detail(a, f"Torch.sum.0.{F}.0")
+    assert fwd["相对误差平均值比值"] == "2.00000000000000" and fwd["相对误差平均值判定结果"] == "pass"
+    assert fwd["比对算法"] == "标杆比对法" and fwd["Message"] == ""
+    bwd = detail(a, f"Torch.sum.0.{B}.0")
+    assert bwd["相对误差平均值判定结果"] == "error"
+    assert bwd["Message"] == "ERROR: 相对误差平均值比值超过阈值\n"
+
+
+def test_benchmark_max_rel_bound_is_10(tmp_path):
+    k = 2**-10
+    npu = [
+        row(f"Torch.cumsum.0.{F}.0", cells={"相对误差最大值": str(10 * k)}),
+        row(f"Torch.cumsum.0.{B}.0", cells={"相对误差最大值": str(10.01 * k)}),
+    ]
+    gpu = [
+        row(f"Torch.cumsum.0.{F}.0", cells={"相对误差最大值": str(k)}),
+        row(f"Torch.cumsum.0.{B}.0", cells={"相对误差最大值": str(k)}),
+    ]
+    assert result_list(pair(tmp_path, npu, gpu)) == [["Torch.cumsum.0", "pass", "error", ""]]
+
+
+def test_benchmark_gpu_zero_is_floored_per_dtype(tmp_path):
+    # fp32 rmse 0.00013 vs 0 -> 0.00013 / 2**-14 = 2.12992 > 2 (v811 §7.3 Torch.erf.2)
+    npu = [row(f"Torch.erf.2.{F}.0", cells={"均方根误差": "0.00013"})]
+    gpu = [row(f"Torch.erf.2.{F}.0", cells={"均方根误差": "0"})]
+    a = pair(tmp_path, npu, gpu)
+    assert result_list(a) == [["Torch.erf.2", "error", " ", ""]]
+    assert float(detail(a, f"Torch.erf.2.{F}.0")["均方根误差比值"]) == pytest.approx(2.12992)
+
+
+@pytest.mark.parametrize(
+    ("npu_value", "gpu_value", "verdict", "message"),
+    [
+        ("inf", "inf", "pass", "相对误差最大值同为同号inf或nan\n"),
+        ("nan", "nan", "pass", "相对误差最大值同为同号inf或nan\n"),
+        ("inf", "-inf", "error", "相对误差最大值inf或nan不一致\nERROR: 相对误差最大值比值超过阈值\n"),
+        ("inf", "0.5", "error", "相对误差最大值inf或nan不一致\nERROR: 相对误差最大值比值超过阈值\n"),
+    ],
+)
+def test_benchmark_inf_nan_rule(tmp_path, npu_value, gpu_value, verdict, message):
+    name = f"Torch.log.0.{F}.0"
+    a = pair(
+        tmp_path,
+        [row(name, cells={"相对误差最大值": npu_value})],
+        [row(name, cells={"相对误差最大值": gpu_value})],
+    )
+    d = detail(a, name)
+    assert (d["比对结果"], d["Message"], d["相对误差最大值比值"]) == (verdict, message, "nan")
+
+
+def test_benchmark_error_balance_is_reported_but_not_counted(tmp_path):
+    name = f"Torch.tanh.0.{F}.0"
+    a = pair(tmp_path, [row(name, cells={"误差均衡性": "0.128"})], [row(name)])
+    d = detail(a, name)
+    assert (d["误差均衡性比值"], d["误差均衡性判定结果"], d["比对结果"]) == (
+        "128.00000000000000",
+        "error",
+        "pass",
+    )
+    assert result_list(a) == [["Torch.tanh.0", "pass", " ", ""]]
+
+
+def test_benchmark_small_value_bound_is_2(tmp_path):
+    fwd, bwd = f"Tensor.exp.0.{F}.0", f"Tensor.exp.0.{B}.0"
+    npu = [row(fwd, cells={"小值域错误占比": "0.5"}), row(bwd, cells={"小值域错误占比": "0.5000001"})]
+    gpu = [row(fwd, cells={"小值域错误占比": "0.25"}), row(bwd, cells={"小值域错误占比": "0.25"})]
+    a = pair(tmp_path, npu, gpu)
+    assert result_list(a) == [["Tensor.exp.0", "pass", "error", ""]]
+    assert detail(a, bwd)["Message"] == "ERROR: 小值域错误比值超过阈值\n"
+
+
+def test_blank_cell_makes_an_exception_row_named_per_output(tmp_path):
+    # v811 §7.3: Tensor.mul_.0.forward.output.0,SKIP,SKIP,ERROR: Input data is an empty string
+    name = f"Tensor.mul_.0.{F}.0"
+    a = pair(tmp_path, [row(name, bench=False)])
+    assert result_list(a) == [[name, "SKIP", "SKIP", "ERROR: Input data is an empty string"]]
+    d = detail(a, name)
+    assert (d["比对结果"], d["比对算法"], d["Message"]) == (
+        "SKIP",
+        " ",
+        "ERROR: Input data is an empty string",
+    )
+
+
+def test_text_cell_cannot_be_converted(tmp_path):
+    name = f"Torch.exp.3.{F}.0"
+    a = pair(tmp_path, [row(name, cells={"均方根误差": "abc"})])
+    assert result_list(a) == [[name, "SKIP", "SKIP", "ERROR: Input data cannot be converted to float"]]
+
+
+def test_blank_error_balance_on_gpu_side_also_skips(tmp_path):
+    name = f"Torch.exp.4.{F}.0"
+    a = pair(tmp_path, [row(name)], [row(name, cells={"误差均衡性": " "})])
+    assert detail(a, name)["Message"] == "ERROR: Input data is an empty string"
+
+
+@pytest.mark.parametrize(
+    ("dtype", "mean", "p", "q", "verdict"),
+    [
+        ("torch.float32", "100", "0.1", "0.1", "error"),  # r = 1.0, not < 1
+        ("torch.float32", "64", "0.05", "0.05", "error"),  # every escape just missed (r = 1)
+        ("torch.float32", "63.99", "0.5", "0.1", "pass"),  # mean < 64
+        ("torch.float32", "100", "0.0499", "0.01", "pass"),  # proportion < 0.05
+        ("torch.float32", "100", "0.1", "0.2", "pass"),  # ratio 0.5 < 1
+        ("torch.bfloat16", "9", "0.003", "0", "pass"),  # r = 0.003 / 2**-8 = 0.768
+        ("torch.float16", "9", "0.002", "0", "error"),  # r = 0.002 / 2**-11 = 4.096
+        ("torch.float16", "9", "0.000999", "0.0001", "pass"),  # proportion < 0.001
+    ],
+)
+def test_ulp_boundaries(tmp_path, dtype, mean, p, q, verdict):
+    name = f"Functional.linear.0.{F}.0"
+    a = pair(
+        tmp_path,
+        [row(name, dtype, {"ULP误差平均值": mean, "ULP误差大于阈值占比": p}, bench=False)],
+        [row(name, dtype, {"ULP误差平均值": mean, "ULP误差大于阈值占比": q}, bench=False)],
+    )
+    d = detail(a, name)
+    assert (d["比对算法"], d["ULP误差判定结果"], d["比对结果"]) == ("ULP误差比对法", verdict, verdict)
+    assert d["Message"] == ("ERROR: ULP误差不满足标准\n" if verdict == "error" else "")
+
+
+def test_ulp_ratio_values_are_written(tmp_path):
+    name = f"Torch.bmm.0.{F}.0"
+    a = pair(
+        tmp_path,
+        [row(name, "torch.bfloat16", {"ULP误差平均值": "2", "ULP误差大于阈值占比": "0.003"}, bench=False)],
+        [row(name, "torch.bfloat16", {"ULP误差平均值": "2", "ULP误差大于阈值占比": "0"}, bench=False)],
+    )
+    d = detail(a, name)
+    assert (d["ULP误差平均值"], d["ULP误差大于阈值占比"], d["ULP误差大于阈值占比比值"]) == (
+        "2.00000000000000",
+        "0.00300000000000",
+        "0.76800000000000",
+    )
+
+
+def test_ulp_inf_nan_mismatch_errors_with_blank_ulp_verdict(tmp_path):
+    name = f"Torch.matmul.0.{F}.0"
+    a = pair(
+        tmp_path,
+        [row(name, cells={"ULP误差平均值": "inf", "ULP误差大于阈值占比": "0"}, bench=False)],
+        [row(name, cells={"ULP误差平均值": "1", "ULP误差大于阈值占比": "0"}, bench=False)],
+    )
+    d = detail(a, name)
+    assert (d["比对结果"], d["ULP误差判定结果"]) == ("error", " ")
+    assert d["Message"] == "ULP误差平均值inf或nan不一致\nERROR: ULP误差不满足标准\n"
+    assert d["_worst"] == "ULP proportion ratio (ULP误差大于阈值占比比值): inf/nan on one side only"
+
+
+@pytest.mark.parametrize(("value", "verdict"), [("1.0", "pass"), ("0.999", "pass"), ("0.9989", "error")])
+def test_thousandth_bound_is_at_least_0_999(tmp_path, value, verdict):
+    name = f"Functional.conv2d.0.{F}.0"
+    a = pair(tmp_path, [row(name, cells={"双千指标": value}, bench=False), SKIPPED])
+    d = detail(a, name)
+    assert (d["比对算法"], d["双千指标"], d["双千指标判定结果"], d["比对结果"]) == (
+        "双千指标法",
+        value,
+        verdict,
+        verdict,
+    )
+    assert d["Message"] == ("ERROR: 双千指标不达标\n" if verdict == "error" else "")
+    assert d["_worst"] == ("thousandth ratio (双千指标) 0.9989 < 0.999" if verdict == "error" else "")
+
+
+def test_absolute_threshold_rates_must_be_zero_and_messages_concatenate(tmp_path):
+    ok, bad = f"Tensor.add_.0.{F}.0", f"Tensor.add_.1.{F}.0"
+    rates = {"inf/nan错误率": "0", "相对误差错误率": "0", "绝对误差错误率": "0"}
+    a = pair(
+        tmp_path,
+        [
+            row(ok, cells=rates, bench=False),
+            row(bad, cells={**rates, "inf/nan错误率": "0.5", "相对误差错误率": "1e-9"}, bench=False),
+        ],
+    )
+    assert detail(a, ok)["比对结果"] == "pass" and detail(a, ok)["比对算法"] == "绝对阈值法"
+    d = detail(a, bad)
+    assert (d["inf/nan判定结果"], d["相对误差判定结果"], d["绝对误差判定结果"]) == ("error", "error", "pass")
+    assert d["Message"] == "ERROR: inf/nan错误率超过阈值ERROR: 相对误差错误率超过阈值"
+    assert d["inf/nan错误率"] == "0.50000000000000"
+    assert result_list(a) == [["Tensor.add_.0", "pass", " ", ""], ["Tensor.add_.1", "error", " ", ""]]
+
+
+def test_absolute_threshold_nan_rate_fails(tmp_path):
+    name = f"Torch.mul.0.{F}.0"
+    a = pair(
+        tmp_path,
+        [
+            row(
+                name,
+                cells={"inf/nan错误率": "nan", "相对误差错误率": "0", "绝对误差错误率": "0"},
+                bench=False,
+            )
+        ],
+    )
+    assert detail(a, name)["比对结果"] == "error"
+
+
+def test_accumulative_joins_messages_with_newlines_and_checks_eb_per_dtype(tmp_path):
+    name = f"Torch.test_api.0.{F}.0"
+    cells = {"inf/nan错误率": "0.1", "相对误差错误率": "0", "绝对误差错误率": "0", "误差均衡性": str(2**-6)}
+    a = pair(tmp_path, [row(name, "torch.bfloat16", cells, bench=False)])
+    d = detail(a, name)
+    assert d["比对算法"] == "累积误差比对法"
+    assert d["误差均衡性判定结果"] == "error"  # bf16 bound 2**-7
+    assert d["Message"] == "ERROR: inf/nan错误率超过阈值\n\nERROR: 误差均衡性超过阈值\n"
+    ok = pair(
+        tmp_path,
+        [row(name, "torch.bfloat16", {**cells, "inf/nan错误率": "0", "误差均衡性": str(2**-7)}, bench=False)],
+    )
+    assert detail(ok, name)["比对结果"] == "pass"
+
+
+@pytest.mark.parametrize(
+    ("api", "dtype", "rate", "expected_rate", "verdict"),
+    [
+        ("Torch.argmax.0", "torch.int64", "0.00000000000000", "0.00000000000000", "pass"),
+        ("Tensor.gt.0", "torch.bool", "0.125", "0.125", "error"),  # text copied as read
+        ("Torch.abs.0", "torch.float32", "0.0", "0.0", "pass"),  # listed binary API, float output
+        ("Torch.add.0", "torch.int32", "0.5", "0.5", "error"),  # non-float dtype beats the absolute list
+        ("Torch.size.0", "<class 'int'>", "0", "0", "pass"),
+    ],
+)
+def test_binary(tmp_path, api, dtype, rate, expected_rate, verdict):
+    name = f"{api}.{F}.0"
+    a = pair(tmp_path, [row(name, dtype, {"二进制一致错误率": rate}, bench=False), SKIPPED])
+    d = detail(a, name)
+    assert (d["比对算法"], d["二进制一致错误率"], d["比对结果"]) == ("二进制一致法", expected_rate, verdict)
+    assert d["Message"] == ("ERROR: 二进制一致错误率超过阈值\n" if verdict == "error" else "")
+
+
+def test_copied_value_is_reprinted_when_pandas_reads_the_column_as_numbers(tmp_path):
+    # v811 §7.2: "a float column is re-printed %.14f" - here every cell of the column is a number
+    name = f"Torch.argmax.1.{F}.0"
+    a = pair(tmp_path, [row(name, "torch.int64", {"二进制一致错误率": "0"}, bench=False)])
+    assert detail(a, name)["二进制一致错误率"] == "0.00000000000000"
+
+
+def test_topk_hint_on_forward_error(tmp_path):
+    npu = [
+        row(f"Torch.topk.0.{F}.0", bench=False, cells={"二进制一致错误率": "0"}),
+        row(f"Torch.topk.0.{F}.1", "torch.int64", {"二进制一致错误率": "0.2"}, bench=False),
+        row(f"Torch.topk.0.{B}.0", bench=False, cells={"二进制一致错误率": "0"}),
+    ]
+    assert result_list(pair(tmp_path, npu)) == [["Torch.topk.0", "error", "pass", TOPK_HINT]]
+
+
+def test_skip_rows_and_forward_skip_message(tmp_path):
+    npu = [
+        row(f"Torch.unique.0.{F}.0", " ", message="first skip message", bench=False),
+        row(f"Torch.unique.0.{F}.1", " ", message="second skip message", bench=False),
+        row(f"Torch.unique.0.{B}.0"),
+        row(
+            f"Distributed.all_reduce.0.{F}.0",
+            " ",
+            message="API Distributed.all_reduce.0 not support for run ut. SKIP.",
+            bench=False,
+        ),
+        row(
+            f"Torch.zeros.0.{F}.0",
+            shape="(0,)",
+            message="There is not bench calculation result.",
+            bench=False,
+        ),
+    ]
+    a = pair(tmp_path, npu)
+    assert result_list(a) == [
+        ["Torch.unique.0", "SKIP", "pass", "second skip message"],
+        [
+            "Distributed.all_reduce.0",
+            "SKIP",
+            " ",
+            "API Distributed.all_reduce.0 not support for run ut. SKIP.",
+        ],
+        ["Torch.zeros.0", "SKIP", " ", "There is not bench calculation result."],
+    ]
+    d = detail(a, f"Torch.unique.0.{F}.0")
+    assert (d["比对结果"], d["比对算法"], d["Message"]) == ("SKIP", " ", "first skip message")
+
+
+def test_empty_skip_message_is_written_nan(tmp_path):
+    name = f"Torch.max.0.{B}.0"
+    a = pair(tmp_path, [row(name, " ", message="", bench=False)])
+    assert detail(a, name)["Message"] == "nan"
+
+
+def test_last_row_float64_makes_the_api_skip(tmp_path):
+    npu = [row(f"Torch.max.3.{F}.0", "torch.float16"), row(f"Torch.max.3.{F}.1", "torch.float64")]
+    a = pair(tmp_path, npu)
+    assert result_list(a) == [["Torch.max.3", "SKIP", "SKIP", UNSUPPORTED_MESSAGE]]
+    assert detail(a, f"Torch.max.3.{F}.1")["比对结果"] == "SKIP"
+
+
+def test_float64_rows_are_not_counted_when_not_last(tmp_path):
+    npu = [
+        row(f"Torch.max.4.{F}.0", "torch.float64", {"均方根误差": "1"}),
+        row(f"Torch.max.4.{F}.1", "torch.float16"),
+    ]
+    assert result_list(pair(tmp_path, npu)) == [["Torch.max.4", "pass", " ", ""]]
+
+
+def test_shape_with_zero_other_than_0_comma_is_an_exception_row(tmp_path):
+    name = f"Torch.empty.0.{F}.0"
+    a = pair(tmp_path, [row(name, shape="(0, 4)", bench=False)])
+    assert result_list(a) == [[name, "SKIP", "SKIP", "ERROR: Input data is an empty string"]]
+
+
+def test_empty_dtype_cell_is_upstreams_isspace_error(tmp_path):
+    name = f"Torch.odd.0.{F}.0"
+    a = pair(tmp_path, [row(name, "")])
+    assert result_list(a) == [[name, "SKIP", "SKIP", "'float' object has no attribute 'isspace'"]]
+
+
+def test_seven_segment_names_use_prefix_api_as_bare_name(tmp_path):
+    # Torch.linalg.vector_norm: bare name "linalg.vector_norm" is in no list -> benchmark
+    name = f"Torch.linalg.vector_norm.0.{F}.0"
+    a = pair(tmp_path, [row(name)])
+    assert detail(a, name)["比对算法"] == "标杆比对法"
+    assert result_list(a) == [["Torch.linalg.vector_norm.0", "pass", " ", ""]]
+
+
+def test_invalid_names_come_first_then_the_open_api(tmp_path):
+    # v811 §7.1: immediate rows appear before the result row of an API still open
+    npu = [
+        row(f"Functional.silu.0.{F}.0"),
+        row("Tensor.bad_name.forward.output.0"),
+        row(f"Functional.silu.0.{B}.0"),
+        row("nodots"),
+        row(f"Torch.exp.0.{F}.0"),
+    ]
+    a = pair(tmp_path, npu)
+    assert result_list(a) == [
+        [
+            "Tensor.bad_name.forward.output.0",
+            "SKIP",
+            "SKIP",
+            "The API name Tensor.bad_name.forward.output.0 is invalid.",
+        ],
+        ["nodots", "SKIP", "SKIP", "The API name nodots is invalid."],
+        ["Functional.silu.0", "pass", "pass", ""],
+        ["Torch.exp.0", "pass", " ", ""],
+    ]
+    assert a.details["API Name"].tolist() == [r[0] for r in npu]
+    d = detail(a, "nodots")
+    assert (d["比对结果"], d["Message"], d["比对算法"]) == ("SKIP", "The API name nodots is invalid.", " ")

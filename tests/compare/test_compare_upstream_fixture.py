@@ -1,0 +1,50 @@
+"""Acceptance: on upstream 8.1.1's own output our CSVs equal upstream's, row for row and byte for byte.
+
+Fixture: ``shared/fixtures/upstream_v811_cnn/`` — run_ut details of a small CNN compared against
+themselves by upstream's api_precision_compare (copied into ``tests/data/compare/upstream_v811_cnn``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from msprobe.compare.run import analyse, run_compare, write_csvs
+from msprobe.compare.table import load_details
+from msprobe.formats import accuracy_csv as ac
+
+DATA = Path(__file__).parents[1] / "data" / "compare" / "upstream_v811_cnn"
+DETAILS_IN = DATA / "accuracy_checking_details_20261201061155.csv"
+RESULT_OUT = DATA / "api_precision_compare_result_20261201061209.csv"
+DETAILS_OUT = DATA / "api_precision_compare_details_20261201061209.csv"
+
+
+def test_verdicts_equal_upstream_row_for_row(tmp_path):
+    table = load_details(DETAILS_IN)
+    a = analyse(table, table)
+    theirs = ac.read_rows(RESULT_OUT, ac.COMPARE_RESULT_HEADER)
+    ours = a.results[list(ac.COMPARE_RESULT_HEADER)].to_numpy(dtype=object).tolist()
+    assert [r[:3] for r in ours] == [r[:3] for r in theirs]
+    assert any(r[1] == "error" for r in theirs)  # the fixture has failing rows (absolute threshold)
+    theirs_d = ac.read_rows(DETAILS_OUT, ac.COMPARE_DETAILS_HEADER)
+    ours_d = a.details[list(ac.COMPARE_DETAILS_HEADER)].to_numpy(dtype=object).tolist()
+    status = ac.COMPARE_DETAILS_HEADER.index("比对结果")
+    assert [(r[0], r[status]) for r in ours_d] == [(r[0], r[status]) for r in theirs_d]
+    assert ours_d == theirs_d
+
+
+def test_written_files_are_byte_identical(tmp_path):
+    table = load_details(DETAILS_IN)
+    write_csvs(analyse(table, table), tmp_path / "r.csv", tmp_path / "d.csv")
+    assert (tmp_path / "r.csv").read_bytes() == RESULT_OUT.read_bytes()
+    assert (tmp_path / "d.csv").read_bytes() == DETAILS_OUT.read_bytes()
+
+
+def test_run_compare_writes_four_timestamped_files(tmp_path):
+    out = run_compare(DETAILS_IN, DETAILS_IN, tmp_path / "out", dump_dir=DATA, ts="20260101000000")
+    assert out.result_csv.name == "api_precision_compare_result_20260101000000.csv"
+    assert out.details_csv.name == "api_precision_compare_details_20260101000000.csv"
+    assert {p.name for p in (tmp_path / "out").iterdir()} == {p.name for p in out.paths}
+    assert out.result_csv.read_bytes() == RESULT_OUT.read_bytes()
+    assert out.api_counts == out.counts == {"pass": 18, "error": 2}
+    assert out.row_counts == {"pass": 35, "SKIP": 4, "error": 2}
+    assert out.failed and out.flagged == 0
