@@ -35,8 +35,19 @@ def _resolve(target: str) -> Callable[[Sequence[str]], int]:
     return getattr(importlib.import_module(module_name), func_name)  # type: ignore[no-any-return]
 
 
+FRAMEWORK_FLAGS = ("-f", "--framework")
+FRAMEWORKS = ("pytorch", "pt", "mindspore", "ms")
+
+
+def _drop_framework(args: list[str]) -> list[str]:
+    """Upstream 8.1.1 spells commands ``msprobe -f pytorch run_ut ...``: accept and drop that prefix."""
+    if len(args) >= 2 and args[0] in FRAMEWORK_FLAGS and args[1] in FRAMEWORKS:
+        return args[2:]
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
+    args = _drop_framework(list(sys.argv[1:] if argv is None else argv))
     if not args or args[0] in ("-h", "--help"):
         print(USAGE)
         return 0 if args else 2

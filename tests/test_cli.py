@@ -12,3 +12,9 @@ def test_unknown_subcommand_is_one_line_error(capsys):
     assert main(["frobnicate"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("msprobe: error: unknown command 'frobnicate'")
+
+
+def test_upstream_framework_prefix_is_accepted(capsys):
+    # `msprobe -f pytorch <cmd>` is upstream 8.1.1's spelling; the prefix selects nothing here.
+    assert main(["-f", "pytorch", "frobnicate"]) == 2
+    assert "unknown command 'frobnicate'" in capsys.readouterr().err
