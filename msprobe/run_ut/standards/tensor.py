@@ -141,7 +141,10 @@ def _compare_float(
 
     if not cos_ok:
         what = _COSINE_NOTES[note] or "not > 0.99"
-        return row(c.ERROR, msg.COSINE_ERROR, f"{row_name}: cosine similarity {_fmt(cos)} ({what})")
+        reason = f"{row_name}: cosine similarity {_fmt(cos)} ({what})"
+        if mismatch.any():
+            reason += _nonfinite_detail(b, d, mismatch)
+        return row(c.ERROR, msg.COSINE_ERROR, reason)
     mae = m.max_abs_error(kb, kd)
     cols[c.MAX_ABS_ERR] = mae
     if mae < 0.001:
@@ -159,6 +162,15 @@ def _compare_float(
         reason = _ratio_reason(row_name, mae, steps.warning_t, ratio)
         return row(c.WARNING, _RATIO_WARNING[steps.warning_t], reason)
     return row(c.PASS, _RATIO_PASS[steps.warning_t])
+
+
+def _nonfinite_detail(b: m.Array, d: m.Array, mismatch: m.Array) -> str:
+    flat = np.flatnonzero(mismatch.reshape(-1))
+    i = int(flat[0])
+    return (
+        f"; {flat.size} element(s) inf/nan on one side only, first at flat index {i}: "
+        f"bench {float(b.reshape(-1)[i])} vs device {float(d.reshape(-1)[i])}"
+    )
 
 
 def _fmt(value: Any) -> str:
