@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from msprobe.formats.accuracy_csv import RUN_UT_DETAILS_HEADER, format_cell, read_rows
-from msprobe.run_ut.standards import compare_outputs, result_row
+from msprobe.run_ut.standards import DetailsRow, compare_outputs, result_row
 
 DATA = Path(__file__).parent.parent / "data" / "standards" / "cnn_tensor_L1"
 UPSTREAM = {
@@ -29,6 +29,7 @@ UPSTREAM = {
 }
 RECORDS: dict[str, Any] = json.loads((DATA / "dump.json").read_text())["data"]
 FORWARD = [k.removesuffix(".forward") for k in RECORDS if k.endswith(".forward")]
+BACKWARD = [k.removesuffix(".backward") for k in RECORDS if k.endswith(".backward")]
 
 FUNCTIONS = {
     "Functional": lambda name: getattr(F, name),
@@ -86,32 +87,98 @@ def _replay(api: str) -> tuple[Any, Any]:
 BLAS_SENSITIVE = {"ULP误差最大值", "ULP误差平均值"}
 
 
-def _same(col: str, ours: str, theirs: str) -> bool:
+# Functional.linear.0's weight grad comes out of our fp32 GEMM with other rounding than upstream's host
+# (max abs error and ULP max agree to the last digit; the mean ULP error is 0.679 vs 0.691).
+KERNEL_DEPENDENT = {("Functional.linear.0.backward.output.1", "ULP误差平均值"): 0.05}
+
+
+def _same(row: str, col: str, ours: str, theirs: str) -> bool:
     if ours == theirs:
         return True
-    return col in BLAS_SENSITIVE and float(ours) == pytest.approx(float(theirs), rel=1e-8)
+    rel = KERNEL_DEPENDENT.get((row, col), 1e-8 if col in BLAS_SENSITIVE else None)
+    return rel is not None and float(ours) == pytest.approx(float(theirs), rel=rel)
 
 
-@pytest.mark.parametrize("api", FORWARD)
-def test_forward_rows_equal_upstream(api: str) -> None:
-    bench, device = _replay(api)
-    rows = compare_outputs(api, "forward", bench, device)
-    assert rows, api
+def _assert_rows_equal_upstream(rows: list[DetailsRow]) -> None:
+    assert rows
     for row in rows:
         ours = [format_cell(v) for v in row.cells()]
         theirs = UPSTREAM[row.name]
         mismatched = [
             f"{col}: ours {o!r} upstream {t!r}"
             for col, o, t in zip(RUN_UT_DETAILS_HEADER, ours, theirs)
-            if not _same(col, o, t)
+            if not _same(row.name, col, o, t)
         ]
         assert not mismatched, f"{row.name}: " + "; ".join(mismatched)
 
 
-def test_oracle_covers_every_forward_row_of_upstream() -> None:
+@pytest.mark.parametrize("api", FORWARD)
+def test_forward_rows_equal_upstream(api: str) -> None:
+    bench, device = _replay(api)
+    _assert_rows_equal_upstream(compare_outputs(api, "forward", bench, device))
+
+
+def _leaves(args: list[Any] | tuple[Any, ...]) -> list[Any]:
+    out: list[Any] = []
+    for a in args:
+        out.extend(_leaves(a) if isinstance(a, (list, tuple)) else [a])
+    return out
+
+
+def _replay_backward(api: str) -> tuple[list[Any], list[Any]]:
+    """Grads of every positional tensor (None where it needs none), spec §4.6: bench by fp64 autograd
+    from the dumped output gradient; device = the dumped input grads where they line up with the
+    positional tensors (same kernels as upstream's host), else an fp32 autograd replay; conv2d: HF32
+    replay on both sides."""
+    kind, name, _ = api.split(".")
+    record = RECORDS[f"{api}.forward"]
+    args = [_value(a) for a in record["input_args"]]
+    needs = [isinstance(a, dict) and a.get("requires_grad") is True for a in record["input_args"]]
+    kwargs = {k: _value(v) for k, v in record["input_kwargs"].items()}
+    grad = _value(RECORDS[f"{api}.backward"]["input"][0])
+    fn = FUNCTIONS[kind](name)
+    is_conv = name.startswith("conv")
+
+    def side(upcast: bool) -> list[Any]:
+        def prep(x: Any, need: bool) -> Any:
+            if not isinstance(x, torch.Tensor):
+                return x
+            x = x.clone()
+            if is_conv and x.dtype == torch.float32:
+                x = _hf32(x)
+            elif upcast and x.dtype == torch.float32:
+                x = x.double()
+            return x.requires_grad_() if need else x
+
+        new = [prep(a, n) for a, n in zip(args, needs)]
+        out = fn(*new, **kwargs)
+        g = grad.double() if upcast and not is_conv else grad.clone()
+        out.backward(g)
+        return [t.grad if t.requires_grad else None for t in _leaves(new) if isinstance(t, torch.Tensor)]
+
+    bench, device = side(upcast=True), side(upcast=False)
+    dumped = [_value(o) for o in RECORDS[f"{api}.backward"]["output"]]
+    lined_up = len(dumped) == len(device) and all(
+        (x is None) == (y is None) and (x is None or x.shape == y.shape) for x, y in zip(dumped, device)
+    )
+    return bench, dumped if lined_up and not is_conv else device
+
+
+@pytest.mark.parametrize("api", BACKWARD)
+def test_backward_rows_equal_upstream(api: str) -> None:
+    bench, device = _replay_backward(api)
+    _assert_rows_equal_upstream(compare_outputs(api, "backward", bench, device))
+
+
+def test_oracle_covers_every_row_of_upstream() -> None:
     upstream_forward = sorted(n for n in UPSTREAM if ".forward." in n)
     ours = sorted(f"{api}.forward.output.0" for api in FORWARD)
     assert ours == upstream_forward
+    upstream_backward = sorted(n for n in UPSTREAM if ".backward." in n)
+    ours = sorted(
+        r.name for api in BACKWARD for r in compare_outputs(api, "backward", *_replay_backward(api))
+    )
+    assert ours == upstream_backward
 
 
 def test_forward_only_result_rows_match_upstream_shape() -> None:
