@@ -111,15 +111,19 @@ class ApiItem(pytest.Item):
         if result.outcome == "failed":
             raise AccuracyError(result.reason)
         if result.outcome == "warning":
-            warnings.warn(AccuracyWarning(f"{self.record.name}: {result.reason}"), stacklevel=1)
+            warnings.warn(AccuracyWarning(self._named(result.reason)), stacklevel=1)
+
+    def _named(self, text: str) -> str:
+        """One line that starts with the API's name (the scorer's reasons usually already do)."""
+        return text if text.startswith(self.record.name) else f"{self.record.name}: {text}"
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, (AccuracyError, BrokenRecord)):
-            return f"{self.record.name}: {excinfo.value}"
+            return self._named(str(excinfo.value))
         return super().repr_failure(excinfo, style=style)
 
-    def reportinfo(self) -> tuple[Path, int | None, str]:
-        return self.path, None, f"api: {self.record.name}"
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, self.record.index, f"api: {self.record.name}"
 
     def rows(self) -> dict | None:
         """This API's CSV rows as plain data, or None when none may be written."""

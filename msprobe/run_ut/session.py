@@ -78,7 +78,10 @@ class ReplaySession:
             self.ts = str(int(self.ts) + 1)
         try:
             for dump in sorted(self.dump_files):
-                order = api_order(dump)
+                try:
+                    order = api_order(dump)
+                except MsprobeError:
+                    continue  # not a dump: its DumpFile reports the one-line collection error
                 previous = None
                 if resume_path is not None:
                     previous = resume_path if resume_path.is_file() else find_resume_file(
