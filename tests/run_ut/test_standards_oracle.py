@@ -1,13 +1,13 @@
-"""Oracle: our forward rows equal upstream 8.1.1's, cell for cell, on real CNN inputs.
+"""Oracle: our forward and backward rows equal upstream 8.1.1's, cell for cell, on real CNN data.
 
 ``tests/data/standards/cnn_tensor_L1`` holds a copy of the real-data L1 dump of
-``shared/fixtures/upstream_v811_cnn`` (forward inputs only) and upstream's details CSV of replaying it on
-CPU (device = fp32 on CPU, bench = fp64 on CPU; conv2d stays fp32 with HF32-rounded inputs, spec §4.1/§4.2).
-The test computes every bench itself (a miniature of the replay stage, enough for these plain APIs:
-load the dumped inputs, run in fp64), takes the dumped fp32 output as the device result (it was made by
-the same CPU kernels as upstream's replay; our torch's fp32 tanh/matmul kernels differ by an ULP here and
-there) — except conv2d, where upstream's device side is an HF32 replay, so both sides are replayed — and
-compares the formatted cells of :func:`compare_outputs` with upstream's text.
+``shared/fixtures/upstream_v811_cnn`` (dump.json and the ``.pt`` files) and upstream's details CSV of
+replaying it on CPU (device = fp32 on CPU, bench = fp64 on CPU; conv2d stays fp32 with HF32-rounded
+inputs, spec §4.1/§4.2). The test computes every bench itself (a miniature of the replay stage, enough
+for these plain APIs: load the dumped inputs, run in fp64), takes the dumped fp32 results as the device
+side where they line up (made by the same CPU kernels as upstream's replay; our torch's fp32 tanh and
+GEMM kernels differ by an ULP here and there), replays conv2d on both sides (upstream's device side is an
+HF32 replay), and compares the formatted cells of :func:`compare_outputs` with upstream's text.
 """
 
 from __future__ import annotations
