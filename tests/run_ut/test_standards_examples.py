@@ -294,3 +294,55 @@ def test_fp16_exp_overflow_is_an_error_and_in_range_passes() -> None:
     assert "inf/nan on one side only" in row.reason
     small = (torch.rand(1000, generator=g) * 2 - 1).half()
     assert one("Torch.exp.0", torch.exp(small.float()), torch.exp(small)).status == PASS
+
+
+# --- element-level threshold boundaries -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("ulps", "counted"), [(32, False), (33, True)])
+def test_fp32_ulp_element_threshold_is_strictly_greater_than_32(ulps: int, counted: bool) -> None:
+    b = torch.tensor([1.0, 1.0], dtype=torch.float64)
+    d = torch.tensor([1.0 + ulps * 2.0**-23, 1.0])
+    cols = one("Torch.bmm.0", b, d).metrics
+    assert cols[c.ULP_MAX] == ulps
+    assert cols[c.ULP_PROPORTION] == (0.5 if counted else 0.0)
+
+
+@pytest.mark.parametrize(("ulps", "counted"), [(1, False), (2, True)])
+def test_fp16_ulp_element_threshold_is_strictly_greater_than_1(ulps: int, counted: bool) -> None:
+    b = torch.tensor([1.0, 1.0])
+    d = torch.tensor([1.0 + ulps * 2.0**-10, 1.0], dtype=torch.float16)
+    cols = one("Torch.bmm.0", b, d).metrics
+    assert cols[c.ULP_MAX] == ulps
+    assert cols[c.ULP_PROPORTION] == (0.5 if counted else 0.0)
+
+
+def test_fp16_small_value_boundary_and_rtol() -> None:
+    """spec §6.5/§6.7 fp16: |b| ≤ 2⁻¹⁰ is small (abs error vs 2⁻¹⁶), above it rel error vs 2⁻¹⁰."""
+    small = one("Tensor.sub.0", torch.tensor([2.0**-10]), torch.tensor([2.0**-10 + 2.0**-15]).half()).metrics
+    assert (small[c.ABS_ERR_RATE], small[c.REL_ERR_RATE]) == (1.0, 0)
+    within = one("Tensor.sub.0", torch.tensor([1.0]), torch.tensor([1.0 + 2.0**-10]).half()).metrics
+    assert (within[c.REL_ERR_RATE], within[c.ABS_ERR_RATE]) == (0.0, 0)  # 2⁻¹⁰/(1+eps) is not > rtol
+    over = one("Tensor.sub.0", torch.tensor([1.0]), torch.tensor([1.0 + 2.0**-9]).half()).metrics
+    assert over[c.REL_ERR_RATE] == 1.0
+
+
+@pytest.mark.parametrize(("cos", "status"), [(0.9899, ERROR), (0.9901, PASS)])
+def test_cosine_limit(cos: float, status: str) -> None:
+    b = torch.tensor([1.0, 0.0], dtype=torch.float64)
+    d = torch.tensor([cos, (1 - cos**2) ** 0.5])
+    row = one("Torch.exp.0", b, d)
+    assert row.metrics[c.COSINE] == pytest.approx(cos, abs=1e-7)
+    # above the limit the chain goes on (to the ratio steps, which fail here: the error is large)
+    assert row.message.endswith(msg.COSINE_ERROR) == (status == ERROR)
+    assert (c.MAX_ABS_ERR in row.metrics) == (status == PASS)
+
+
+@pytest.mark.parametrize(("zeros", "status"), [(99, PASS), (100, ERROR)])
+def test_dropout_gap_boundary(zeros: int, status: str) -> None:
+    """spec §5.1: pass iff the zero-count gap is < 0.1 of numel (1000 elements: 99 pass, 100 fail)."""
+    b = torch.ones(1000, dtype=torch.float64)
+    d = torch.ones(1000)
+    d[:zeros] = 0
+    (row,) = compare_outputs("Functional.dropout.0", "forward", b, d)
+    assert row.status == status
