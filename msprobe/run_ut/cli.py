@@ -18,7 +18,8 @@ DESCRIPTION = """Replay a dump (every API call a pytest item) on a device agains
 
 example:
   msprobe run_ut -api_info dump_path/step0/rank0/dump.json -o out -n 2
-  msprobe api_precision_compare -npu npu/accuracy_checking_details_*.csv -gpu gpu/accuracy_checking_details_*.csv
+  msprobe api_precision_compare -npu npu/accuracy_checking_details_*.csv \\
+      -gpu gpu/accuracy_checking_details_*.csv
 """
 
 
@@ -26,20 +27,51 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="msprobe run_ut", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("-api_info", "--api_info_file", dest="api_info", required=True, metavar="DUMP",
-                        help="dump.json, rank folder or dump root")  # fmt: skip
+    parser.add_argument(
+        "-api_info",
+        "--api_info_file",
+        dest="api_info",
+        required=True,
+        metavar="DUMP",
+        help="dump.json, rank folder or dump root",
+    )
     parser.add_argument("-o", "--out_path", dest="out", default="./", help="output folder (default ./)")
-    parser.add_argument("-csv_path", "--result_csv_path", dest="csv_path", default="",
-                        help="resume from an interrupted accuracy_checking_result_{ts}.csv")  # fmt: skip
-    parser.add_argument("-save_error_data", dest="save_error_data", action="store_true",
-                        help="save inputs/outputs of APIs that did not pass")  # fmt: skip
-    parser.add_argument("-f", "--filter_api", dest="filter_api", action="store_true",
-                        help="replay only the first of calls with identical arguments")  # fmt: skip
+    parser.add_argument(
+        "-csv_path",
+        "--result_csv_path",
+        dest="csv_path",
+        default="",
+        help="resume from an interrupted accuracy_checking_result_{ts}.csv",
+    )
+    parser.add_argument(
+        "-save_error_data",
+        dest="save_error_data",
+        action="store_true",
+        help="save inputs/outputs of APIs that did not pass",
+    )
+    parser.add_argument(
+        "-f",
+        "--filter_api",
+        dest="filter_api",
+        action="store_true",
+        help="replay only the first of calls with identical arguments",
+    )
     parser.add_argument("-config", "--config_path", dest="config", default="", help="msprobe config.json")
-    parser.add_argument("-n", "--num_workers", dest="workers", default="0",
-                        help="xdist workers (a number or 'auto'; 0 = in process)")  # fmt: skip
-    parser.add_argument("-d", "--device", dest="device", default=None, choices=("cpu", "cuda", "npu"),
-                        help="device side (default: the best available)")  # fmt: skip
+    parser.add_argument(
+        "-n",
+        "--num_workers",
+        dest="workers",
+        default="0",
+        help="xdist workers (a number or 'auto'; 0 = in process)",
+    )
+    parser.add_argument(
+        "-d",
+        "--device",
+        dest="device",
+        default=None,
+        choices=("cpu", "cuda", "npu"),
+        help="device side (default: the best available)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="pytest -v")
     return parser
 

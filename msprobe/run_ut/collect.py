@@ -102,7 +102,9 @@ class ApiItem(pytest.Item):
         if self.record.problem is not None:
             self.stash[RESULT_KEY] = skipped(self.record.name, self.record.problem)
             raise BrokenRecord(f"{self.dump.path}: record {self.record.name!r}: {self.record.problem}")
-        result = replay(self.record, self.dump.data_dir, session.device(), keep_tensors=session.save_error_data)
+        result = replay(
+            self.record, self.dump.data_dir, session.device(), keep_tensors=session.save_error_data
+        )
         self.stash[RESULT_KEY] = result
         if session.save_error_data:
             session.save_error(result)
@@ -138,7 +140,9 @@ class ApiItem(pytest.Item):
         if result is None:
             return None
         details = [row.cells() for row in result.details if getattr(row, "written", True)]
-        return payload(str(self.dump.path.resolve()), self.record.name, self.record.index, result.result, details)
+        return payload(
+            str(self.dump.path.resolve()), self.record.name, self.record.index, result.result, details
+        )
 
 
 def iter_api_items(items: Iterable[pytest.Item]) -> Iterator[ApiItem]:

@@ -12,6 +12,7 @@ tensor; ``.npy`` files are read without pickle. Nothing from the dump is evaluat
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,9 +57,21 @@ INT_DTYPES = {
 NUMPY_SCALARS = {
     name: getattr(np, name)
     for name in (
-        "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-        "float16", "float32", "float64", "complex64", "complex128",
-    )  # fmt: skip
+        "bool_",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "float16",
+        "float32",
+        "float64",
+        "complex64",
+        "complex128",
+    )
 }
 
 
@@ -92,7 +105,9 @@ def load_tensor(data_dir: Path, name: str) -> torch.Tensor:
     if resolved.suffix != ".pt":
         raise InputError(f"{path}: unsupported tensor file type {resolved.suffix!r} (expected .pt or .npy)")
     try:
-        value = torch.load(resolved, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # "pickle protocol 4" notes are noise; a refusal raises
+            warnings.simplefilter("ignore")
+            value = torch.load(resolved, map_location="cpu", weights_only=True)
     except Exception as exc:  # weights_only refuses pickled objects with UnpicklingError and friends
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(f"{path}: not a tensor file (safe load refused it: {first})") from None
@@ -113,8 +128,8 @@ def random_tensor(spec: Mapping[str, Any], gen: torch.Generator) -> torch.Tensor
     if not (_is_number(low) and _is_number(high)):
         raise InputError(f"tensor {spec.get('data_name', '')} has no numeric Max/Min, cannot generate it")
     if dtype == torch.bool:
-        lo, hi = int(low), int(high)
-        return torch.randint(min(lo, hi), max(lo, hi) + 1, shape, generator=gen) > 0
+        blo, bhi = int(low), int(high)
+        return torch.randint(min(blo, bhi), max(blo, bhi) + 1, shape, generator=gen) > 0
     if dtype.is_floating_point:
         low, high = float(low), float(high)
         if math.isnan(high):
@@ -125,8 +140,8 @@ def random_tensor(spec: Mapping[str, Any], gen: torch.Generator) -> torch.Tensor
                 tensor[-1] = low
         else:
             info = torch.finfo(dtype)
-            lo = info.min if math.isinf(low) else low
-            hi = info.max if math.isinf(high) else high
+            lo: float = info.min if math.isinf(low) else low
+            hi: float = info.max if math.isinf(high) else high
             tensor = torch.rand(shape, dtype=dtype, generator=gen) * (hi - lo) + lo
     else:
         tensor = torch.randint(int(low), int(high) + 1, shape, dtype=dtype, generator=gen)
@@ -176,11 +191,11 @@ class ArgBuilder:
         value = spec.get("value")
         if kind in ("int", "float", "bool", "str"):
             return value
-        if kind == "slice":
+        if kind == "slice" and isinstance(value, list):
             return slice(*value)
         if kind == "ellipsis":
             return ...
-        if kind == "torch.Size":
+        if kind == "torch.Size" and isinstance(value, list):
             return torch.Size(value)
         if kind == "torch.dtype":
             return parse_dtype(str(value))

@@ -16,22 +16,32 @@ import pytest
 DEVICES = ("cpu", "cuda", "npu")
 
 
+#: (option suffix, argparse keywords): the replay options, also mapped by ``msprobe run_ut``.
+OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("dump", {"metavar": "PATH", "help": "dump.json, rank folder, or dump root (step*/rank*/, proc*/)"}),
+    (
+        "out",
+        {"metavar": "DIR", "help": "folder for accuracy_checking_{result,details}_{ts}.csv (default: .)"},
+    ),
+    ("device", {"choices": DEVICES, "help": "device side: cpu, cuda or npu (default: the best available)"}),
+    ("config", {"metavar": "CONFIG_JSON", "help": "msprobe config.json with a 'run_ut' white/black list"}),
+    (
+        "resume",
+        {"metavar": "RESULT_CSV_OR_DIR", "help": "resume from an earlier result CSV or --msprobe-out"},
+    ),
+    ("save-error-data", {"action": "store_true", "help": "save tensors of APIs that did not pass"}),
+    (
+        "filter-api",
+        {"action": "store_true", "help": "replay only the first of identical calls (upstream -f)"},
+    ),
+)
+
+
 def add_options(addoption: Callable[..., Any], prefix: str = "--msprobe-") -> None:
-    """The replay options; ``msprobe run_ut`` maps its upstream flags onto these."""
-    addoption(f"{prefix}dump", action="store", default=None, metavar="PATH",
-              help="dump.json, rank folder, or dump root (step*/rank*/, proc*/) to replay")  # fmt: skip
-    addoption(f"{prefix}out", action="store", default=None, metavar="DIR",
-              help="folder for accuracy_checking_{result,details}_{ts}.csv (default: current folder)")  # fmt: skip
-    addoption(f"{prefix}device", action="store", default=None, choices=DEVICES,
-              help="device side: cpu, cuda or npu (default: the best available)")  # fmt: skip
-    addoption(f"{prefix}config", action="store", default=None, metavar="CONFIG_JSON",
-              help="msprobe config.json whose 'run_ut' section has white_list/black_list/error_data_path")  # fmt: skip
-    addoption(f"{prefix}resume", action="store", default=None, metavar="RESULT_CSV_OR_DIR",
-              help="resume: an earlier accuracy_checking_result_{ts}.csv, or an earlier --msprobe-out folder")  # fmt: skip
-    addoption(f"{prefix}save-error-data", action="store_true", default=False,
-              help="save inputs/outputs of APIs that did not pass under ut_error_data{ts}/")  # fmt: skip
-    addoption(f"{prefix}filter-api", action="store_true", default=False,
-              help="replay only the first of calls with identical arguments (upstream -f)")  # fmt: skip
+    """Register the replay options with ``addoption`` (a pytest group's or an argparse parser's)."""
+    for name, kwargs in OPTIONS:
+        default = False if kwargs.get("action") == "store_true" else None
+        addoption(f"{prefix}{name}", default=default, **kwargs)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -39,7 +49,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(group.addoption)
 
 
-def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+def pytest_load_initial_conftests(
+    early_config: pytest.Config, parser: pytest.Parser, args: list[str]
+) -> None:
     """``--msprobe-dump=PATH`` makes PATH a collection root (unless it is already one)."""
     path = getattr(early_config.known_args_namespace, "msprobe_dump", None)
     if not path:

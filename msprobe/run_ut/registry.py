@@ -100,16 +100,21 @@ def _as_dtype(index: int, source: tuple[str, ...], target: str) -> Prepare:
     def prepare(args: list[Any], kwargs: dict[str, Any]) -> None:
         import torch
 
+        from msprobe.run_ut.inputs import TensorArg
+
         arg = args[index] if len(args) > index else None
-        tensor = getattr(arg, "tensor", None)
-        if isinstance(tensor, torch.Tensor) and str(tensor.dtype) in source:
-            args[index] = type(arg)(tensor.to(getattr(torch, target)), arg.requires_grad)
+        if isinstance(arg, TensorArg) and str(arg.tensor.dtype) in source:
+            args[index] = TensorArg(arg.tensor.to(getattr(torch, target)), arg.requires_grad)
 
     return prepare
 
 
 RANDOM_REASON = "random values: the device's and the CPU's generators differ, nothing to compare"
 _RANDOM = (Skip(RANDOM_REASON, device="cuda"), Skip(RANDOM_REASON, device="npu"))
+_RANDOM_APIS = (
+    "rand randn randint randperm rand_like randn_like randint_like bernoulli bernoulli_ normal normal_ "
+    "uniform_ multinomial exponential_ random_ cauchy_ geometric_ log_normal_ poisson rrelu"
+)
 
 API_DB: tuple[ApiInfo, ...] = (
     ConvInfo("conv1d"),
@@ -128,14 +133,7 @@ API_DB: tuple[ApiInfo, ...] = (
         prepare=_as_dtype(1, ("torch.int32",), "int64"),
     ),
     ApiInfo("histc", prepare=_as_dtype(0, ("torch.int8", "torch.int32", "torch.int64"), "float32")),
-    *(
-        ApiInfo(n, family="random", skips=_RANDOM)
-        for n in (
-            "rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like",
-            "bernoulli", "bernoulli_", "normal", "normal_", "uniform_", "multinomial", "exponential_",
-            "random_", "cauchy_", "geometric_", "log_normal_", "poisson", "rrelu",
-        )  # fmt: skip
-    ),
+    *(ApiInfo(n, family="random", skips=_RANDOM) for n in _RANDOM_APIS.split()),
 )
 _BY_NAME: dict[str, ApiInfo] = {info.name: info for info in API_DB}
 
@@ -160,8 +158,8 @@ def _fused_info(api_type: str, bare: str) -> ApiInfo:
     def prepare(args: list[Any], kwargs: dict[str, Any]) -> None:
         if prepare_inputs is not None:
             new_args, new_kwargs = prepare_inputs(list(args), dict(kwargs))
-            args[:], kwargs.clear()
-            args.extend(new_args)
+            args[:] = list(new_args)
+            kwargs.clear()
             kwargs.update(new_kwargs)
 
     return ApiInfo(

@@ -100,7 +100,7 @@ def replay(record: ApiRecord, data_dir: Any, device: str, *, keep_tensors: bool 
         outputs = record.forward.get("output") or []
         first_out = outputs[0] if outputs and isinstance(outputs[0], dict) else {}
         plan = execute.make_plan(info, execute.input_dtypes(args, kwargs), first_out.get("dtype"))
-        run = {"seed": seed, "forward_outputs": info.forward_outputs}
+        run: dict[str, Any] = {"seed": seed, "forward_outputs": info.forward_outputs}
         bench_side = execute.Side("cpu", plan.bench_dtype, info.hf32)
         bench_raw = execute.run_forward(func, bench_side, args, kwargs, autocast=None, **run)
         if grad is not None and isinstance(bench_raw, (tuple, list)) and info.grad_index is None:
@@ -110,7 +110,9 @@ def replay(record: ApiRecord, data_dir: Any, device: str, *, keep_tensors: bool 
         bench_grads = device_grads = None
         if grad is not None:
             bench_grads = execute.run_backward(bench_side, bench_raw, grad, info.grad_index)
-            device_grads = execute.to_cpu(execute.run_backward(device_side, device_raw, grad, info.grad_index))
+            device_grads = execute.to_cpu(
+                execute.run_backward(device_side, device_raw, grad, info.grad_index)
+            )
         bench_output = execute.plain(bench_raw)
         device_output = execute.to_cpu(device_raw)
         forward_rows = list(compare_outputs(name, "forward", bench_output, device_output))
@@ -119,7 +121,7 @@ def replay(record: ApiRecord, data_dir: Any, device: str, *, keep_tensors: bool 
             backward_rows = list(backward_skip_rows(name, backward_message))
         elif grad is not None:
             backward_rows = list(compare_outputs(name, "backward", bench_grads, device_grads))
-    except (InputError, Exception) as exc:  # noqa: BLE001 - every API failure is that API's SKIP
+    except (InputError, Exception) as exc:
         return skipped(name, _first_line(exc))
     result = list(result_row(name, forward_rows, backward_rows))
     rows = forward_rows + (backward_rows or [])

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from msprobe.errors import MsprobeError
-from msprobe.run_ut.collect import RESULT_KEY, SESSION_KEY, ApiItem, DumpDirectory, DumpFile, iter_api_items
+from msprobe.run_ut.collect import RESULT_KEY, SESSION_KEY, ApiItem, DumpDirectory, DumpFile
 from msprobe.run_ut.config import load_config
 from msprobe.run_ut.records import api_order, find_dump_files
 from msprobe.run_ut.results import ResultWriter, check_resume_file, find_resume_file, timestamp
@@ -74,7 +74,10 @@ class ReplaySession:
                 f"{len(self.dump_files)} were found; pass the earlier --msprobe-out folder instead"
             )
         self.ts = timestamp()
-        while any((self._out_dir_for(d) / f"accuracy_checking_result_{self.ts}.csv").exists() for d in self.dump_files):
+        while any(
+            (self._out_dir_for(d) / f"accuracy_checking_result_{self.ts}.csv").exists()
+            for d in self.dump_files
+        ):
             self.ts = str(int(self.ts) + 1)
         try:
             for dump in sorted(self.dump_files):
@@ -84,8 +87,10 @@ class ReplaySession:
                     continue  # not a dump: its DumpFile reports the one-line collection error
                 previous = None
                 if resume_path is not None:
-                    previous = resume_path if resume_path.is_file() else find_resume_file(
-                        resume_path / self._out_dir_for(dump).relative_to(self.out_dir)
+                    previous = (
+                        resume_path
+                        if resume_path.is_file()
+                        else find_resume_file(resume_path / self._out_dir_for(dump).relative_to(self.out_dir))
                     )
                 if previous is not None:
                     self.ts = check_resume_file(previous)
@@ -137,9 +142,12 @@ class ReplaySession:
         done = {dump: set(names) for dump, names in self.done.items()}
         if not any(done.values()):
             return
-        keep, deselected = [], []
+        keep: list[pytest.Item] = []
+        deselected: list[pytest.Item] = []
         for item in items:
-            finished = isinstance(item, ApiItem) and item.record.name in done.get(str(item.dump.path.resolve()), ())
+            finished = isinstance(item, ApiItem) and item.record.name in done.get(
+                str(item.dump.path.resolve()), ()
+            )
             (deselected if finished else keep).append(item)
         if deselected:
             config.hook.pytest_deselected(items=deselected)
@@ -147,7 +155,9 @@ class ReplaySession:
 
     # ------------------------------------------------------------------ reports
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, Any, Any]:
         report = yield
         if not isinstance(item, ApiItem):
             return report
@@ -161,7 +171,9 @@ class ReplaySession:
             rows = item.rows()
             if rows is not None:
                 report.msprobe_rows = rows
-                report.msprobe_warning = item.stash[RESULT_KEY].outcome == "warning" if RESULT_KEY in item.stash else False
+                report.msprobe_warning = (
+                    item.stash[RESULT_KEY].outcome == "warning" if RESULT_KEY in item.stash else False
+                )
         return report
 
     def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
@@ -197,7 +209,9 @@ class ReplaySession:
         if writer is None:
             return None
         result = skipped(api, CRASHED)
-        return payload(str(writer.dump), api, writer.order[api], result.result, [r.cells() for r in result.details])
+        return payload(
+            str(writer.dump), api, writer.order[api], result.result, [r.cells() for r in result.details]
+        )
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.worker_input is None:
@@ -208,7 +222,9 @@ class ReplaySession:
         if self.worker_input is not None:
             return
         for writer in self.writers.values():
-            counts = ", ".join(f"{n} {status.strip() or 'blank'}" for status, n in sorted(writer.counts().items()))
+            counts = ", ".join(
+                f"{n} {status.strip() or 'blank'}" for status, n in sorted(writer.counts().items())
+            )
             terminalreporter.write_line(f"msprobe: {writer.result_path} ({counts or 'no APIs run'})")
             terminalreporter.write_line(f"msprobe: {writer.details_path}")
 

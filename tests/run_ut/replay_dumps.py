@@ -20,8 +20,16 @@ def tensor(
     data_name: str | None = None,
 ) -> dict[str, Any]:
     """A tensor ARG as upstream's statistics dump writes it (Mean/Norm are not used by replay)."""
-    spec: dict[str, Any] = {"type": "torch.Tensor", "dtype": dtype, "shape": shape, "Max": hi, "Min": lo,
-                            "Mean": None, "Norm": None, "requires_grad": requires_grad}  # fmt: skip
+    spec: dict[str, Any] = {
+        "type": "torch.Tensor",
+        "dtype": dtype,
+        "shape": shape,
+        "Max": hi,
+        "Min": lo,
+        "Mean": None,
+        "Norm": None,
+        "requires_grad": requires_grad,
+    }
     if data_name is not None:
         spec["data_name"] = data_name
     return spec
@@ -34,8 +42,13 @@ def forward(*args: Any, output: list[Any] | None = None, **kwargs: Any) -> dict[
 def write_dump(folder: Path, data: dict[str, Any], *, task: str = "statistics") -> Path:
     """``folder/dump.json`` with the given ``data`` records; returns the folder."""
     folder.mkdir(parents=True, exist_ok=True)
-    doc = {"task": task, "level": "L1", "framework": "pytorch",
-           "dump_data_dir": str(folder / "dump_tensor_data") if task == "tensor" else None, "data": data}  # fmt: skip
+    doc = {
+        "task": task,
+        "level": "L1",
+        "framework": "pytorch",
+        "dump_data_dir": str(folder / "dump_tensor_data") if task == "tensor" else None,
+        "data": data,
+    }
     (folder / "dump.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
     return folder
 

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from replay_dumps import DATA, copy_fixture, csv_pair, read_csv
 
 import msprobe.run_ut.replay
 import msprobe.run_ut.session  # noqa: F401
 from msprobe.run_ut import execute, registry
 from msprobe.run_ut.inputs import ArgBuilder
 from msprobe.run_ut.records import read_dump
-from replay_dumps import DATA, copy_fixture, csv_pair, read_csv
 
 UPSTREAM = DATA / "upstream_run_ut_cpu_tensor_L1"
 
@@ -35,7 +35,9 @@ def _kernel_reproduces_dump(dump_dir: Path) -> dict[str, bool]:
         args, kwargs = ArgBuilder(dump.data_dir, torch.Generator()).build(record.forward)
         side = execute.Side("cpu", {}, info.hf32)
         assert func is not None
-        out = execute.plain(execute.run_forward(func, side, args, kwargs, seed=0, autocast=None, forward_outputs=None))
+        out = execute.plain(
+            execute.run_forward(func, side, args, kwargs, seed=0, autocast=None, forward_outputs=None)
+        )
         expected = torch.load(dump.data_dir / record.forward["output"][0]["data_name"], weights_only=True)
         same[record.name] = bool(torch.equal(out, expected))
     return same
@@ -46,8 +48,21 @@ def replayed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     base = tmp_path_factory.mktemp("cnn")
     dump = copy_fixture("cnn_tensor_L1", base)
     out = base / "out"
-    rc = pytest.main(["-q", "-p", "no:cacheprovider", "--msprobe-dump", str(dump), "--msprobe-out", str(out),
-                      "--rootdir", str(base), "-W", "ignore"])  # fmt: skip
+    rc = pytest.main(
+        [
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--msprobe-dump",
+            str(dump),
+            "--msprobe-out",
+            str(out),
+            "--rootdir",
+            str(base),
+            "-W",
+            "ignore",
+        ]
+    )
     assert rc == 0
     return dump, out
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from replay_dumps import csv_pair, forward, read_csv, tensor, write_dump
 
 # Imported here so pytester's in-process runs find them loaded (torch cannot be imported twice).
 import msprobe.run_ut.replay
 import msprobe.run_ut.session  # noqa: F401
-from replay_dumps import csv_pair, forward, read_csv, tensor, write_dump
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
@@ -19,7 +19,9 @@ EXP_SMALL = {"Torch.exp.0.forward": forward(tensor("torch.float16", [64], -1.0, 
 
 def run(pytester: pytest.Pytester, dump: Path, *extra: str) -> pytest.RunResult:
     out = pytester.path / "out"
-    return pytester.runpytest("-p", "no:cacheprovider", "--msprobe-dump", str(dump), "--msprobe-out", str(out), *extra)
+    return pytester.runpytest(
+        "-p", "no:cacheprovider", "--msprobe-dump", str(dump), "--msprobe-out", str(out), *extra
+    )
 
 
 def test_fp16_exp_overflow_fails_with_one_line_reason(pytester: pytest.Pytester) -> None:
@@ -65,8 +67,11 @@ def test_skip_reasons_blacklist_unsupported_and_missing_function(pytester: pytes
     result.assert_outcomes(skipped=4)
     rows = {r[0]: r for r in read_csv(csv_pair(pytester.path / "out")[0])[1:]}
     assert rows["Torch.empty_like.0"] == [
-        "Torch.empty_like.0", "SKIP", "SKIP", "API empty_like in black list or not in white list. SKIP.",
-    ]  # fmt: skip
+        "Torch.empty_like.0",
+        "SKIP",
+        "SKIP",
+        "API empty_like in black list or not in white list. SKIP.",
+    ]
     assert rows["Distributed.all_reduce.0"][3] == "API Distributed.all_reduce.0 not support for run ut. SKIP."
     assert rows["NPU.npu_made_up.0"][3] == "no CPU reference for NPU.npu_made_up"
     assert rows["Torch.no_such_api.0"][1] == "SKIP"
@@ -117,8 +122,9 @@ def test_backward_rows_from_generated_grad(pytester: pytest.Pytester) -> None:
     assert rows["Torch.tanh.0"] == ["Torch.tanh.0", "pass", "pass"]
     assert rows["Torch.max.0"] == ["Torch.max.0", "pass", "SKIP", "Multiple backward is not supported."]
     assert rows["Torch.mul.0"][2:] == [
-        "SKIP", "function with out=... arguments don't support automatic differentiation, skip backward."
-    ]  # fmt: skip
+        "SKIP",
+        "function with out=... arguments don't support automatic differentiation, skip backward.",
+    ]
     names = [r[0] for r in read_csv(det)[1:]]
     assert "Torch.tanh.0.backward.output.0" in names
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from replay_dumps import copy_fixture, csv_pair, forward, read_csv, tensor, write_dump
 
 import msprobe.run_ut.replay
 import msprobe.run_ut.session  # noqa: F401
 from msprobe.formats.accuracy_csv import RUN_UT_DETAILS_HEADER, RUN_UT_RESULT_HEADER
 from msprobe.run_ut.results import ResultWriter, payload
-from replay_dumps import copy_fixture, csv_pair, forward, read_csv, tensor, write_dump
 
 
 def replay(dump: Path, out: Path, *extra: str) -> int:
@@ -78,11 +78,18 @@ def test_writer_appends_each_api_at_once_and_sorts_at_the_end(tmp_path: Path) ->
     order = {"A.x.0": 0, "A.y.0": 1}
     writer = ResultWriter.create(tmp_path / "dump.json", tmp_path, "20260101000000", order)
     row = [" "] * (len(RUN_UT_DETAILS_HEADER) - 2)
-    writer.add(payload("d", "A.y.0", 1, ["A.y.0", "pass", " "], [["A.y.0.forward.output.0", *row, "pass", ""]]))
+    writer.add(
+        payload("d", "A.y.0", 1, ["A.y.0", "pass", " "], [["A.y.0.forward.output.0", *row, "pass", ""]])
+    )
     # Before the session ends the row is already on disk (a killed run keeps it).
     assert [r[0] for r in read_csv(writer.result_path)] == [RUN_UT_RESULT_HEADER[0], "A.y.0"]
-    writer.add(payload("d", "A.x.0", 0, ["A.x.0", "error", " "], [["A.x.0.forward.output.0", *row, "error", ""]]))
+    writer.add(
+        payload("d", "A.x.0", 0, ["A.x.0", "error", " "], [["A.x.0.forward.output.0", *row, "error", ""]])
+    )
     writer.finish()
     assert [r[0] for r in read_csv(writer.result_path)[1:]] == ["A.x.0", "A.y.0"]
-    assert [r[0] for r in read_csv(writer.details_path)[1:]] == ["A.x.0.forward.output.0", "A.y.0.forward.output.0"]
+    assert [r[0] for r in read_csv(writer.details_path)[1:]] == [
+        "A.x.0.forward.output.0",
+        "A.y.0.forward.output.0",
+    ]
     assert writer.result_path.read_bytes().startswith(b"\xef\xbb\xbf")
