@@ -166,7 +166,7 @@ def test_float64_device_gets_no_standard_columns() -> None:
     x = torch.tensor([1.0, 2.0], dtype=torch.float64)
     row = one("Functional.linear.0", x, x)
     assert row.status == PASS
-    assert row.message == msg.dtype_not_new_standard("torch.float64") + "\n\n" + msg.MAX_ABS_PASS
+    assert row.message == msg.dtype_not_new_standard("torch.float64") + "\n" + msg.MAX_ABS_PASS
     assert set(row.metrics) == {c.COSINE, c.MAX_ABS_ERR}
 
 
@@ -346,3 +346,12 @@ def test_dropout_gap_boundary(zeros: int, status: str) -> None:
     d[:zeros] = 0
     (row,) = compare_outputs("Functional.dropout.0", "forward", b, d)
     assert row.status == status
+
+
+def test_fp16_value_types() -> None:
+    """Float32 working arrays: max abs / relative errors via ``str()``, RMSE float64 ``%.14f`` (the 26.x
+    fixture's fp32-vs-fp32 conv2d rows: ``0.0`` max abs, ``0.00000000000000`` RMSE, ``0.0`` max rel)."""
+    b = torch.tensor([1.0, 2.0, 3.0])
+    row = one("Functional.softmax.0", b, b.half())
+    cells = texts(row)
+    assert (cells[5], cells[11], cells[13], cells[14]) == ("0.0", "0.00000000000000", "0.0", "0.0")

@@ -5,7 +5,7 @@ fp32 outputs), ``d`` device array (bf16 already widened to fp32), ``N = b.size``
 ``abs_b_eps = |b| + eps``. Return types follow numpy's: reductions over ``ae``/``rel`` keep the array's
 dtype (a numpy float32 for fp16/bf16 outputs, written with ``str()``), counts divided by counts are
 Python floats (written ``%.14f``), and "nothing to count" is the int ``0`` — the mix upstream writes
-(v811 §8). No function here reads files, prints or looks at API names.
+(v811 §8). Exception: RMSE is always float64 (see :func:`rmse`). No function here reads files, prints or looks at API names.
 """
 
 from __future__ import annotations
@@ -128,12 +128,16 @@ def small_value_err_ratio(ae: Array, small: Array, atol: float) -> float | int:
 
 
 def rmse(ae: Array, masked: Array) -> Any:
-    """``√(mean(where(m, 0, ae)²) · (N / (N − #m + 1e-4) + 1e-4))`` with ``m = infnan | small``."""
+    """``√(mean(where(m, 0, ae)²) · (N / (N − #m + 1e-4) + 1e-4))`` with ``m = infnan | small``.
+
+    Always a float64: upstream's numpy-1 promotion turns ``float32 scalar · Python float`` into float64
+    (observed: fp32-vs-fp32 conv rows write RMSE ``%.14f`` but max-abs and relative errors ``str()``).
+    """
     n = ae.size
     with _quiet():
-        mse = np.mean(np.square(np.where(masked, ae.dtype.type(0), ae)))
+        mse = float(np.mean(np.square(np.where(masked, ae.dtype.type(0), ae))))
         mse = mse * (n / (n - int(np.sum(masked)) + 0.0001) + 0.0001)
-        return np.sqrt(mse)
+        return np.sqrt(np.float64(mse))
 
 
 def error_balance(bench: Array, device: Array) -> float:

@@ -61,7 +61,7 @@ class DetailsRow:
     bench_dtype: str | None = None
     device_dtype: str | None = None
     shape: str | None = None
-    metrics: Mapping[str, Any] = field(default_factory=dict)
+    metrics: Mapping[str, Any] = field(default_factory=dict, hash=False)
     skips_api: bool = False
     written: bool = True
 

@@ -123,7 +123,8 @@ def _compare_float(
     if device_dtype in NEW_STANDARD_DTYPES:
         cols.update(STANDARD_COLUMNS[standard_for(api_name)](pair))
     else:
-        prefix = msg.dtype_not_new_standard(device_dtype) + "\n"
+        # concatenated as is, the cosine note and "\n" follow (spec §5.3 a–b)
+        prefix = msg.dtype_not_new_standard(device_dtype)
 
     # Same-placement inf/nan positions agree by definition (ours): leave them out of cosine/max-abs.
     kb, kd = (b[~same], d[~same]) if same.any() else (b, d)
