@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from msprobe.run_ut.standards import Standard, bare_name, standard_for
+from msprobe.run_ut.standards import Standard, bare_name, compare_outputs, standard_for
 from msprobe.run_ut.standards.routing import ROUTING
 from msprobe.run_ut.standards.thresholds import (
     BF16,
@@ -51,6 +51,20 @@ from msprobe.run_ut.standards.thresholds import (
 )
 def test_routing(api: str, standard: Standard) -> None:
     assert standard_for(api) is standard
+
+
+@pytest.mark.parametrize("api", ["Functional.linear.0", "Torch.abs.0", "Tensor.add.0", "Functional.conv2d.0"])
+def test_routing_26x_sends_every_float_output_to_benchmark(api: str) -> None:
+    """spec §6.4 "current code" step 3 (the documented option)."""
+    assert standard_for(api, "26.x") is Standard.BENCHMARK
+    assert standard_for(api, "8.1.1") is standard_for(api) is not Standard.BENCHMARK
+
+
+def test_unknown_routing_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"unknown routing '9\.9'"):
+        standard_for("Functional.linear.0", "9.9")
+    with pytest.raises(ValueError, match="unknown routing"):
+        compare_outputs("Functional.linear.0", "forward", None, None, routing="9.9")
 
 
 def test_routing_table_sizes_and_first_match() -> None:

@@ -10,6 +10,7 @@ match a list (v811 §5.1 note), exactly as upstream.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from types import MappingProxyType
 
 
@@ -90,10 +91,34 @@ def bare_name(api_name: str) -> str:
     return api_name
 
 
-def standard_for(api_name: str) -> Standard:
-    """The standard of an API: bare-name lookup in :data:`ROUTING`, else benchmark (v811 §5.1).
-
-    ``api_name`` may be full (``Tensor.__add__.0``) or bare (``__add__``). Only meaningful for
-    fp16/bf16/fp32 outputs; integer/bool outputs never reach routing on the run_ut side.
-    """
+def _by_name(api_name: str) -> Standard:
     return ROUTING.get(bare_name(api_name), Standard.BENCHMARK)
+
+
+def _all_benchmark(api_name: str) -> Standard:
+    return Standard.BENCHMARK
+
+
+POLICIES: MappingProxyType[str, Callable[[str], Standard]] = MappingProxyType(
+    {
+        "8.1.1": _by_name,  # normative (v811 §5.1)
+        # 26.x (spec §6.4 "current code" step 3): every fp16/bf16/fp32/fp64 output → benchmark. Its fp8
+        # steps do not apply: 8.1.1 (and so this replay) cannot compare fp8 outputs.
+        "26.x": _all_benchmark,
+    }
+)
+DEFAULT_ROUTING = "8.1.1"
+
+
+def standard_for(api_name: str, routing: str = DEFAULT_ROUTING) -> Standard:
+    """The standard of an API's float outputs: bare-name lookup in :data:`ROUTING`, else benchmark
+    (8.1.1, v811 §5.1); ``routing="26.x"`` is 26.x's "every float output → benchmark" (documented option).
+
+    ``api_name`` may be full (``Tensor.__add__.0``), per-output or bare (``__add__``). Only meaningful
+    for fp16/bf16/fp32 outputs; integer/bool outputs never reach routing on the run_ut side.
+    """
+    try:
+        policy = POLICIES[routing]
+    except KeyError:
+        raise ValueError(f"unknown routing {routing!r}; choose one of {sorted(POLICIES)}") from None
+    return policy(api_name)
