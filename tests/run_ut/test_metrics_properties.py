@@ -217,3 +217,26 @@ def test_different_inf_nan_placement_is_an_error(api: str, x: np.ndarray, data: 
     row = _row(api, flat_b.reshape(x.shape), torch.from_numpy(flat_d.reshape(x.shape)))
     assert row.status == ERROR, (side, special, other, row.message)
     assert row.reason.startswith(row.name)
+
+
+# --- robustness: any values, any float dtype ---------------------------------------------------------------
+
+DEVICE_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+
+
+@APIS
+@pytest.mark.parametrize("low", list(DEVICE_DTYPES))
+@given(data=st.data())
+def test_any_values_give_a_well_formed_row(api: str, low: str, data: st.DataObject) -> None:
+    """Zeros, subnormals, huge values, inf and NaN anywhere: never an exception, always 23 cells."""
+    shape = data.draw(hnp.array_shapes(min_dims=0, max_dims=2, min_side=1, max_side=5), label="shape")
+    wild = st.floats(allow_nan=True, allow_infinity=True, width=32)
+    b = data.draw(hnp.arrays(np.float32, shape, elements=wild), label="bench")
+    d = data.draw(hnp.arrays(np.float32, shape, elements=wild), label="device")
+    torch_dtype = DEVICE_DTYPES[low]
+    bench = torch.from_numpy(b).double() if low == "fp32" else torch.from_numpy(b)
+    row = _row(api, bench.numpy(), torch.from_numpy(d).to(torch_dtype))
+    assert row.status in (PASS, "Warning", ERROR)
+    cells = [format_cell(v) for v in row.cells()]
+    assert len(cells) == 23 and all(isinstance(x, str) for x in cells)
+    assert (row.status == PASS) == (row.reason == "")
