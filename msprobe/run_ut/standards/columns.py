@@ -119,16 +119,13 @@ def accumulative(p: Pair) -> dict[str, Any]:
 
 
 def binary(p: Pair) -> dict[str, Any]:
-    """二进制一致错误率 of a float output: bench rounded to the device dtype vs device (exact)."""
-    bench = p.bench
-    if p.device_dtype in ("torch.float16", "torch.bfloat16"):
+    """二进制一致错误率 of a float output: the bench rounded to the device dtype vs the device (exact)."""
+    with np.errstate(all="ignore"):  # overflow to inf is the rounding's honest result
+        bench = p.bench.astype(p.device.dtype)  # fp16 / fp32 device: numpy rounds to nearest even
+    if p.device_dtype == "torch.bfloat16":  # widened to fp32: round through bf16 (numpy has none)
         import torch
 
-        torch_dtype = torch.float16 if p.device_dtype == "torch.float16" else torch.bfloat16
-        bench = torch.from_numpy(np.ascontiguousarray(bench)).to(torch_dtype).float().numpy()
-        bench = bench.astype(p.device.dtype)
-    else:
-        bench = bench.astype(p.device.dtype)
+        bench = torch.from_numpy(np.ascontiguousarray(p.bench)).to(torch.bfloat16).float().numpy()
     return {c.BINARY_ERR_RATE: m.binary_error_rate(bench, p.device, p.same_nonfinite)}
 
 
