@@ -34,6 +34,10 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
         "filter-api",
         {"action": "store_true", "help": "replay only the first of identical calls (upstream -f)"},
     ),
+    (
+        "threads",
+        {"metavar": "N", "type": int, "help": "torch intra-op threads per replay process (default 1)"},
+    ),
 )
 
 

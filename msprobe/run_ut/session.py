@@ -58,6 +58,14 @@ class ReplaySession:
             shared = self.worker_input.get("msprobe", {})
             self.ts = shared.get("ts", timestamp())
             self.done = shared.get("done", {})
+        if self.worker_input is not None or not getattr(config.option, "numprocesses", None):
+            # This process replays: pay torch's import now, not inside the first item's timing, and
+            # fix the intra-op thread count so results never depend on the host's core count.
+            import torch
+
+            import msprobe.run_ut.replay  # noqa: F401
+
+            torch.set_num_threads(int(opt("msprobe_threads") or 1))
 
     # ------------------------------------------------------------------ setup (controller / single)
     def _out_dir_for(self, dump: Path) -> Path:
