@@ -197,14 +197,14 @@ def main() -> None:
             str(dump),
         ]
         runs = {
-            "collect": base + ["--collect-only", "--msprobe-out", f"{tmp}/c"],
-            "1 worker": base + ["--msprobe-out", f"{tmp}/n0"],
-            "-n 2": base + ["-n", "2", "--msprobe-out", f"{tmp}/n2"],
+            "collect": [*base, "--collect-only", "--msprobe-out", f"{tmp}/c"],
+            "1 worker": [*base, "--msprobe-out", f"{tmp}/n0"],
+            "-n 2": [*base, "-n", "2", "--msprobe-out", f"{tmp}/n2"],
         }
         best = {name: min(timed(cmd) for _ in range(ns.repeat)) for name, cmd in runs.items()}
         items = []
         for i in range(ns.repeat):
-            timed(base + ["--msprobe-out", f"{tmp}/j{i}", "--junitxml", f"{tmp}/j{i}.xml"])
+            timed([*base, "--msprobe-out", f"{tmp}/j{i}", "--junitxml", f"{tmp}/j{i}.xml"])
             cases = ET.parse(f"{tmp}/j{i}.xml").getroot().iter("testcase")
             items.append(sum(float(c.get("time", 0)) for c in cases))
     print(f"dump: {n} APIs (tensor mode, 2-layer transformer, one training step)")
