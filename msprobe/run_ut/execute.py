@@ -115,6 +115,8 @@ class Side:
             return self.tensor(value, positional=positional)
         if isinstance(value, list):
             return [self.value(v, positional=positional) for v in value]
+        if isinstance(value, tuple):
+            return tuple(self.value(v, positional=positional) for v in value)
         if isinstance(value, DeviceArg):
             return self.device
         return value

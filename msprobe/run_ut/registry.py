@@ -109,6 +109,12 @@ def _as_dtype(index: int, source: tuple[str, ...], target: str) -> Prepare:
     return prepare
 
 
+def _tuple_index(args: list[Any], kwargs: dict[str, Any]) -> None:
+    """A dumped multi-dimensional index is a JSON list; torch wants a tuple (a list is a tensor index)."""
+    if len(args) > 1 and isinstance(args[1], list):
+        args[1] = tuple(args[1])
+
+
 RANDOM_REASON = "random values: the device's and the CPU's generators differ, nothing to compare"
 _RANDOM = (Skip(RANDOM_REASON, device="cuda"), Skip(RANDOM_REASON, device="npu"))
 _RANDOM_APIS = (
@@ -124,6 +130,8 @@ API_DB: tuple[ApiInfo, ...] = (
         for n in ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")
     ),
     ApiInfo("type_as", upcast=False),
+    ApiInfo("__getitem__", prepare=_tuple_index),
+    ApiInfo("__setitem__", prepare=_tuple_index),
     ApiInfo("repeat_interleave", backward_message=NO_BACKWARD_DATA),
     ApiInfo("masked_select", backward_message=NO_BACKWARD_UT),
     ApiInfo("topk", grad_index=0),

@@ -126,3 +126,13 @@ def test_dropout_is_replayed_with_p_zero() -> None:
     assert prepare is not None
     prepare(args, kwargs)
     assert args[1] == 0.0 and kwargs["p"] == 0.0
+
+
+def test_multi_dimensional_index_list_becomes_a_tuple() -> None:
+    index = [{"type": "slice", "value": [None, None, None]}, {"type": "slice", "value": [0, 2, None]}]
+    record = ApiRecord(
+        "Tensor.__getitem__.0", 0, forward(tensor("torch.float32", [4, 8], -1.0, 1.0), index), None
+    )
+    result = replay(record, None, "cpu")
+    assert result.result[:2] == ["Tensor.__getitem__.0", "pass"]
+    assert result.details[0].shape == "(4, 2)"

@@ -93,3 +93,67 @@ def test_writer_appends_each_api_at_once_and_sorts_at_the_end(tmp_path: Path) ->
         "A.y.0.forward.output.0",
     ]
     assert writer.result_path.read_bytes().startswith(b"\xef\xbb\xbf")
+
+
+def test_plugin_module_imports_no_torch() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, msprobe.run_ut.plugin; sys.exit('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_filter_api_replays_the_first_of_identical_calls(tmp_path: Path) -> None:
+    data = {
+        "Tensor.add.0.forward": forward(tensor("torch.float32", [8], -1.0, 1.0), {"type": "int", "value": 1}),
+        "Tensor.add.1.forward": forward(tensor("torch.float32", [8], -2.0, 2.0), {"type": "int", "value": 1}),
+        "Tensor.add.2.forward": forward(tensor("torch.float32", [9], -1.0, 1.0), {"type": "int", "value": 1}),
+    }
+    dump = write_dump(tmp_path / "d", data)
+    assert replay(dump, tmp_path / "o", "--msprobe-filter-api") == 0
+    assert [r[0] for r in read_csv(csv_pair(tmp_path / "o")[0])[1:]] == ["Tensor.add.0", "Tensor.add.2"]
+
+
+def test_dump_root_with_rank_folders_gets_one_csv_pair_each_and_resumes_by_folder(tmp_path: Path) -> None:
+    root = tmp_path / "dump"
+    for step in ("step0", "step1"):
+        write_dump(root / step / "rank0", dict(list(FAILS_THIRD.items())[:2]))
+    assert replay(root, tmp_path / "out") == 0
+    for step in ("step0", "step1"):
+        result, _ = csv_pair(tmp_path / "out" / step / "rank0")
+        assert [r[0] for r in read_csv(result)[1:]] == ["Torch.tanh.0", "Torch.sigmoid.0"]
+    assert (
+        replay(root, tmp_path / "out", "--msprobe-resume", str(tmp_path / "out"))
+        == pytest.ExitCode.NO_TESTS_COLLECTED
+    )
+
+
+CRASH_CONFTEST = """
+import os
+import msprobe.run_ut.collect as collect
+
+_original = collect.ApiItem.runtest
+
+
+def runtest(self):
+    if self.record.name == "Torch.exp.0":
+        os._exit(3)  # the worker dies mid-item, as with a segfault in a kernel
+    return _original(self)
+
+
+collect.ApiItem.runtest = runtest
+"""
+
+
+@pytest.mark.slow
+def test_worker_crash_becomes_a_row_and_nothing_is_lost(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(CRASH_CONFTEST)
+    dump = write_dump(pytester.path / "d", FAILS_THIRD)
+    out = pytester.path / "out"
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--msprobe-dump", str(dump), "--msprobe-out", str(out), "-n", "2"
+    )
+    assert result.ret == 1
+    rows = {r[0]: r for r in read_csv(csv_pair(out)[0])[1:]}
+    assert list(rows) == [n.rsplit(".", 1)[0] for n in FAILS_THIRD]
+    assert rows["Torch.exp.0"] == ["Torch.exp.0", "SKIP", "SKIP", "worker crashed while replaying this API"]
