@@ -1,8 +1,9 @@
 """``msprobe run_ut``: upstream's run_ut flags, run as a pytest session of the replay plugin.
 
 ``msprobe run_ut -api_info DUMP -o OUT [-csv_path RESULT] [-save_error_data] [-f] [-n WORKERS]
-[-config CONFIG] [-d DEVICE]`` builds ``pytest --msprobe-dump=DUMP ...`` and calls ``pytest.main``;
-the exit code is pytest's (0 all passed, 1 some API failed its accuracy check, 4 usage error).
+[-config CONFIG] [-d ID...] [-device_type cpu|cuda|npu]`` builds ``pytest --msprobe-dump=DUMP ...``
+and calls ``pytest.main``; the exit code is pytest's (0 all passed, 1 some API failed its accuracy
+check, 4 usage error, 5 nothing to replay).
 """
 
 from __future__ import annotations
@@ -67,6 +68,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-d",
         "--device",
+        dest="device_ids",
+        nargs="+",
+        type=int,
+        default=None,
+        metavar="ID",
+        help="card ids (unique, >= 0); worker i takes ids[i %% len(ids)]",
+    )
+    parser.add_argument(
+        "-device_type",
+        "--device_type",
         dest="device",
         default=None,
         choices=("cpu", "cuda", "npu"),
@@ -95,6 +106,10 @@ def pytest_args(argv: Sequence[str]) -> list[str]:
         args += ["--msprobe-config", ns.config]
     if ns.device:
         args += ["--msprobe-device", ns.device]
+    if ns.device_ids:
+        if len(set(ns.device_ids)) != len(ns.device_ids) or min(ns.device_ids) < 0:
+            raise MsprobeError(f"-d {' '.join(map(str, ns.device_ids))}: device ids must be unique and >= 0")
+        args += ["--msprobe-device-ids", ",".join(map(str, ns.device_ids))]
     if str(ns.workers) not in ("0", ""):
         args += ["-n", str(ns.workers)]
     args.append("-v" if ns.verbose else "-q")

@@ -1,7 +1,8 @@
 """Choosing the replay device at run time: ``cpu``, ``cuda`` or ``npu`` (torch_npu), never at import.
 
 Without ``--msprobe-device`` the best available one is taken (cuda, then npu, then cpu). Under xdist
-each worker takes card ``worker_index % device_count``, so ``-n 8`` spreads over the cards.
+each worker takes card ``worker_index % device_count``, so ``-n 8`` spreads over the cards; with an
+explicit id list (upstream ``-d 0 1``) worker ``i`` takes ``ids[i % len(ids)]``.
 """
 
 from __future__ import annotations
@@ -39,10 +40,12 @@ def available(kind: str) -> bool:
     return False
 
 
-def choose(requested: str | None, worker_index: int = 0) -> str:
+def choose(requested: str | None, worker_index: int = 0, ids: tuple[int, ...] = ()) -> str:
     """A torch device string for this process (``"cpu"``, ``"cuda:1"``, ``"npu:0"``)."""
     import torch
 
+    if ids:
+        worker_index = ids[worker_index % len(ids)]
     kind = requested or next(k for k in ("cuda", "npu", "cpu") if available(k))
     if kind not in CHOICES:
         raise DeviceError(f"unknown device {kind!r}; choose one of {', '.join(CHOICES)}")

@@ -47,6 +47,17 @@ class ReplaySession:
         self.filter_api = bool(opt("msprobe_filter_api"))
         self.save_error_data = bool(opt("msprobe_save_error_data"))
         self.requested_device = opt("msprobe_device")
+        try:
+            ids = tuple(int(i) for i in str(opt("msprobe_device_ids") or "").replace(",", " ").split())
+        except ValueError:
+            raise pytest.UsageError(
+                f"--msprobe-device-ids={opt('msprobe_device_ids')}: not card numbers"
+            ) from None
+        if len(set(ids)) != len(ids) or any(i < 0 for i in ids):
+            raise pytest.UsageError(
+                f"--msprobe-device-ids={opt('msprobe_device_ids')}: ids must be unique, >= 0"
+            )
+        self.device_ids = ids
         self.out_dir = Path(opt("msprobe_out") or ".").resolve()
         self.worker_input: dict[str, Any] | None = getattr(config, "workerinput", None)
         self._device: str | None = None
@@ -119,7 +130,7 @@ class ReplaySession:
 
             index = int(str(self.worker_input.get("workerid", "gw0"))[2:] or 0) if self.worker_input else 0
             try:
-                self._device = choose(self.requested_device, index)
+                self._device = choose(self.requested_device, index, self.device_ids)
             except DeviceError as exc:
                 raise pytest.UsageError(str(exc)) from None
         return self._device

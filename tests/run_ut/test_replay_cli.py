@@ -18,12 +18,27 @@ def test_flags_map_to_pytest_options(tmp_path: Path) -> None:
         tmp_path / "d", {"Torch.exp.0.forward": forward(tensor("torch.float32", [4], 0.0, 1.0))}
     )
     args = pytest_args(
-        ["-api_info", str(dump / "dump.json"), "-o", "out", "-save_error_data", "-f", "-n", "2", "-d", "cpu"]
+        [
+            "-api_info",
+            str(dump / "dump.json"),
+            "-o",
+            "out",
+            "-save_error_data",
+            "-f",
+            "-n",
+            "2",
+            "-device_type",
+            "cpu",
+            "-d",
+            "1",
+            "0",
+        ]
     )
     assert args[:4] == ["--msprobe-dump", str(dump / "dump.json"), "--msprobe-out", "out"]
     for flag in ("--msprobe-save-error-data", "--msprobe-filter-api"):
         assert flag in args
     assert args[args.index("-n") + 1] == "2" and args[args.index("--msprobe-device") + 1] == "cpu"
+    assert args[args.index("--msprobe-device-ids") + 1] == "1,0"
 
 
 def test_bad_resume_name_and_missing_dump_are_one_line_errors(
