@@ -203,4 +203,9 @@ def find_dump_files(root: Path) -> list[Path]:
         return [root / "dump.json"]
     patterns = ("step*/rank*/dump.json", "step*/proc*/dump.json", "rank*/dump.json", "proc*/dump.json")
     found = {p for pattern in patterns for p in root.glob(pattern) if p.is_file()}
-    return sorted(found)
+    return sorted(found, key=_natural_key)
+
+
+def _natural_key(path: Path) -> list[Any]:
+    """``step2`` before ``step10``: digit runs compare as numbers."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", str(path))]
