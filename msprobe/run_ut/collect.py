@@ -103,7 +103,11 @@ class ApiItem(pytest.Item):
             self.stash[RESULT_KEY] = skipped(self.record.name, self.record.problem)
             raise BrokenRecord(f"{self.dump.path}: record {self.record.name!r}: {self.record.problem}")
         result = replay(
-            self.record, self.dump.data_dir, session.device(), keep_tensors=session.save_error_data
+            self.record,
+            self.dump.data_dir,
+            session.device(),
+            keep_tensors=session.save_error_data,
+            routing=session.routing,
         )
         self.stash[RESULT_KEY] = result
         if session.save_error_data:

@@ -36,6 +36,10 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
         {"action": "store_true", "help": "replay only the first of identical calls (upstream -f)"},
     ),
     (
+        "routing",
+        {"choices": ("8.1.1", "26.x"), "help": "standard routing: 8.1.1 by API name (default), 26.x"},
+    ),
+    (
         "threads",
         {"metavar": "N", "type": int, "help": "torch intra-op threads per replay process (default 1)"},
     ),

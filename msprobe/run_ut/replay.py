@@ -18,7 +18,13 @@ import torch
 from msprobe.run_ut import execute, registry
 from msprobe.run_ut.inputs import ArgBuilder, InputError
 from msprobe.run_ut.records import ApiRecord
-from msprobe.run_ut.standards import backward_skip_rows, compare_outputs, result_row, skip_rows
+from msprobe.run_ut.standards import (
+    DEFAULT_ROUTING,
+    backward_skip_rows,
+    compare_outputs,
+    result_row,
+    skip_rows,
+)
 
 OUT_KWARG_MESSAGE = "function with out=... arguments don't support automatic differentiation, skip backward."
 MULTIPLE_BACKWARD = "Multiple backward is not supported."
@@ -71,8 +77,15 @@ def _input_dtype_names(args: list[Any], kwargs: dict[str, Any]) -> set[str]:
     return {str(d) for d in execute.input_dtypes(args, kwargs)}
 
 
-def replay(record: ApiRecord, data_dir: Any, device: str, *, keep_tensors: bool = False) -> ApiResult:
-    """Replay one API on ``device`` against the CPU benchmark and score it."""
+def replay(
+    record: ApiRecord,
+    data_dir: Any,
+    device: str,
+    *,
+    keep_tensors: bool = False,
+    routing: str = DEFAULT_ROUTING,
+) -> ApiResult:
+    """Replay one API on ``device`` against the CPU benchmark and score it (``routing``: see standards)."""
     name = record.name
     info = registry.lookup(record.api_type, record.bare_name)
     func = registry.resolve(record.api_type, record.bare_name, info)
@@ -115,12 +128,14 @@ def replay(record: ApiRecord, data_dir: Any, device: str, *, keep_tensors: bool 
             )
         bench_output = execute.plain(bench_raw)
         device_output = execute.to_cpu(device_raw)
-        forward_rows = list(compare_outputs(name, "forward", bench_output, device_output))
+        forward_rows = list(compare_outputs(name, "forward", bench_output, device_output, routing=routing))
         backward_rows: list[Any] | None = None
         if backward_message is not None:
             backward_rows = list(backward_skip_rows(name, backward_message))
         elif grad is not None:
-            backward_rows = list(compare_outputs(name, "backward", bench_grads, device_grads))
+            backward_rows = list(
+                compare_outputs(name, "backward", bench_grads, device_grads, routing=routing)
+            )
     except (InputError, Exception) as exc:
         return skipped(name, _first_line(exc))
     result = list(result_row(name, forward_rows, backward_rows))

@@ -46,6 +46,7 @@ class ReplaySession:
             raise pytest.UsageError(f"--msprobe-config: {exc}") from None
         self.filter_api = bool(opt("msprobe_filter_api"))
         self.save_error_data = bool(opt("msprobe_save_error_data"))
+        self.routing = opt("msprobe_routing") or "8.1.1"
         self.requested_device = opt("msprobe_device")
         try:
             ids = tuple(int(i) for i in str(opt("msprobe_device_ids") or "").replace(",", " ").split())

@@ -92,3 +92,24 @@ def test_forward_metrics_equal_upstream(replayed: tuple[Path, Path]) -> None:
             exact += 1
     # Most forward rows must be exact on any x86 CPU: only tanh and linear depend on the kernel here.
     assert exact >= 16
+
+
+def test_upstream_26x_dump_with_26x_routing_matches_26x_rows(tmp_path: Path) -> None:
+    """A 26.x dump root (``step0/proc{pid}/``) replayed with ``--msprobe-routing 26.x``: 26.x's rows."""
+    root = copy_fixture("v26_cnn_tensor_L1", tmp_path)
+    out = tmp_path / "out"
+    args = ["-q", "-p", "no:cacheprovider", "-W", "ignore", "--rootdir", str(tmp_path)]
+    assert (
+        pytest.main(
+            [*args, "--msprobe-dump", str(root), "--msprobe-out", str(out), "--msprobe-routing", "26.x"]
+        )
+        == 0
+    )
+    upstream = DATA / "upstream_v26_acc_check_cpu_tensor_L1"
+    assert read_csv(csv_pair(out)[0]) == read_csv(csv_pair(upstream)[0])
+    ours = read_csv(csv_pair(out)[1])
+    theirs = read_csv(csv_pair(upstream)[1])
+    assert [r[0] for r in ours] == [r[0] for r in theirs]
+    for mine, ref in zip(ours[1:], theirs[1:]):
+        assert mine[:4] == ref[:4] and mine[21] == ref[21], mine[0]
+        assert [c == " " for c in mine] == [c == " " for c in ref], mine[0]
