@@ -108,6 +108,9 @@ class ApiItem(pytest.Item):
             session.device(),
             keep_tensors=session.save_error_data,
             routing=session.routing,
+            info=self.ihook.pytest_msprobe_api_info(
+                api_type=self.record.api_type, bare_name=self.record.bare_name
+            ),
         )
         self.stash[RESULT_KEY] = result
         if session.save_error_data:

@@ -53,6 +53,12 @@ def add_options(addoption: Callable[..., Any], prefix: str = "--msprobe-") -> No
         addoption(f"{prefix}{name}", default=default, **kwargs)
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from msprobe.run_ut import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("msprobe", "msprobe API replay")
     add_options(group.addoption)

@@ -84,10 +84,16 @@ def replay(
     *,
     keep_tensors: bool = False,
     routing: str = DEFAULT_ROUTING,
+    info: registry.ApiInfo | None = None,
 ) -> ApiResult:
-    """Replay one API on ``device`` against the CPU benchmark and score it (``routing``: see standards)."""
+    """Replay one API on ``device`` against the CPU benchmark and score it.
+
+    ``routing``: the scorer's standard routing; ``info``: a registry entry to use instead of the
+    built-in lookup (from the ``pytest_msprobe_api_info`` hook).
+    """
     name = record.name
-    info = registry.lookup(record.api_type, record.bare_name)
+    if info is None:
+        info = registry.lookup(record.api_type, record.bare_name)
     func = registry.resolve(record.api_type, record.bare_name, info)
     device_type = device.split(":")[0]
     forward: dict[str, Any] = dict(record.forward)

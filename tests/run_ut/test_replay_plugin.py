@@ -145,3 +145,20 @@ def test_dump_without_data_key_is_a_collect_error(pytester: pytest.Pytester) -> 
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*dump.json: not a dump (no 'data' object)*"])
     assert not any("Traceback" in line for line in result.outlines)
+
+
+def test_conftest_can_supply_a_registry_entry_through_the_hook(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        """
+        import torch
+        from msprobe.run_ut.registry import ApiInfo
+
+        def pytest_msprobe_api_info(api_type, bare_name):
+            if bare_name == "my_gelu":
+                return ApiInfo("my_gelu", reference=lambda x: x * torch.sigmoid(1.702 * x))
+            return None
+        """
+    )
+    data = {"NPU.my_gelu.0.forward": forward(tensor("torch.float32", [32], -1.0, 1.0))}
+    dump = write_dump(pytester.path / "d", data)
+    run(pytester, dump).assert_outcomes(passed=1)
