@@ -63,6 +63,8 @@ class ReplaySession:
         self.worker_input: dict[str, Any] | None = getattr(config, "workerinput", None)
         self._device: str | None = None
         self.writers: dict[Path, ResultWriter] = {}
+        self.replayed = 0  # APIs this process replayed
+        self.worker_facts: dict[str, dict[str, Any]] = {}  # controller: what each worker reported
         if self.worker_input is None:
             self._setup_writers(opt("msprobe_resume"))
             self.done = {str(p): sorted(w.done) for p, w in self.writers.items()}
@@ -191,6 +193,7 @@ class ReplaySession:
             rows = item.rows()
             if rows is not None:
                 report.msprobe_rows = rows
+                self.replayed += 1
                 report.msprobe_warning = (
                     item.stash[RESULT_KEY].outcome == "warning" if RESULT_KEY in item.stash else False
                 )
@@ -233,10 +236,23 @@ class ReplaySession:
             str(writer.dump), api, writer.order[api], result.result, [r.cells() for r in result.details]
         )
 
+    def _facts(self) -> dict[str, Any]:
+        import torch
+
+        return {"device": self._device or "-", "torch": str(torch.__version__), "apis": self.replayed}
+
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.worker_input is None:
             for writer in self.writers.values():
                 writer.finish()
+        elif self.replayed:
+            session.config.workeroutput["msprobe"] = self._facts()  # type: ignore[attr-defined]
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        facts = getattr(node, "workeroutput", {}).get("msprobe")
+        if facts:
+            self.worker_facts[str(node.workerinput.get("workerid", "?"))] = facts
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.worker_input is not None:
@@ -247,6 +263,13 @@ class ReplaySession:
             )
             terminalreporter.write_line(f"msprobe: {writer.result_path} ({counts or 'no APIs run'})")
             terminalreporter.write_line(f"msprobe: {writer.details_path}")
+        facts = dict(sorted(self.worker_facts.items())) or (
+            {"this process": self._facts()} if self.replayed else {}
+        )
+        for who, fact in facts.items():
+            terminalreporter.write_line(
+                f"msprobe: {who}: {fact['apis']} APIs on {fact['device']} (torch {fact['torch']})"
+            )
 
 
 def register(config: pytest.Config) -> ReplaySession:

@@ -31,10 +31,15 @@ def test_subset_gives_the_same_rows_as_full_run(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_one_worker_and_two_workers_write_identical_bytes(tmp_path: Path) -> None:
+def test_one_worker_and_two_workers_write_identical_bytes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     dump = copy_fixture("cnn_statistics", tmp_path)
     assert replay(dump, tmp_path / "n0") in (0, 1)
     assert replay(dump, tmp_path / "n2", "-n", "2") in (0, 1)
+    out = capsys.readouterr().out
+    assert "msprobe: this process: 27 APIs on cpu" in out
+    assert "msprobe: gw0: " in out and "msprobe: gw1: " in out  # worker facts came back
     for a, b in zip(csv_pair(tmp_path / "n0"), csv_pair(tmp_path / "n2")):
         assert a.read_bytes() == b.read_bytes()
 
