@@ -41,6 +41,33 @@ class TensorArg:
     requires_grad: bool
 
 
+def unwrap(value: Any, grads: dict[int, bool]) -> Any:
+    """Plain tensors in place of ``TensorArg`` (remembering each one's requires_grad by identity)."""
+    if isinstance(value, TensorArg):
+        grads[id(value.tensor)] = value.requires_grad
+        return value.tensor
+    if isinstance(value, list):
+        return [unwrap(v, grads) for v in value]
+    if isinstance(value, tuple):
+        return tuple(unwrap(v, grads) for v in value)
+    if isinstance(value, dict):
+        return {k: unwrap(v, grads) for k, v in value.items()}
+    return value
+
+
+def wrap(value: Any, grads: dict[int, bool]) -> Any:
+    """The inverse of :func:`unwrap`; new tensors (e.g. a generated mask) never require grad."""
+    if isinstance(value, torch.Tensor):
+        return TensorArg(value, grads.get(id(value), False))
+    if isinstance(value, list):
+        return [wrap(v, grads) for v in value]
+    if isinstance(value, tuple):
+        return tuple(wrap(v, grads) for v in value)
+    if isinstance(value, dict):
+        return {k: wrap(v, grads) for k, v in value.items()}
+    return value
+
+
 FLOAT_DTYPES = {
     "torch.float32": torch.float32,
     "torch.float": torch.float32,

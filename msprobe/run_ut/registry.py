@@ -164,11 +164,16 @@ def _fused_info(api_type: str, bare: str) -> ApiInfo:
     prepare_inputs = getattr(op, "prepare_inputs", None)
 
     def prepare(args: list[Any], kwargs: dict[str, Any]) -> None:
-        if prepare_inputs is not None:
-            new_args, new_kwargs = prepare_inputs(list(args), dict(kwargs))
-            args[:] = list(new_args)
-            kwargs.clear()
-            kwargs.update(new_kwargs)
+        """``prepare_inputs(args, kwargs) -> (args, kwargs)`` sees plain tensors (CPU, dumped dtype)."""
+        if prepare_inputs is None:
+            return
+        from msprobe.run_ut.inputs import unwrap, wrap
+
+        grads: dict[int, bool] = {}
+        new_args, new_kwargs = prepare_inputs(unwrap(args, grads), unwrap(kwargs, grads))
+        args[:] = wrap(list(new_args), grads)
+        kwargs.clear()
+        kwargs.update(wrap(dict(new_kwargs), grads))
 
     return ApiInfo(
         bare,

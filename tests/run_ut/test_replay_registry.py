@@ -73,6 +73,28 @@ def test_fused_ops_come_from_the_npu_ops_table(monkeypatch: pytest.MonkeyPatch) 
     assert result.result[:2] == ["NPU.npu_fast_gelu.0", "pass"]
 
 
+def test_fused_prepare_inputs_sees_plain_tensors_and_can_add_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[Any] = []
+
+    def prepare_inputs(args: list[Any], kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+        seen.extend(args)
+        return args, {**kwargs, "mask": torch.zeros(16, dtype=torch.bool)}
+
+    def reference(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return x.masked_fill(mask, 0.0) * 2
+
+    module = types.ModuleType("msprobe.run_ut.npu_ops")
+    module.FUSED_OPS = {"npu_twice": FakeFusedOp("npu_twice", reference, prepare_inputs=prepare_inputs)}  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "msprobe.run_ut.npu_ops", module)
+    spec = tensor("torch.float16", [16], -1.0, 1.0, requires_grad=True)
+    record = ApiRecord(
+        "NPU.npu_twice.0", 0, forward(spec), {"input": [tensor("torch.float16", [16], -1.0, 1.0)]}
+    )
+    result = replay(record, None, "cpu")
+    assert isinstance(seen[0], torch.Tensor) and seen[0].dtype == torch.float16
+    assert result.result == ["NPU.npu_twice.0", "pass", "pass"]
+
+
 def test_upcast_plan_single_and_mixed_dtypes() -> None:
     plain = registry.lookup("Torch", "add")
     one = execute.make_plan(plain, {torch.float16, torch.int64}, "torch.float16")
