@@ -63,6 +63,7 @@ class ReplaySession:
         self.worker_input: dict[str, Any] | None = getattr(config, "workerinput", None)
         self._device: str | None = None
         self.writers: dict[Path, ResultWriter] = {}
+        self._threads_before: int | None = None
         self.replayed = 0  # APIs this process replayed
         self.worker_facts: dict[str, dict[str, Any]] = {}  # controller: what each worker reported
         if self.worker_input is None:
@@ -79,6 +80,7 @@ class ReplaySession:
 
             import msprobe.run_ut.replay  # noqa: F401
 
+            self._threads_before = torch.get_num_threads()
             torch.set_num_threads(int(opt("msprobe_threads") or 1))
 
     # ------------------------------------------------------------------ setup (controller / single)
@@ -247,6 +249,12 @@ class ReplaySession:
                 writer.finish()
         elif self.replayed:
             session.config.workeroutput["msprobe"] = self._facts()  # type: ignore[attr-defined]
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self._threads_before is not None:  # leave the process as we found it (in-process runs)
+            import torch
+
+            torch.set_num_threads(self._threads_before)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
