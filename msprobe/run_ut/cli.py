@@ -83,6 +83,13 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("cpu", "cuda", "npu"),
         help="device side (default: the best available)",
     )
+    parser.add_argument(
+        "-j",
+        "--jit_compile",
+        dest="jit_compile",
+        action="store_true",
+        help="NPU only: jit_compile mode, as set during the dump",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="pytest -v")
     return parser
 
@@ -102,6 +109,8 @@ def pytest_args(argv: Sequence[str]) -> list[str]:
         args.append("--msprobe-save-error-data")
     if ns.filter_api:
         args.append("--msprobe-filter-api")
+    if ns.jit_compile:
+        args.append("--msprobe-jit-compile")
     if ns.config:
         args += ["--msprobe-config", ns.config]
     if ns.device:

@@ -40,7 +40,9 @@ def available(kind: str) -> bool:
     return False
 
 
-def choose(requested: str | None, worker_index: int = 0, ids: tuple[int, ...] = ()) -> str:
+def choose(
+    requested: str | None, worker_index: int = 0, ids: tuple[int, ...] = (), jit_compile: bool = False
+) -> str:
     """A torch device string for this process (``"cpu"``, ``"cuda:1"``, ``"npu:0"``)."""
     import torch
 
@@ -60,5 +62,7 @@ def choose(requested: str | None, worker_index: int = 0, ids: tuple[int, ...] = 
     npu = _npu()
     assert npu is not None
     index = worker_index % max(npu.device_count(), 1)
+    npu.set_compile_mode(jit_compile=jit_compile)  # upstream -j; must match the dump's setting
+    npu.config.allow_internal_format = jit_compile
     npu.set_device(index)
     return f"npu:{index}"

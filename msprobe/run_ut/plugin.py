@@ -30,6 +30,7 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
         "resume",
         {"metavar": "RESULT_CSV_OR_DIR", "help": "resume from an earlier result CSV or --msprobe-out"},
     ),
+    ("jit-compile", {"action": "store_true", "help": "NPU only: jit_compile mode (as during the dump)"}),
     ("save-error-data", {"action": "store_true", "help": "save tensors of APIs that did not pass"}),
     (
         "filter-api",

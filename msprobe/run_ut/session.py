@@ -48,6 +48,7 @@ class ReplaySession:
         self.save_error_data = bool(opt("msprobe_save_error_data"))
         self.routing = opt("msprobe_routing") or "8.1.1"
         self.requested_device = opt("msprobe_device")
+        self.jit_compile = bool(opt("msprobe_jit_compile"))
         try:
             ids = tuple(int(i) for i in str(opt("msprobe_device_ids") or "").replace(",", " ").split())
         except ValueError:
@@ -135,7 +136,7 @@ class ReplaySession:
 
             index = int(str(self.worker_input.get("workerid", "gw0"))[2:] or 0) if self.worker_input else 0
             try:
-                self._device = choose(self.requested_device, index, self.device_ids)
+                self._device = choose(self.requested_device, index, self.device_ids, self.jit_compile)
             except DeviceError as exc:
                 raise pytest.UsageError(str(exc)) from None
         return self._device

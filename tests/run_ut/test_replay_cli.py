@@ -35,6 +35,7 @@ def test_flags_map_to_pytest_options(tmp_path: Path) -> None:
         ]
     )
     assert args[:4] == ["--msprobe-dump", str(dump / "dump.json"), "--msprobe-out", "out"]
+    assert "--msprobe-jit-compile" in pytest_args(["-api_info", str(dump), "-j"])
     for flag in ("--msprobe-save-error-data", "--msprobe-filter-api"):
         assert flag in args
     assert args[args.index("-n") + 1] == "2" and args[args.index("--msprobe-device") + 1] == "cpu"
