@@ -93,6 +93,8 @@ class ReplaySession:
 
     def _setup_writers(self, resume: str | None) -> None:
         resume_path = Path(resume).resolve() if resume else None
+        if resume_path is not None and not resume_path.exists():
+            raise pytest.UsageError(f"--msprobe-resume={resume}: no such result file or folder")
         if resume_path is not None and resume_path.is_file() and len(self.dump_files) > 1:
             raise pytest.UsageError(
                 f"--msprobe-resume={resume}: a result file resumes one dump.json, but "
