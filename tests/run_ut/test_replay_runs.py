@@ -162,3 +162,22 @@ def test_worker_crash_becomes_a_row_and_nothing_is_lost(pytester: pytest.Pyteste
     rows = {r[0]: r for r in read_csv(csv_pair(out)[0])[1:]}
     assert list(rows) == [n.rsplit(".", 1)[0] for n in FAILS_THIRD]
     assert rows["Torch.exp.0"] == ["Torch.exp.0", "SKIP", "SKIP", "worker crashed while replaying this API"]
+
+
+@pytest.mark.slow
+def test_benchmark_dump_of_a_real_model_replays_cleanly(tmp_path: Path) -> None:
+    """The benchmark's recorder writes an upstream-format dump that replays with no skip."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "replay_speed", Path(__file__).resolve().parents[2] / "benchmarks" / "replay_speed.py"
+    )
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    dump = bench.make_dump(tmp_path / "dump", 50)
+    assert replay(dump, tmp_path / "out") in (0, 1)
+    rows = read_csv(csv_pair(tmp_path / "out")[0])[1:]
+    assert len(rows) == 50
+    assert not [r for r in rows if r[1] == "SKIP"], [r for r in rows if r[1] == "SKIP"]
+    assert any(r[2] not in (" ", "SKIP") for r in rows)  # backward records were replayed too
