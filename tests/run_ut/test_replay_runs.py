@@ -181,3 +181,15 @@ def test_benchmark_dump_of_a_real_model_replays_cleanly(tmp_path: Path) -> None:
     assert len(rows) == 50
     assert not [r for r in rows if r[1] == "SKIP"], [r for r in rows if r[1] == "SKIP"]
     assert any(r[2] not in (" ", "SKIP") for r in rows)  # backward records were replayed too
+
+
+@pytest.mark.slow
+def test_resume_under_xdist_deselects_the_same_items_on_every_worker(tmp_path: Path) -> None:
+    dump = write_dump(tmp_path / "d", FAILS_THIRD)
+    assert replay(dump, tmp_path / "whole") == 1
+    assert replay(dump, tmp_path / "part", "-x") == 1
+    result, details = csv_pair(tmp_path / "part")
+    assert replay(dump, tmp_path / "ignored", "--msprobe-resume", str(result), "-n", "2") == 0
+    whole = csv_pair(tmp_path / "whole")
+    assert result.read_bytes() == whole[0].read_bytes()
+    assert details.read_bytes() == whole[1].read_bytes()
