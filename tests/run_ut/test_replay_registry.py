@@ -158,3 +158,13 @@ def test_multi_dimensional_index_list_becomes_a_tuple() -> None:
     result = replay(record, None, "cpu")
     assert result.result[:2] == ["Tensor.__getitem__.0", "pass"]
     assert result.details[0].shape == "(4, 2)"
+
+
+def test_aten_overloads_resolve_through_torch_ops() -> None:
+    spec = tensor("torch.float16", [8], -1.0, 1.0)
+    record = ApiRecord("Aten.mul.Tensor.0", 0, forward(spec, tensor("torch.float16", [8], -1.0, 1.0)), None)
+    assert (
+        registry.resolve("Aten", "mul.Tensor", registry.lookup("Aten", "mul.Tensor"))
+        is torch.ops.aten.mul.Tensor
+    )
+    assert replay(record, None, "cpu").result[:2] == ["Aten.mul.Tensor.0", "pass"]
