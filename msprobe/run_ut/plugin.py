@@ -68,13 +68,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_load_initial_conftests(
     early_config: pytest.Config, parser: pytest.Parser, args: list[str]
 ) -> None:
-    """``--msprobe-dump=PATH`` makes PATH a collection root (unless it is already one)."""
+    """``--msprobe-dump=PATH`` makes PATH a collection root (unless PATH or a node inside it is given)."""
     path = getattr(early_config.known_args_namespace, "msprobe_dump", None)
     if not path:
         return
     wanted = Path(path).expanduser().resolve()
     roots = getattr(early_config.known_args_namespace, "file_or_dir", None) or []
-    if not any(Path(str(a).split("::")[0]).expanduser().resolve() == wanted for a in roots):
+    inside = (Path(str(a).split("::")[0]).expanduser().resolve() for a in roots)
+    if not any(p == wanted or wanted in p.parents for p in inside):  # e.g. PATH/dump.json::Torch.exp.0
         args.append(str(path))
 
 

@@ -162,3 +162,13 @@ def test_conftest_can_supply_a_registry_entry_through_the_hook(pytester: pytest.
     data = {"NPU.my_gelu.0.forward": forward(tensor("torch.float32", [32], -1.0, 1.0))}
     dump = write_dump(pytester.path / "d", data)
     run(pytester, dump).assert_outcomes(passed=1)
+
+
+def test_a_node_id_inside_the_dump_selects_one_api(pytester: pytest.Pytester) -> None:
+    data = {
+        "Torch.exp.0.forward": forward(tensor("torch.float32", [8], -1.0, 1.0)),
+        "Torch.tanh.0.forward": forward(tensor("torch.float32", [8], -1.0, 1.0)),
+    }
+    dump = write_dump(pytester.path / "d", data)
+    run(pytester, dump, f"{dump / 'dump.json'}::Torch.tanh.0").assert_outcomes(passed=1)
+    assert [r[0] for r in read_csv(csv_pair(pytester.path / "out")[0])[1:]] == ["Torch.tanh.0"]
