@@ -67,7 +67,9 @@ class ReplaySession:
         self._threads_before: int | None = None
         self.replayed = 0  # APIs this process replayed
         self.worker_facts: dict[str, dict[str, Any]] = {}  # controller: what each worker reported
-        if self.worker_input is None:
+        if self.worker_input is None and config.option.collectonly:
+            self.ts, self.done = timestamp(), {}  # --collect-only writes no CSV
+        elif self.worker_input is None:
             self._setup_writers(opt("msprobe_resume"))
             self.done = {str(p): sorted(w.done) for p, w in self.writers.items()}
         else:

@@ -88,6 +88,7 @@ def test_module_records_are_ignored_and_k_selects(pytester: pytest.Pytester) -> 
     result = run(pytester, dump, "-k", "tanh", "--collect-only", "-q")
     result.stdout.fnmatch_lines(["*::Torch.tanh.0"])
     assert not any("exp" in line or "Module" in line for line in result.outlines)
+    assert not (pytester.path / "out").exists()  # --collect-only writes no CSV
 
 
 def test_config_white_list(pytester: pytest.Pytester) -> None:
