@@ -1,19 +1,86 @@
 """pytest entry point (``pytest11: msprobe``). Hook implementations only; imports no torch.
 
-Filled in by the replay work (issue 4). Without ``--msprobe-dump`` the plugin registers nothing.
+Without ``--msprobe-dump`` the plugin registers nothing beyond its options. With it, the dump path is
+added as a collection root and a ``ReplaySession`` (``msprobe.run_ut.session``) is registered, which
+collects the dump, replays each API as a test item and writes the two result CSVs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
 import pytest
+
+DEVICES = ("cpu", "cuda", "npu")
+
+
+#: (option suffix, argparse keywords): the replay options, also mapped by ``msprobe run_ut``.
+OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("dump", {"metavar": "PATH", "help": "dump.json, rank folder, or dump root (step*/rank*/, proc*/)"}),
+    (
+        "out",
+        {"metavar": "DIR", "help": "folder for accuracy_checking_{result,details}_{ts}.csv (default: .)"},
+    ),
+    ("device", {"choices": DEVICES, "help": "device side: cpu, cuda or npu (default: the best available)"}),
+    ("device-ids", {"metavar": "IDS", "help": "cards to use, e.g. 0,1: worker i takes ids[i % len(ids)]"}),
+    ("config", {"metavar": "CONFIG_JSON", "help": "msprobe config.json with a 'run_ut' white/black list"}),
+    (
+        "resume",
+        {"metavar": "RESULT_CSV_OR_DIR", "help": "resume from an earlier result CSV or --msprobe-out"},
+    ),
+    ("jit-compile", {"action": "store_true", "help": "NPU only: jit_compile mode (as during the dump)"}),
+    ("save-error-data", {"action": "store_true", "help": "save tensors of APIs that did not pass"}),
+    (
+        "filter-api",
+        {"action": "store_true", "help": "replay only the first of identical calls (upstream -f)"},
+    ),
+    (
+        "routing",
+        {"choices": ("8.1.1", "26.x"), "help": "standard routing: 8.1.1 by API name (default), 26.x"},
+    ),
+    (
+        "threads",
+        {"metavar": "N", "type": int, "help": "torch intra-op threads per replay process (default 1)"},
+    ),
+)
+
+
+def add_options(addoption: Callable[..., Any], prefix: str = "--msprobe-") -> None:
+    """Register the replay options with ``addoption`` (a pytest group's or an argparse parser's)."""
+    for name, kwargs in OPTIONS:
+        default = False if kwargs.get("action") == "store_true" else None
+        addoption(f"{prefix}{name}", default=default, **kwargs)
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from msprobe.run_ut import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("msprobe", "msprobe API replay")
-    group.addoption(
-        "--msprobe-dump",
-        action="store",
-        default=None,
-        metavar="PATH",
-        help="dump.json, rank folder or dump root to replay",
-    )
+    add_options(group.addoption)
+
+
+def pytest_load_initial_conftests(
+    early_config: pytest.Config, parser: pytest.Parser, args: list[str]
+) -> None:
+    """``--msprobe-dump=PATH`` makes PATH a collection root (unless PATH or a node inside it is given)."""
+    path = getattr(early_config.known_args_namespace, "msprobe_dump", None)
+    if not path:
+        return
+    wanted = Path(path).expanduser().resolve()
+    roots = getattr(early_config.known_args_namespace, "file_or_dir", None) or []
+    inside = (Path(str(a).split("::")[0]).expanduser().resolve() for a in roots)
+    if not any(p == wanted or wanted in p.parents for p in inside):  # e.g. PATH/dump.json::Torch.exp.0
+        args.append(str(path))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("msprobe_dump", None):
+        from msprobe.run_ut.session import register
+
+        register(config)

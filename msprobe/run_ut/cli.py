@@ -1,0 +1,135 @@
+"""``msprobe run_ut``: upstream's run_ut flags, run as a pytest session of the replay plugin.
+
+``msprobe run_ut -api_info DUMP -o OUT [-csv_path RESULT] [-save_error_data] [-f] [-n WORKERS]
+[-config CONFIG] [-d ID...] [-device_type cpu|cuda|npu]`` builds ``pytest --msprobe-dump=DUMP ...``
+and calls ``pytest.main``; the exit code is pytest's (0 all passed, 1 some API failed its accuracy
+check, 4 usage error, 5 nothing to replay).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+from msprobe.errors import MsprobeError
+from msprobe.run_ut.results import check_resume_file
+
+DESCRIPTION = """Replay a dump (every API call a pytest item) on a device against a CPU benchmark.
+
+example:
+  msprobe run_ut -api_info dump_path/step0/rank0/dump.json -o out -n 2
+  msprobe api_precision_compare -npu npu/accuracy_checking_details_*.csv \\
+      -gpu gpu/accuracy_checking_details_*.csv
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="msprobe run_ut", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "-api_info",
+        "--api_info_file",
+        dest="api_info",
+        required=True,
+        metavar="DUMP",
+        help="dump.json, rank folder or dump root",
+    )
+    parser.add_argument("-o", "--out_path", dest="out", default="./", help="output folder (default ./)")
+    parser.add_argument(
+        "-csv_path",
+        "--result_csv_path",
+        dest="csv_path",
+        default="",
+        help="resume from an interrupted accuracy_checking_result_{ts}.csv",
+    )
+    parser.add_argument(
+        "-save_error_data",
+        dest="save_error_data",
+        action="store_true",
+        help="save inputs/outputs of APIs that did not pass",
+    )
+    parser.add_argument(
+        "-f",
+        "--filter_api",
+        dest="filter_api",
+        action="store_true",
+        help="replay only the first of calls with identical arguments",
+    )
+    parser.add_argument("-config", "--config_path", dest="config", default="", help="msprobe config.json")
+    parser.add_argument(
+        "-n",
+        "--num_workers",
+        dest="workers",
+        default="0",
+        help="xdist workers (a number or 'auto'; 0 = in process)",
+    )
+    parser.add_argument(
+        "-d",
+        "--device",
+        dest="device_ids",
+        nargs="+",
+        type=int,
+        default=None,
+        metavar="ID",
+        help="card ids (unique, >= 0); worker i takes ids[i %% len(ids)]",
+    )
+    parser.add_argument(
+        "-device_type",
+        "--device_type",
+        dest="device",
+        default=None,
+        choices=("cpu", "cuda", "npu"),
+        help="device side (default: the best available)",
+    )
+    parser.add_argument(
+        "-j",
+        "--jit_compile",
+        dest="jit_compile",
+        action="store_true",
+        help="NPU only: jit_compile mode, as set during the dump",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="pytest -v")
+    return parser
+
+
+def pytest_args(argv: Sequence[str]) -> list[str]:
+    """The pytest command line the upstream-style flags stand for (validated first)."""
+    ns = build_parser().parse_args(list(argv))
+    dump = Path(ns.api_info)
+    if not dump.exists():
+        raise MsprobeError(f"{dump}: no such dump file or folder")
+    args = ["--msprobe-dump", str(dump), "--msprobe-out", ns.out, "-p", "no:cacheprovider"]
+    args += ["--rootdir", str(dump.resolve().parent if dump.is_file() else dump.resolve())]
+    if ns.csv_path:
+        check_resume_file(Path(ns.csv_path))
+        args += ["--msprobe-resume", ns.csv_path]
+    if ns.save_error_data:
+        args.append("--msprobe-save-error-data")
+    if ns.filter_api:
+        args.append("--msprobe-filter-api")
+    if ns.jit_compile:
+        args.append("--msprobe-jit-compile")
+    if ns.config:
+        args += ["--msprobe-config", ns.config]
+    if ns.device:
+        args += ["--msprobe-device", ns.device]
+    if ns.device_ids:
+        if len(set(ns.device_ids)) != len(ns.device_ids) or min(ns.device_ids) < 0:
+            raise MsprobeError(f"-d {' '.join(map(str, ns.device_ids))}: device ids must be unique and >= 0")
+        args += ["--msprobe-device-ids", ",".join(map(str, ns.device_ids))]
+    if str(ns.workers) not in ("0", ""):
+        args += ["-n", str(ns.workers)]
+    args.append("-v" if ns.verbose else "-q")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import sys
+
+    import pytest
+
+    args = pytest_args(sys.argv[1:] if argv is None else argv)
+    Path(args[args.index("--msprobe-out") + 1]).mkdir(parents=True, exist_ok=True)
+    return int(pytest.main(args))

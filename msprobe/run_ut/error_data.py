@@ -1,0 +1,50 @@
+"""``-save_error_data``: the inputs and outputs of every API that did not pass, as ``.pt`` files.
+
+Names as upstream (``shared/spec/run_ut_compare.md`` §7.4): ``{api}.forward.input.{i}.pt``,
+``{api}.forward.output.bench.{i}.pt``, ``{api}.forward.output.device.{i}.pt``,
+``{api}.backward.input.{i}.pt``, ``{api}.backward.output.{bench,device}.{i}.pt``; ``i`` counts every leaf
+(None and scalars take an index too). Deviation: kwarg tensors continue the argument numbering instead
+of restarting at 0, so they never overwrite an argument's file. Each API writes only its own files,
+so xdist workers never share one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from msprobe.run_ut.inputs import TensorArg
+
+
+def _leaves(value: Any) -> Iterator[Any]:
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _leaves(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _leaves(item)
+    else:
+        yield value.tensor if isinstance(value, TensorArg) else value
+
+
+def needs_saving(result_row: list[Any]) -> bool:
+    """Forward not pass, or backward neither pass nor blank (backward SKIP counts, as upstream)."""
+    return result_row[1] != "pass" or result_row[2] not in ("pass", " ")
+
+
+def save(folder: Path, api: str, saved: dict[str, Any]) -> list[Path]:
+    """Write the tensors of one API; returns the files written."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for part, value in saved.items():
+        if value is None:
+            continue
+        for i, leaf in enumerate(_leaves(value)):
+            if isinstance(leaf, torch.Tensor):
+                path = folder / f"{api}.{part}.{i}.pt"
+                torch.save(leaf.detach().cpu().contiguous(), path)
+                written.append(path)
+    return written

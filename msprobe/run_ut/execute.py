@@ -1,0 +1,194 @@
+"""Running one API twice: on the device in the dumped dtype, and on the CPU upcast (the benchmark).
+
+Rules from ``shared/spec/run_ut_compare.md`` §4.2 and §4.6 (same in 8.1.1):
+
+* bench upcast: with one float dtype among fp16/bf16/fp32 inputs, fp16/bf16 -> fp32 and fp32 -> fp64;
+  with two or more, every one of them -> fp32; fp64 and integer tensors never change;
+* a tensor that required grad is re-leafed on each side as ``(x.requires_grad_() * 1).type_as(x)`` with
+  ``retain_grad()``, so in-place APIs work and its ``.grad`` is read after backward;
+* backward runs ``out.backward(grad)`` (or ``out[grad_index]``) and returns the ``.grad`` of every
+  tensor of the positional arguments, nested lists flattened, ``None`` where none was needed.
+
+The torch global RNG is reseeded with the API's seed before each side, so random APIs draw the same
+numbers on the CPU and results never depend on what ran before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from msprobe.run_ut.inputs import DeviceArg, TensorArg
+from msprobe.run_ut.registry import ApiInfo
+
+LOW_PRECISION = (torch.float16, torch.bfloat16, torch.float32)
+UPCAST = {torch.float16: torch.float32, torch.bfloat16: torch.float32, torch.float32: torch.float64}
+
+
+def _walk(value: Any) -> Iterator[TensorArg]:
+    if isinstance(value, TensorArg):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _walk(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _walk(item)
+
+
+def input_dtypes(args: list[Any], kwargs: dict[str, Any]) -> set[torch.dtype]:
+    return {t.tensor.dtype for t in _walk([args, kwargs])}
+
+
+def hf32_round(tensor: torch.Tensor) -> torch.Tensor:
+    """Round fp32 to HF32: clear the low 12 mantissa bits, rounding half up (spec §4.1)."""
+    if tensor.dtype != torch.float32:
+        return tensor
+    bits = tensor.contiguous().view(torch.int32)
+    return (((bits >> 11) + 1) >> 1 << 12).view(torch.float32).reshape(tensor.shape)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How the bench side casts, and whether the device side runs under autocast."""
+
+    bench_dtype: dict[torch.dtype, torch.dtype]
+    autocast_dtype: torch.dtype | None
+
+
+def make_plan(info: ApiInfo, dtypes: set[torch.dtype], output_dtype: str | None) -> Plan:
+    present = [d for d in LOW_PRECISION if d in dtypes]
+    mapping: dict[torch.dtype, torch.dtype] = {}
+    autocast: torch.dtype | None = None
+    if info.upcast and len(present) == 1:
+        mapping = {present[0]: UPCAST[present[0]]}
+        autocast = present[0]
+        is_autocast = False
+    elif info.upcast and len(present) >= 2:
+        mapping = {d: torch.float32 for d in present}
+        autocast = next(d for d in present if d != torch.float32)
+        is_autocast = True
+    else:
+        is_autocast = False
+    if not info.upcast_fp32:
+        mapping.pop(torch.float32, None)
+    if not is_autocast and output_dtype is not None:
+        out = {"torch.float16": torch.float16, "torch.bfloat16": torch.bfloat16}.get(output_dtype)
+        float_out = out or {"torch.float32": torch.float32, "torch.float64": torch.float64}.get(output_dtype)
+        if float_out is not None:
+            is_autocast = autocast is not None and autocast != float_out
+            autocast = float_out
+    return Plan(mapping, autocast if is_autocast else None)
+
+
+class Side:
+    """One execution side: where its tensors live, which dtypes change, and its leaf tensors."""
+
+    def __init__(self, device: str, cast: dict[torch.dtype, torch.dtype], hf32: bool) -> None:
+        self.device = device
+        self.cast = cast
+        self.hf32 = hf32
+        self.tracked: list[torch.Tensor | None] = []  # per positional tensor, its grad-carrying copy
+
+    def tensor(self, arg: TensorArg, *, positional: bool) -> torch.Tensor:
+        tensor = arg.tensor
+        if self.hf32:
+            tensor = hf32_round(tensor)
+        dtype = self.cast.get(tensor.dtype, tensor.dtype)
+        tensor = tensor.to(device=self.device, dtype=dtype, copy=True)
+        if arg.requires_grad and tensor.is_floating_point():
+            tensor.requires_grad_()
+            tensor = (tensor * 1).type_as(tensor)
+            tensor.retain_grad()
+            if positional:
+                self.tracked.append(tensor)
+        elif positional:
+            self.tracked.append(None)
+        return tensor
+
+    def value(self, value: Any, *, positional: bool) -> Any:
+        if isinstance(value, TensorArg):
+            return self.tensor(value, positional=positional)
+        if isinstance(value, list):
+            return [self.value(v, positional=positional) for v in value]
+        if isinstance(value, tuple):
+            return tuple(self.value(v, positional=positional) for v in value)
+        if isinstance(value, DeviceArg):
+            return self.device
+        return value
+
+    def build(self, args: list[Any], kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+        new_args = [self.value(a, positional=True) for a in args]
+        new_kwargs = {
+            k: self.value(v, positional=False)
+            for k, v in kwargs.items()
+            if not (isinstance(v, DeviceArg) and self.device == "cpu")
+        }
+        return new_args, new_kwargs
+
+    def grads(self) -> list[torch.Tensor | None]:
+        return [None if t is None else t.grad for t in self.tracked]
+
+
+def plain(value: Any) -> Any:
+    """Outputs as plain tensors / tuples / lists (structseqs become tuples), detached."""
+    if isinstance(value, torch.Tensor):
+        return value.detach()
+    if isinstance(value, tuple):
+        return tuple(plain(v) for v in value)
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
+def to_cpu(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    if isinstance(value, tuple):
+        return tuple(to_cpu(v) for v in value)
+    if isinstance(value, list):
+        return [to_cpu(v) for v in value]
+    return value
+
+
+def _autocast(device: str, dtype: torch.dtype | None) -> contextlib.AbstractContextManager[Any]:
+    device_type = device.split(":")[0]
+    if dtype in (torch.float16, torch.bfloat16) and device_type in ("cuda", "npu"):
+        return torch.autocast(device_type=device_type, dtype=dtype)
+    return contextlib.nullcontext()
+
+
+def run_forward(
+    func: Callable[..., Any],
+    side: Side,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    *,
+    seed: int,
+    autocast: torch.dtype | None,
+    forward_outputs: int | None,
+) -> Any:
+    """Build this side's arguments and call ``func``; the raw output (still attached to autograd)."""
+    call_args, call_kwargs = side.build(args, kwargs)
+    torch.manual_seed(seed)
+    with _autocast(side.device, autocast):
+        output = func(*call_args, **call_kwargs)
+    if forward_outputs is not None and isinstance(output, (tuple, list)):
+        output = tuple(output[:forward_outputs])
+    return output
+
+
+def run_backward(
+    side: Side, output: Any, grad: torch.Tensor, grad_index: int | None
+) -> list[torch.Tensor | None]:
+    """``output.backward(grad)`` on this side; the grads of its positional tensors (spec §4.6)."""
+    target = output[grad_index] if grad_index is not None else output
+    if not isinstance(target, torch.Tensor):
+        raise TypeError(f"backward needs a tensor output, got {type(target).__name__}")
+    dtype = target.dtype if target.is_floating_point() else grad.dtype
+    target.backward(grad.to(device=side.device, dtype=dtype))
+    return side.grads()

@@ -1,0 +1,17 @@
+"""msprobe's own pytest hooks (added with ``pytest_addhooks``): seams a ``conftest.py`` may implement."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_msprobe_api_info(api_type: str, bare_name: str) -> Any:
+    """Return a ``msprobe.run_ut.registry.ApiInfo`` for an API the built-in registry does not know
+    (or knows differently), e.g. ``ApiInfo("my_op", reference=my_cpu_reference)`` for a custom op;
+    ``None`` to keep the built-in entry. ``api_type`` is the first name segment (``Torch``, ``NPU``),
+    ``bare_name`` the middle one(s) (``linear``, ``linalg.inv``). Called once per API item, in the
+    process that replays it.
+    """

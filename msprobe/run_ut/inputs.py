@@ -1,0 +1,261 @@
+"""Rebuilding an API's arguments from its dump record: real ``.pt`` data or values drawn from statistics.
+
+Rules from ``shared/spec/run_ut_compare.md`` §4.1 (8.1.1: no fp8, ``run_ut_compare_v811.md`` §3).
+Randomness comes only from the ``torch.Generator`` the caller passes, seeded from the API name, so an
+API's inputs never depend on which APIs ran before it, in which order, or on which worker.
+
+Security: a ``data_name`` is resolved inside the dump's ``dump_tensor_data`` folder and must stay
+there after symlinks are followed; ``.pt`` files are read with ``weights_only=True`` and must hold a
+tensor; ``.npy`` files are read without pickle. Nothing from the dump is evaluated.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+
+class InputError(Exception):
+    """An argument cannot be rebuilt (missing or unsafe file, unsupported dtype, no statistics)."""
+
+
+@dataclass(frozen=True)
+class DeviceArg:
+    """A ``torch.device`` kwarg: the device side puts its own device here, the CPU side drops it."""
+
+    value: str
+
+
+@dataclass(frozen=True)
+class TensorArg:
+    """A rebuilt tensor plus the record facts the execution needs."""
+
+    tensor: torch.Tensor
+    requires_grad: bool
+
+
+def unwrap(value: Any, grads: dict[int, bool]) -> Any:
+    """Plain tensors in place of ``TensorArg`` (remembering each one's requires_grad by identity)."""
+    if isinstance(value, TensorArg):
+        grads[id(value.tensor)] = value.requires_grad
+        return value.tensor
+    if isinstance(value, list):
+        return [unwrap(v, grads) for v in value]
+    if isinstance(value, tuple):
+        return tuple(unwrap(v, grads) for v in value)
+    if isinstance(value, dict):
+        return {k: unwrap(v, grads) for k, v in value.items()}
+    return value
+
+
+def wrap(value: Any, grads: dict[int, bool]) -> Any:
+    """The inverse of :func:`unwrap`; new tensors (e.g. a generated mask) never require grad."""
+    if isinstance(value, torch.Tensor):
+        return TensorArg(value, grads.get(id(value), False))
+    if isinstance(value, list):
+        return [wrap(v, grads) for v in value]
+    if isinstance(value, tuple):
+        return tuple(wrap(v, grads) for v in value)
+    if isinstance(value, dict):
+        return {k: wrap(v, grads) for k, v in value.items()}
+    return value
+
+
+FLOAT_DTYPES = {
+    "torch.float32": torch.float32,
+    "torch.float": torch.float32,
+    "torch.float64": torch.float64,
+    "torch.double": torch.float64,
+    "torch.float16": torch.float16,
+    "torch.half": torch.float16,
+    "torch.bfloat16": torch.bfloat16,
+}
+INT_DTYPES = {
+    f"torch.{name}": getattr(torch, name)
+    for name in ("int8", "int16", "int32", "int64", "uint8", "long", "int", "short")
+}
+NUMPY_SCALARS = {
+    name: getattr(np, name)
+    for name in (
+        "bool_",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "float16",
+        "float32",
+        "float64",
+        "complex64",
+        "complex128",
+    )
+}
+
+
+def parse_dtype(text: str) -> torch.dtype:
+    if text == "torch.bool":
+        return torch.bool
+    dtype = FLOAT_DTYPES.get(text) or INT_DTYPES.get(text)
+    if dtype is None:
+        raise InputError(f"Dtype is not supported: {text}")
+    return dtype
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float))  # bool counts: bool tensors carry true/false Max/Min
+
+
+def load_tensor(data_dir: Path, name: str) -> torch.Tensor:
+    """Load one saved tensor, refusing paths that leave ``data_dir`` and files that are not tensors."""
+    path = data_dir / name
+    try:
+        resolved = path.resolve(strict=True)
+    except (FileNotFoundError, RuntimeError, OSError):
+        raise InputError(f"{path}: no such tensor file") from None
+    if not resolved.is_relative_to(data_dir.resolve()):
+        raise InputError(f"{path}: resolves outside the dump folder ({resolved}); refusing to read it")
+    if resolved.suffix == ".npy":
+        try:
+            return torch.from_numpy(np.load(resolved, allow_pickle=False))
+        except ValueError as exc:
+            raise InputError(f"{path}: not a plain numpy array ({exc})") from None
+    if resolved.suffix != ".pt":
+        raise InputError(f"{path}: unsupported tensor file type {resolved.suffix!r} (expected .pt or .npy)")
+    try:
+        with warnings.catch_warnings():  # "pickle protocol 4" notes are noise; a refusal raises
+            warnings.simplefilter("ignore")
+            value = torch.load(resolved, map_location="cpu", weights_only=True)
+    except Exception as exc:  # weights_only refuses pickled objects with UnpicklingError and friends
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(f"{path}: not a tensor file (safe load refused it: {first})") from None
+    if not isinstance(value, torch.Tensor):
+        raise InputError(f"{path}: holds a {type(value).__name__}, not a tensor")
+    return value
+
+
+def random_tensor(spec: Mapping[str, Any], gen: torch.Generator) -> torch.Tensor:
+    """Draw a tensor matching the dumped statistics (spec §4.1 "Random")."""
+    dtype = parse_dtype(spec["dtype"])
+    shape = list(spec["shape"])
+    low_origin, high_origin = spec.get("Min"), spec.get("Max")
+    low = spec.get("Min_except_inf_nan", low_origin)
+    high = spec.get("Max_except_inf_nan", high_origin)
+    if 0 in shape:
+        return torch.empty(shape, dtype=dtype)
+    if not (_is_number(low) and _is_number(high)):
+        raise InputError(f"tensor {spec.get('data_name', '')} has no numeric Max/Min, cannot generate it")
+    if dtype == torch.bool:
+        blo, bhi = int(low), int(high)
+        return torch.randint(min(blo, bhi), max(blo, bhi) + 1, shape, generator=gen) > 0
+    if dtype.is_floating_point:
+        low, high = float(low), float(high)
+        if math.isnan(high):
+            tensor = torch.full(shape, math.nan, dtype=dtype)
+        elif high_origin and math.isinf(high):
+            tensor = torch.full(shape, high, dtype=dtype)
+            if tensor.dim() > 0:
+                tensor[-1] = low
+        else:
+            info = torch.finfo(dtype)
+            lo: float = info.min if math.isinf(low) else low
+            hi: float = info.max if math.isinf(high) else high
+            tensor = torch.rand(shape, dtype=dtype, generator=gen) * (hi - lo) + lo
+    else:
+        tensor = torch.randint(int(low), int(high) + 1, shape, dtype=dtype, generator=gen)
+    flat = tensor.reshape(-1)
+    if isinstance(high_origin, float) and math.isnan(high_origin):
+        if flat.numel() <= 2:
+            flat[0], flat[-1] = math.nan, high
+        else:
+            flat[0], flat[1], flat[-1] = low, math.nan, high
+    else:
+        flat[0], flat[-1] = low, high
+        if isinstance(high_origin, float) and math.isinf(high_origin):
+            flat[-1] = high_origin
+        if isinstance(low_origin, float) and math.isinf(low_origin):
+            flat[0] = low_origin
+    return flat.reshape(shape)
+
+
+class ArgBuilder:
+    """Turns the JSON argument descriptions of one record into Python values (tensors on CPU)."""
+
+    def __init__(self, data_dir: Path, gen: torch.Generator) -> None:
+        self.data_dir = data_dir
+        self.gen = gen
+
+    def tensor(self, spec: Mapping[str, Any]) -> torch.Tensor:
+        name = spec.get("data_name") or spec.get("datapath")
+        if name:
+            return load_tensor(self.data_dir, str(name))
+        return random_tensor(spec, self.gen)
+
+    def value(self, spec: Any, *, grad_ok: bool) -> Any:
+        """One argument; ``grad_ok`` says whether a tensor here may require grad (spec §4.1)."""
+        if spec is None:
+            return None
+        if isinstance(spec, list):
+            return [self.value(item, grad_ok=grad_ok) for item in spec]
+        if not isinstance(spec, Mapping):
+            raise InputError(f"unsupported argument description {spec!r}")
+        kind = spec.get("type")
+        if kind in ("torch.Tensor", "torch.nn.parameter.Parameter") or (
+            kind is None and "dtype" in spec and "shape" in spec
+        ):
+            return TensorArg(self.tensor(spec), bool(spec.get("requires_grad")) and grad_ok)
+        if kind is None:
+            raise InputError(f"unsupported argument description {spec!r}")
+        value = spec.get("value")
+        if kind in ("int", "float", "bool", "str"):
+            return value
+        if kind == "slice" and isinstance(value, list):
+            return slice(*value)
+        if kind == "ellipsis":
+            return ...
+        if kind == "torch.Size" and isinstance(value, list):
+            return torch.Size(value)
+        if kind == "torch.dtype":
+            return parse_dtype(str(value))
+        if kind == "torch.device":
+            return DeviceArg(str(value))
+        if kind == "torch.memory_format":
+            fmt = getattr(torch, str(spec.get("format")), None)
+            if not isinstance(fmt, torch.memory_format):
+                raise InputError(f"unknown memory format {spec.get('format')!r}")
+            return fmt
+        scalar = NUMPY_SCALARS.get(str(kind).removeprefix("numpy."))
+        if scalar is not None:
+            return scalar(value)
+        raise InputError(f"argument type {kind!r} is not supported for replay")
+
+    def build(self, record: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+        """Positional and keyword arguments of a forward record.
+
+        requires_grad is honoured only when the call has no ``out=`` kwarg; tensors inside kwarg lists
+        never require grad (spec §4.1).
+        """
+        kwargs_spec = record.get("input_kwargs", {}) or {}
+        grad_ok = "out" not in kwargs_spec
+        args = [self.value(a, grad_ok=grad_ok) for a in record.get("input_args", []) or []]
+        kwargs = {
+            k: self.value(v, grad_ok=grad_ok and not isinstance(v, list)) for k, v in kwargs_spec.items()
+        }
+        return args, kwargs
+
+    def grad(self, backward: Mapping[str, Any]) -> torch.Tensor | None:
+        """The gradient that drives backward: the first entry of the backward record's ``input``."""
+        inputs = backward.get("input") or []
+        first = inputs[0] if inputs else None
+        if not isinstance(first, Mapping):
+            return None
+        return self.tensor(first)

@@ -1,0 +1,211 @@
+"""Reading ``dump.json`` for replay: the name grammar, record checks and file order.
+
+Facts from ``shared/spec/run_ut_compare.md`` §3 and ``run_ut_compare_v811.md`` §2: keys containing
+``Module`` are ignored; a key is forward if ``forward`` occurs in it, else backward if ``backward`` does,
+and its last segment must then be exactly that word; the full name is ``Type.api.N`` or
+``Type.prefix.api.N``; tensors live in ``<dir of dump.json>/dump_tensor_data`` whatever
+``dump_data_dir`` says (dumps can be moved). Imports no torch.
+
+Problems are sorted in two kinds: a file that is not a dump at all raises :class:`MsprobeError`
+(the collector turns it into one ``CollectError`` line); a single broken record becomes an
+:class:`ApiRecord` with ``problem`` set, so the rest of the file still replays.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any
+
+from msprobe.errors import MsprobeError
+
+#: spec §3.2: a name starting with (or holding ``;`` followed by) one of these is a CSV formula.
+CSV_INJECTION = re.compile(r"^[＋－＝％＠+\-=%@]|;[＋－＝％＠+\-=%@]")
+
+#: API types the name grammar knows (spec §3.2); replay support per type is the registry's business.
+API_TYPES = frozenset({"Functional", "Tensor", "Torch", "NPU", "Aten", "VF", "Distributed", "MindSpeed"})
+
+DATA_DIR_NAME = "dump_tensor_data"
+
+
+@dataclass(frozen=True)
+class ApiRecord:
+    """One API call of a dump: its forward record, its backward record (if any) and where it sits."""
+
+    name: str  # full name, e.g. "Functional.linear.0"
+    index: int  # position among the forward records of the file (the output order)
+    forward: Mapping[str, Any]
+    backward: Mapping[str, Any] | None
+    problem: str | None = None  # a broken record: the one-line reason
+
+    @property
+    def api_type(self) -> str:
+        return self.name.split(".")[0]
+
+    @property
+    def bare_name(self) -> str:
+        """The middle segment(s): ``linear`` for ``Functional.linear.0``, ``linalg.inv`` for 4 segments."""
+        parts = self.name.split(".")
+        return ".".join(parts[1:-1]) if len(parts) in (3, 4) else self.name
+
+    @property
+    def grammar_ok(self) -> bool:
+        parts = self.name.split(".")
+        return len(parts) in (3, 4) and parts[0] in API_TYPES
+
+
+@dataclass(frozen=True)
+class DumpFile:
+    """A parsed dump.json: header facts plus its API records in file order."""
+
+    path: Path
+    task: str
+    data_dir: Path
+    records: tuple[ApiRecord, ...]
+
+
+def _split_key(key: str) -> tuple[str, str] | None:
+    """``"Functional.linear.0.forward"`` -> ``("Functional.linear.0", "forward")``; None if malformed."""
+    direction = "forward" if "forward" in key else "backward" if "backward" in key else None
+    if direction is None:
+        return None
+    name, _, last = key.rpartition(".")
+    if last != direction or not name:
+        return None
+    return name, direction
+
+
+def _tensor_specs(value: Any) -> Iterator[Mapping[str, Any]]:
+    """Every tensor description inside an argument structure (lists and dicts walked)."""
+    if isinstance(value, Mapping):
+        if "dtype" in value and "shape" in value:
+            yield value
+        else:
+            for item in value.values():
+                yield from _tensor_specs(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _tensor_specs(item)
+
+
+def data_name_problem(name: Any) -> str | None:
+    """Why a ``data_name`` may not be read (absolute, ``..``, not a plain relative path); None if fine."""
+    if not isinstance(name, str) or not name:
+        return f"data_name {name!r} is not a file name"
+    if "\x00" in name:
+        return f"data_name {name!r} holds a NUL byte"
+    for flavour in (PurePosixPath(name), PureWindowsPath(name)):
+        if flavour.is_absolute() or flavour.drive or flavour.root:
+            return f"data_name {name!r} is an absolute path outside the dump folder"
+        if ".." in flavour.parts:
+            return f"data_name {name!r} escapes the dump folder ('..')"
+    return None
+
+
+def _record_problem(name: str, forward: Any, backward: Any) -> str | None:
+    if CSV_INJECTION.search(name):
+        return f"API name {name!r} looks like a spreadsheet formula; refusing to replay or write it"
+    if not isinstance(forward, Mapping):
+        return "forward record is not a JSON object"
+    args, kwargs = forward.get("input_args", []), forward.get("input_kwargs", {})
+    if not isinstance(args, list):
+        return "'input_args' is not a list"
+    if not isinstance(kwargs, Mapping):
+        return "'input_kwargs' is not an object"
+    if backward is not None:
+        if not isinstance(backward, Mapping):
+            return "backward record is not a JSON object"
+        if not isinstance(backward.get("input", []), list):
+            return "backward 'input' is not a list"
+    for spec in _tensor_specs([args, kwargs, [] if backward is None else backward.get("input", [])]):
+        for key in ("data_name", "datapath"):
+            if key in spec and (why := data_name_problem(spec[key])):
+                return why
+        if not isinstance(spec.get("shape"), list) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in spec["shape"]
+        ):
+            return f"tensor shape {spec.get('shape')!r} is not a list of sizes"
+        if not isinstance(spec.get("dtype"), str):
+            return f"tensor dtype {spec.get('dtype')!r} is not a string"
+    return None
+
+
+def _reject_constant(text: str) -> float:
+    raise ValueError(f"unsupported JSON constant {text}")
+
+
+def read_dump(path: Path) -> DumpFile:
+    """Parse one dump.json; raise :class:`MsprobeError` naming the file when it is not a dump."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except FileNotFoundError:
+        raise MsprobeError(f"{path}: no such file") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MsprobeError(f"{path}: not a dump (invalid JSON: {exc})") from None
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("data"), Mapping):
+        raise MsprobeError(f"{path}: not a dump (no 'data' object)")
+    framework = doc.get("framework", "pytorch")
+    if framework not in ("pytorch", "pt"):
+        raise MsprobeError(f"{path}: framework {framework!r} is not replayed here (pytorch only)")
+    forwards: dict[str, Any] = {}
+    backwards: dict[str, Any] = {}
+    broken: dict[str, str] = {}
+    for key, value in doc["data"].items():
+        if "Module" in key:
+            continue
+        split = _split_key(key)
+        if split is None:
+            broken.setdefault(key, f"record key {key!r} does not end in '.forward' or '.backward'")
+            forwards.setdefault(key, None)
+            continue
+        name, direction = split
+        (forwards if direction == "forward" else backwards)[name] = value
+    records = []
+    for index, (name, forward) in enumerate(forwards.items()):
+        backward = backwards.get(name)
+        problem = broken.get(name) or _record_problem(name, forward, backward)
+        records.append(
+            ApiRecord(
+                name=name,
+                index=index,
+                forward=forward if isinstance(forward, Mapping) else {},
+                backward=backward if isinstance(backward, Mapping) else None,
+                problem=problem,
+            )
+        )
+    return DumpFile(
+        path=path,
+        task=str(doc.get("task", "")),
+        data_dir=path.parent / DATA_DIR_NAME,
+        records=tuple(records),
+    )
+
+
+def api_order(path: Path) -> dict[str, int]:
+    """API name -> output position for a dump.json (the controller's sort key; no record checks)."""
+    return {record.name: record.index for record in read_dump(path).records}
+
+
+def find_dump_files(root: Path) -> list[Path]:
+    """The dump.json files a ``--msprobe-dump`` path stands for, sorted.
+
+    A file is itself; a folder holding ``dump.json`` is a rank folder; otherwise the folder is a dump
+    root and ``step*/rank*/dump.json`` and ``step*/proc*/dump.json`` (or ``rank*``/``proc*`` directly
+    under it) are taken.
+    """
+    if root.is_file():
+        return [root]
+    if (root / "dump.json").is_file():
+        return [root / "dump.json"]
+    patterns = ("step*/rank*/dump.json", "step*/proc*/dump.json", "rank*/dump.json", "proc*/dump.json")
+    found = {p for pattern in patterns for p in root.glob(pattern) if p.is_file()}
+    return sorted(found, key=_natural_key)
+
+
+def _natural_key(path: Path) -> list[Any]:
+    """``step2`` before ``step10``: digit runs compare as numbers."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", str(path))]

@@ -1,0 +1,167 @@
+"""Replaying one API record: inputs -> both sides -> scoring -> an :class:`ApiResult` (plain data).
+
+This is the pure core a pytest item calls; it never writes files (error data aside, which the caller
+asks for) and never raises for a problem of the API itself: any exception while building inputs,
+running or comparing becomes the API's SKIP result carrying the exception text, as upstream does
+(``shared/spec/run_ut_compare.md`` §3.3), and never stops the run.
+"""
+
+from __future__ import annotations
+
+import copy
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from msprobe.run_ut import execute, registry
+from msprobe.run_ut.inputs import ArgBuilder
+from msprobe.run_ut.records import ApiRecord
+from msprobe.run_ut.standards import (
+    DEFAULT_ROUTING,
+    backward_skip_rows,
+    compare_outputs,
+    result_row,
+    skip_rows,
+)
+
+OUT_KWARG_MESSAGE = "function with out=... arguments don't support automatic differentiation, skip backward."
+MULTIPLE_BACKWARD = "Multiple backward is not supported."
+STATUS_ORDER = {"error": 3, "Warning": 2, "pass": 1, "SKIP": 0, " ": 0}
+
+
+def api_seed(name: str) -> int:
+    """The seed of an API's random inputs: a stable hash of its full name (never ``hash()``)."""
+    return zlib.crc32(name.encode("utf-8"))
+
+
+@dataclass
+class ApiResult:
+    """What one API's replay produced: CSV rows plus the pytest verdict."""
+
+    name: str
+    result: list[Any]
+    details: list[Any]  # DetailsRow objects
+    outcome: str  # "passed" | "warning" | "failed" | "skipped"
+    reason: str = ""
+    saved: dict[str, Any] = field(default_factory=dict)  # tensors for -save_error_data
+
+
+def skipped(name: str, reason: str) -> ApiResult:
+    """An API that is not replayed: one SKIP details row, result ``SKIP,SKIP,reason`` (spec §8.1)."""
+    rows = list(skip_rows(name, reason))
+    return ApiResult(name, list(result_row(name, rows, None)), rows, "skipped", reason)
+
+
+def _verdict(name: str, result: list[Any], rows: list[Any]) -> tuple[str, str]:
+    statuses = [str(c) for c in result[1:3]]
+    if "error" in statuses:
+        bad = next((r for r in rows if r.status == "error"), None)
+        return "failed", (bad.reason or bad.message) if bad is not None else f"{name}: error"
+    if "Warning" in statuses:
+        warn = next((r for r in rows if r.status == "Warning"), None)
+        return "warning", (warn.reason or warn.message) if warn is not None else f"{name}: Warning"
+    if statuses[0] == "SKIP":
+        first = next((r for r in rows if r.status == "SKIP"), None)
+        return "skipped", first.message if first is not None else "SKIP"
+    return "passed", ""
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _input_dtype_names(args: list[Any], kwargs: dict[str, Any]) -> set[str]:
+    return {str(d) for d in execute.input_dtypes(args, kwargs)}
+
+
+def replay(
+    record: ApiRecord,
+    data_dir: Any,
+    device: str,
+    *,
+    keep_tensors: bool = False,
+    routing: str = DEFAULT_ROUTING,
+    info: registry.ApiInfo | None = None,
+) -> ApiResult:
+    """Replay one API on ``device`` against the CPU benchmark and score it.
+
+    ``routing``: the scorer's standard routing; ``info``: a registry entry to use instead of the
+    built-in lookup (from the ``pytest_msprobe_api_info`` hook).
+    """
+    name = record.name
+    if info is None:
+        info = registry.lookup(record.api_type, record.bare_name)
+    func = registry.resolve(record.api_type, record.bare_name, info)
+    device_type = device.split(":")[0]
+    forward: dict[str, Any] = dict(record.forward)
+    if info.prepare_spec is not None:
+        forward = copy.deepcopy(forward)
+        info.prepare_spec(forward)
+    seed = api_seed(name)
+    gen = torch.Generator().manual_seed(seed)
+    builder = ArgBuilder(data_dir, gen)
+    try:
+        args, kwargs = builder.build(forward)
+        if info.prepare is not None:
+            info.prepare(args, kwargs)
+        reason = info.skip_reason(device_type, _input_dtype_names(args, kwargs))
+        if reason is not None:
+            return skipped(name, reason)
+        if func is None:
+            return skipped(name, f"'NoneType' object is not callable: no function for {name} in this build")
+        backward_message = _backward_message(record, info, kwargs)
+        grad = None
+        if record.backward is not None and backward_message is None:
+            grad = builder.grad(record.backward)
+        outputs = record.forward.get("output") or []
+        first_out = outputs[0] if outputs and isinstance(outputs[0], dict) else {}
+        plan = execute.make_plan(info, execute.input_dtypes(args, kwargs), first_out.get("dtype"))
+        run: dict[str, Any] = {"seed": seed, "forward_outputs": info.forward_outputs}
+        bench_side = execute.Side("cpu", plan.bench_dtype, info.hf32)
+        bench_raw = execute.run_forward(func, bench_side, args, kwargs, autocast=None, **run)
+        if grad is not None and isinstance(bench_raw, (tuple, list)) and info.grad_index is None:
+            backward_message, grad = MULTIPLE_BACKWARD, None
+        device_side = execute.Side(device, {}, info.hf32)
+        device_raw = execute.run_forward(func, device_side, args, kwargs, autocast=plan.autocast_dtype, **run)
+        bench_grads = device_grads = None
+        if grad is not None:
+            bench_grads = execute.run_backward(bench_side, bench_raw, grad, info.grad_index)
+            device_grads = execute.to_cpu(
+                execute.run_backward(device_side, device_raw, grad, info.grad_index)
+            )
+        bench_output = execute.plain(bench_raw)
+        device_output = execute.to_cpu(device_raw)
+        forward_rows = list(compare_outputs(name, "forward", bench_output, device_output, routing=routing))
+        backward_rows: list[Any] | None = None
+        if backward_message is not None:
+            backward_rows = list(backward_skip_rows(name, backward_message))
+        elif grad is not None:
+            backward_rows = list(
+                compare_outputs(name, "backward", bench_grads, device_grads, routing=routing)
+            )
+    except Exception as exc:  # InputError and any failure of the API itself: this API's SKIP
+        return skipped(name, _first_line(exc))
+    result = list(result_row(name, forward_rows, backward_rows))
+    rows = forward_rows + (backward_rows or [])
+    outcome, why = _verdict(name, result, rows)
+    saved: dict[str, Any] = {}
+    if keep_tensors:
+        saved = {
+            "forward.input": [args, kwargs],
+            "forward.output.bench": bench_output,
+            "forward.output.device": device_output,
+            "backward.input": grad,
+            "backward.output.bench": bench_grads,
+            "backward.output.device": device_grads,
+        }
+    return ApiResult(name, result, rows, outcome, why, saved)
+
+
+def _backward_message(record: ApiRecord, info: registry.ApiInfo, kwargs: dict[str, Any]) -> str | None:
+    """The fixed backward SKIP message of spec §4.6, attached whether or not a backward entry exists."""
+    if "out" in kwargs:
+        return OUT_KWARG_MESSAGE
+    return info.backward_message

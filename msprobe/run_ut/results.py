@@ -1,0 +1,150 @@
+"""The two replay CSVs of one dump.json: appended as rows arrive, rewritten sorted at the end.
+
+Only the process that owns the terminal (the xdist controller, or the single process) ever writes.
+Each API's rows arrive as a plain-data payload on its pytest report (see :func:`payload`); the writer
+appends them at once (so an interrupted run keeps every finished API and can resume from the file),
+and at session end rewrites both files atomically sorted by the API's record index in the dump, so
+``-n 0`` and ``-n 2`` give identical bytes. Resume: rows of an earlier result/details pair are read
+back, their APIs are not run again, and they are kept in the rewrite. Imports no torch.
+
+Formats: ``msprobe.formats.accuracy_csv`` (headers, ``format_cell``, BOM, blanks).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from msprobe.errors import MsprobeError
+from msprobe.formats.accuracy_csv import (
+    RUN_UT_DETAILS_HEADER,
+    RUN_UT_RESULT_HEADER,
+    format_cell,
+    read_rows,
+    write_rows,
+)
+
+RESULT_NAME = re.compile(r"^accuracy_checking_result_(\d{14})\.csv$")
+DETAIL_SUFFIX = re.compile(r"\.(forward|backward)\.output\.\d+$")
+
+
+def timestamp() -> str:
+    return time.strftime("%Y%m%d%H%M%S")
+
+
+def payload(dump: str, api: str, index: int, result: Sequence[Any], details: Sequence[Sequence[Any]]) -> dict:
+    """The rows of one API as plain strings (they cross from an xdist worker inside its report)."""
+    return {
+        "dump": dump,
+        "api": api,
+        "index": index,
+        "result": [format_cell(c) for c in result],
+        "details": [[format_cell(c) for c in row] for row in details],
+    }
+
+
+def details_path_for(result_path: Path) -> Path:
+    return result_path.with_name(result_path.name.replace("result", "details", 1))
+
+
+def check_resume_file(path: Path) -> str:
+    """Validate an earlier result CSV for resume (spec §2.1 ``-csv_path``); its timestamp."""
+    match = RESULT_NAME.match(path.name)
+    if match is None:
+        raise MsprobeError(f"{path}: a resume file must be named accuracy_checking_result_<14 digits>.csv")
+    if not path.is_file():
+        raise MsprobeError(f"{path}: no such result file to resume from")
+    if not details_path_for(path).is_file():
+        raise MsprobeError(f"{path}: its details file {details_path_for(path).name} is missing")
+    return match.group(1)
+
+
+def _strip_trailing_blank(row: list[str]) -> list[str]:
+    """Result rows are 3 or 4 cells; ``read_rows`` pads to 4 with ``""``."""
+    return row[:3] if len(row) == 4 and row[3] == "" else row
+
+
+@dataclass
+class ResultWriter:
+    """Both CSVs of one dump.json, and the rows they hold so far."""
+
+    dump: Path
+    result_path: Path
+    order: Mapping[str, int]
+    old_result: list[list[str]] = field(default_factory=list)
+    old_details: list[list[str]] = field(default_factory=list)
+    rows: dict[str, dict] = field(default_factory=dict)
+
+    @property
+    def details_path(self) -> Path:
+        return details_path_for(self.result_path)
+
+    @property
+    def done(self) -> set[str]:
+        """APIs already present in the resumed result file."""
+        return {row[0] for row in self.old_result}
+
+    @classmethod
+    def create(cls, dump: Path, out_dir: Path, ts: str, order: Mapping[str, int]) -> ResultWriter:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        writer = cls(dump, out_dir / f"accuracy_checking_result_{ts}.csv", order)
+        write_rows(writer.result_path, RUN_UT_RESULT_HEADER, [])
+        write_rows(writer.details_path, RUN_UT_DETAILS_HEADER, [])
+        return writer
+
+    @classmethod
+    def resume(cls, dump: Path, result_path: Path, order: Mapping[str, int]) -> ResultWriter:
+        check_resume_file(result_path)
+        old_result = [_strip_trailing_blank(r) for r in read_rows(result_path, RUN_UT_RESULT_HEADER)]
+        old_details = read_rows(details_path_for(result_path), RUN_UT_DETAILS_HEADER)
+        return cls(dump, result_path, order, old_result, old_details)
+
+    def add(self, item: Mapping[str, Any]) -> None:
+        """Record one API's rows and append them to both files now (crash-safe)."""
+        self.rows[item["api"]] = dict(item)
+        for path, rows in ((self.result_path, [item["result"]]), (self.details_path, item["details"])):
+            with open(path, "a", encoding="utf-8", newline="") as fh:
+                csv.writer(fh).writerows(rows)
+
+    def _key(self, api: str, arrival: int) -> tuple[int, int]:
+        return (self.order.get(api, len(self.order)), arrival)
+
+    def finish(self) -> None:
+        """Rewrite both files sorted by record index (old resumed rows included), atomically."""
+        results: dict[str, list[str]] = {}
+        details: dict[str, list[list[str]]] = {}
+        for row in self.old_result:
+            results[row[0]] = row
+        for row in self.old_details:
+            details.setdefault(DETAIL_SUFFIX.sub("", row[0]), []).append(row)
+        for api, item in self.rows.items():
+            results[api] = item["result"]
+            details[api] = item["details"]
+        arrival = {api: i for i, api in enumerate(results)}
+        ordered = sorted(results, key=lambda api: self._key(api, arrival[api]))
+        write_rows(self.result_path, RUN_UT_RESULT_HEADER, [results[api] for api in ordered])
+        ordered_details = sorted(details, key=lambda api: self._key(api, arrival.get(api, len(arrival))))
+        write_rows(
+            self.details_path,
+            RUN_UT_DETAILS_HEADER,
+            [row for api in ordered_details for row in details[api]],
+        )
+
+    def counts(self) -> dict[str, int]:
+        """Forward verdicts of this run's APIs (for the terminal summary)."""
+        out: dict[str, int] = {}
+        for item in self.rows.values():
+            status = item["result"][1]
+            out[status] = out.get(status, 0) + 1
+        return out
+
+
+def find_resume_file(folder: Path) -> Path | None:
+    """The newest ``accuracy_checking_result_*.csv`` in a folder (resume from an earlier -o)."""
+    candidates = sorted(p for p in folder.glob("accuracy_checking_result_*.csv") if RESULT_NAME.match(p.name))
+    return candidates[-1] if candidates else None

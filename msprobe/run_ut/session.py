@@ -1,0 +1,294 @@
+"""``ReplaySession``: the state and hooks of one ``pytest --msprobe-dump`` run (registered only then).
+
+Roles (style_anchors §2): the single process or the xdist controller owns the ``ResultWriter`` of each
+dump.json and is the only writer; a worker replays, puts each API's rows on its report (makereport
+wrapper) and writes nothing shared. The controller sends down, in ``pytest_configure_node``, what
+workers must agree on: the APIs a resumed run has finished (so every worker deselects the same ones)
+and the run's timestamp (one error-data folder).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from msprobe.errors import MsprobeError
+from msprobe.run_ut.collect import RESULT_KEY, SESSION_KEY, ApiItem, DumpDirectory, DumpFile
+from msprobe.run_ut.config import load_config
+from msprobe.run_ut.records import api_order, find_dump_files
+from msprobe.run_ut.results import ResultWriter, check_resume_file, find_resume_file, timestamp
+
+CRASHED = "worker crashed while replaying this API"
+WARNING_CATEGORY = "accuracy-warning"
+
+
+class ReplaySession:
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        opt = config.getoption
+        root = Path(opt("msprobe_dump")).expanduser()
+        if not root.exists():
+            raise pytest.UsageError(f"--msprobe-dump={root}: no such file or folder")
+        self.root = root.resolve()
+        files = find_dump_files(self.root)
+        if not files:
+            raise pytest.UsageError(
+                f"--msprobe-dump={root}: not a dump (no dump.json, step*/rank*/ or proc*/ folders)"
+            )
+        self.dump_files = {p.resolve() for p in files}
+        try:
+            self.run_config = load_config(Path(opt("msprobe_config")) if opt("msprobe_config") else None)
+        except MsprobeError as exc:
+            raise pytest.UsageError(f"--msprobe-config: {exc}") from None
+        self.filter_api = bool(opt("msprobe_filter_api"))
+        self.save_error_data = bool(opt("msprobe_save_error_data"))
+        self.routing = opt("msprobe_routing") or "8.1.1"
+        self.requested_device = opt("msprobe_device")
+        self.jit_compile = bool(opt("msprobe_jit_compile"))
+        try:
+            ids = tuple(int(i) for i in str(opt("msprobe_device_ids") or "").replace(",", " ").split())
+        except ValueError:
+            raise pytest.UsageError(
+                f"--msprobe-device-ids={opt('msprobe_device_ids')}: not card numbers"
+            ) from None
+        if len(set(ids)) != len(ids) or any(i < 0 for i in ids):
+            raise pytest.UsageError(
+                f"--msprobe-device-ids={opt('msprobe_device_ids')}: ids must be unique, >= 0"
+            )
+        self.device_ids = ids
+        self.out_dir = Path(opt("msprobe_out") or ".").resolve()
+        self.worker_input: dict[str, Any] | None = getattr(config, "workerinput", None)
+        self._device: str | None = None
+        self.writers: dict[Path, ResultWriter] = {}
+        self._threads_before: int | None = None
+        self.replayed = 0  # APIs this process replayed
+        self.worker_facts: dict[str, dict[str, Any]] = {}  # controller: what each worker reported
+        if self.worker_input is None and config.option.collectonly:
+            self.ts, self.done = timestamp(), {}  # --collect-only writes no CSV
+        elif self.worker_input is None:
+            self._setup_writers(opt("msprobe_resume"))
+            self.done = {str(p): sorted(w.done) for p, w in self.writers.items()}
+        else:
+            shared = self.worker_input.get("msprobe", {})
+            self.ts = shared.get("ts", timestamp())
+            self.done = shared.get("done", {})
+        if self.worker_input is not None or not getattr(config.option, "numprocesses", None):
+            # This process replays: pay torch's import now, not inside the first item's timing, and
+            # fix the intra-op thread count so results never depend on the host's core count.
+            # (autograd imports torch.fx's symbolic shapes, ~0.7 s, at the first backward.)
+            import torch
+            import torch.fx.experimental.symbolic_shapes
+
+            import msprobe.run_ut.replay  # noqa: F401
+
+            self._threads_before = torch.get_num_threads()
+            torch.set_num_threads(int(opt("msprobe_threads") or 1))
+
+    # ------------------------------------------------------------------ setup (controller / single)
+    def _out_dir_for(self, dump: Path) -> Path:
+        if len(self.dump_files) == 1:
+            return self.out_dir
+        base = self.root if self.root.is_dir() else self.root.parent
+        return self.out_dir / dump.parent.relative_to(base)
+
+    def _setup_writers(self, resume: str | None) -> None:
+        resume_path = Path(resume).resolve() if resume else None
+        if resume_path is not None and not resume_path.exists():
+            raise pytest.UsageError(f"--msprobe-resume={resume}: no such result file or folder")
+        if resume_path is not None and resume_path.is_file() and len(self.dump_files) > 1:
+            raise pytest.UsageError(
+                f"--msprobe-resume={resume}: a result file resumes one dump.json, but "
+                f"{len(self.dump_files)} were found; pass the earlier --msprobe-out folder instead"
+            )
+        self.ts = timestamp()
+        while any(
+            (self._out_dir_for(d) / f"accuracy_checking_result_{self.ts}.csv").exists()
+            for d in self.dump_files
+        ):
+            self.ts = str(int(self.ts) + 1)
+        try:
+            for dump in sorted(self.dump_files):
+                try:
+                    order = api_order(dump)
+                except MsprobeError:
+                    continue  # not a dump: its DumpFile reports the one-line collection error
+                previous = None
+                if resume_path is not None:
+                    previous = (
+                        resume_path
+                        if resume_path.is_file()
+                        else find_resume_file(resume_path / self._out_dir_for(dump).relative_to(self.out_dir))
+                    )
+                if previous is not None:
+                    self.ts = check_resume_file(previous)
+                    self.writers[dump] = ResultWriter.resume(dump, previous, order)
+                else:
+                    self.writers[dump] = ResultWriter.create(dump, self._out_dir_for(dump), self.ts, order)
+        except MsprobeError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput["msprobe"] = {"ts": self.ts, "done": self.done}
+
+    # ------------------------------------------------------------------ per process
+    def device(self) -> str:
+        if self._device is None:
+            from msprobe.run_ut.device import DeviceError, choose
+
+            index = int(str(self.worker_input.get("workerid", "gw0"))[2:] or 0) if self.worker_input else 0
+            try:
+                self._device = choose(self.requested_device, index, self.device_ids, self.jit_compile)
+            except DeviceError as exc:
+                raise pytest.UsageError(str(exc)) from None
+        return self._device
+
+    def error_dir(self) -> Path:
+        base = self.run_config.error_data_path or self.out_dir
+        return Path(base) / f"ut_error_data{self.ts}"
+
+    def save_error(self, result: Any) -> None:
+        from msprobe.run_ut import error_data
+
+        if result.saved and error_data.needs_saving(result.result):
+            error_data.save(self.error_dir(), result.name, result.saved)
+        result.saved = {}
+
+    # ------------------------------------------------------------------ collection
+    def pytest_collect_directory(self, path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+        if any(p.parent == path.resolve() for p in self.dump_files):
+            return DumpDirectory.from_parent(parent, path=path)
+        return None
+
+    def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+        if file_path.resolve() in self.dump_files and not isinstance(parent, DumpDirectory):
+            return DumpFile.from_parent(parent, path=file_path)
+        return None
+
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        done = {dump: set(names) for dump, names in self.done.items()}
+        if not any(done.values()):
+            return
+        keep: list[pytest.Item] = []
+        deselected: list[pytest.Item] = []
+        for item in items:
+            finished = isinstance(item, ApiItem) and item.record.name in done.get(
+                str(item.dump.path.resolve()), ()
+            )
+            (deselected if finished else keep).append(item)
+        if deselected:
+            config.hook.pytest_deselected(items=deselected)
+            items[:] = keep
+
+    # ------------------------------------------------------------------ reports
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, Any, Any]:
+        report = yield
+        if not isinstance(item, ApiItem):
+            return report
+        if call.when == "call" and call.excinfo is not None and RESULT_KEY not in item.stash:
+            from msprobe.run_ut.replay import skipped
+
+            text = str(call.excinfo.value).strip().splitlines()
+            item.stash[RESULT_KEY] = skipped(item.record.name, text[0] if text else call.excinfo.typename)
+        first_skip = call.when == "setup" and report.skipped and item.msprobe_skip is not None
+        if call.when == "call" or first_skip:
+            rows = item.rows()
+            if rows is not None:
+                report.msprobe_rows = rows
+                self.replayed += 1
+                report.msprobe_warning = (
+                    item.stash[RESULT_KEY].outcome == "warning" if RESULT_KEY in item.stash else False
+                )
+        return report
+
+    def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
+        if report.when == "call" and report.passed and getattr(report, "msprobe_warning", False):
+            return WARNING_CATEGORY, "W", "ACCURACY-WARNING"
+        return None
+
+    def _writer_for(self, report: pytest.TestReport, api: str) -> ResultWriter | None:
+        path_part = report.nodeid.split("::")[0].replace("\\", "/").lstrip("./")
+        candidates = [w for w in self.writers.values() if api in w.order]
+        if len(candidates) > 1:
+            candidates = [w for w in candidates if str(w.dump).replace(os.sep, "/").endswith(path_part)]
+        return candidates[0] if len(candidates) == 1 else None
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self.worker_input is not None:
+            return
+        rows = getattr(report, "msprobe_rows", None)
+        if rows is None and report.when == "???" and "::" in report.nodeid:
+            rows = self._crash_rows(report)
+        if rows is None:
+            return
+        writer = self.writers.get(Path(rows["dump"])) or self._writer_for(report, rows["api"])
+        if writer is not None:
+            writer.add(rows)
+
+    def _crash_rows(self, report: pytest.TestReport) -> dict | None:
+        from msprobe.run_ut.replay import skipped
+        from msprobe.run_ut.results import payload
+
+        api = report.nodeid.split("::")[-1]
+        writer = self._writer_for(report, api)
+        if writer is None:
+            return None
+        result = skipped(api, CRASHED)
+        return payload(
+            str(writer.dump), api, writer.order[api], result.result, [r.cells() for r in result.details]
+        )
+
+    def _facts(self) -> dict[str, Any]:
+        import torch
+
+        return {"device": self._device or "-", "torch": str(torch.__version__), "apis": self.replayed}
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.worker_input is None:
+            for writer in self.writers.values():
+                writer.finish()
+        elif self.replayed:
+            session.config.workeroutput["msprobe"] = self._facts()  # type: ignore[attr-defined]
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self._threads_before is not None:  # leave the process as we found it (in-process runs)
+            import torch
+
+            torch.set_num_threads(self._threads_before)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        facts = getattr(node, "workeroutput", {}).get("msprobe")
+        if facts:
+            self.worker_facts[str(node.workerinput.get("workerid", "?"))] = facts
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.worker_input is not None:
+            return
+        for writer in self.writers.values():
+            counts = ", ".join(
+                f"{n} {status.strip() or 'blank'}" for status, n in sorted(writer.counts().items())
+            )
+            terminalreporter.write_line(f"msprobe: {writer.result_path} ({counts or 'no APIs run'})")
+            terminalreporter.write_line(f"msprobe: {writer.details_path}")
+        facts = dict(sorted(self.worker_facts.items())) or (
+            {"this process": self._facts()} if self.replayed else {}
+        )
+        for who, fact in facts.items():
+            terminalreporter.write_line(
+                f"msprobe: {who}: {fact['apis']} APIs on {fact['device']} (torch {fact['torch']})"
+            )
+
+
+def register(config: pytest.Config) -> ReplaySession:
+    session = ReplaySession(config)
+    config.stash[SESSION_KEY] = session
+    config.pluginmanager.register(session, "msprobe-replay-session")
+    return session

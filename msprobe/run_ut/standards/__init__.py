@@ -1,0 +1,77 @@
+"""Metric and precision-standard engine of run_ut (issue 4, Build item 4). Public interface.
+
+Everything the replay plugin needs is here; the rest of the package is internal::
+
+    compare_outputs(api_name, direction, bench_output, device_output, *, routing="8.1.1") -> list[DetailsRow]
+    skip_rows(api_name, reason) -> list[DetailsRow]
+    backward_skip_rows(api_name, message) -> list[DetailsRow]
+    result_row(api_name, forward_rows, backward_rows) -> list
+    standard_for(api_name, routing="8.1.1") -> Standard
+
+Write ``[r.cells() for r in rows if r.written]`` to the details CSV (only the dropout verdict has
+``written=False``: upstream never writes it, but it decides the API status) and ``result_row(...)``
+to the result CSV, each through ``accuracy_csv.format_cell``. Spec: ``run_ut_compare.md`` §5, §6, §8
+and the 8.1.1 addendum §4–§6; see ``docs/standards.md``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from msprobe.run_ut.standards.routing import DEFAULT_ROUTING, POLICIES, Standard, bare_name, standard_for
+from msprobe.run_ut.standards.rows import ERROR, PASS, SKIP, WARNING, DetailsRow, aggregate, result_row
+from msprobe.run_ut.standards.structure import compare_structure
+
+__all__ = [
+    "DEFAULT_ROUTING",
+    "ERROR",
+    "PASS",
+    "POLICIES",
+    "SKIP",
+    "WARNING",
+    "DetailsRow",
+    "Standard",
+    "aggregate",
+    "backward_skip_rows",
+    "bare_name",
+    "compare_outputs",
+    "result_row",
+    "skip_rows",
+    "standard_for",
+]
+
+
+def compare_outputs(
+    api_name: str,
+    direction: Literal["forward", "backward"],
+    bench_output: Any,
+    device_output: Any,
+    *,
+    routing: str = DEFAULT_ROUTING,
+) -> list[DetailsRow]:
+    """Rows ``{api_name}.{direction}.output.{i}`` for one direction of one API (spec §5.1).
+
+    ``bench_output``: the CPU upcast benchmark result (tensor, tuple/list, Python scalar, None; for
+    backward the list of input grads). ``device_output``: the device result moved to CPU in its own
+    dtype, same structure. Full names containing ``dropout`` get the zero-fraction rule (one row,
+    ``written=False``). ``routing``: ``"8.1.1"`` (default, normative) or ``"26.x"`` (every float
+    output scored by the benchmark standard, as 26.x does), see ``routing.POLICIES``.
+    """
+    if direction not in ("forward", "backward"):
+        raise ValueError(f"direction must be 'forward' or 'backward', not {direction!r}")
+    standard_for(api_name, routing)  # refuses an unknown routing before any work
+    return compare_structure(api_name, direction, bench_output, device_output, routing)
+
+
+def skip_rows(api_name: str, reason: str) -> list[DetailsRow]:
+    """The one ``{api}.forward.output.0`` SKIP row of a skipped API (spec §3.3); its result row is
+    ``[api, SKIP, SKIP, reason]``."""
+    name = f"{api_name}.forward.output.0"
+    return [DetailsRow(name=name, status=SKIP, message=reason, reason=reason, skips_api=True)]
+
+
+def backward_skip_rows(api_name: str, message: str) -> list[DetailsRow]:
+    """The one ``{api}.backward.output.0`` SKIP row that replaces all backward rows when a backward
+    message applies (spec §4.6, §5.1: ``out=``, repeat_interleave, masked_select, multiple backward)."""
+    name = f"{api_name}.backward.output.0"
+    return [DetailsRow(name=name, status=SKIP, message=message, reason=message, skips_api=True)]

@@ -1,0 +1,187 @@
+"""One output tensor → one :class:`DetailsRow` (spec §5.2, §5.3; v811 §4).
+
+Order of checks (each short-circuits): shape, dtype class, empty, integer/bool (binary error rate),
+float: the routed standard's columns (fp16/bf16/fp32 only), then run_ut's legacy status chain
+(cosine → max abs error → ratio steps), which alone decides the row's Status in 8.1.1.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from msprobe.run_ut.standards import messages as msg
+from msprobe.run_ut.standards import metrics as m
+from msprobe.run_ut.standards import rows as c
+from msprobe.run_ut.standards.columns import STANDARD_COLUMNS, Pair
+from msprobe.run_ut.standards.routing import DEFAULT_ROUTING, standard_for
+from msprobe.run_ut.standards.thresholds import legacy
+
+NEW_STANDARD_DTYPES = ("torch.float16", "torch.bfloat16", "torch.float32")  # v811 §4 item 5
+
+# numpy dtype classes that may be compared with each other (v811 §4 item 3: int8 is not in them)
+_FLOAT = frozenset({"float16", "float32", "float64"})
+_BOOL = frozenset({"bool", "uint8"})
+_INT = frozenset({"int32", "int64"})
+
+_COSINE_NOTES = {
+    "": "",
+    "scalar": msg.COSINE_SCALAR,
+    "both_zero": msg.COSINE_BOTH_ZERO,
+    "device_zero": msg.COSINE_DEVICE_ZERO,
+    "bench_zero": msg.COSINE_BENCH_ZERO,
+    "nan": msg.COSINE_NAN,
+    "all_same_nonfinite": msg.COSINE_ALL_SAME_NONFINITE,
+}
+
+# ratio threshold t → (column, sentence when it fails as error, as warning, sentence when it passes)
+_RATIO_COLUMN = {0.01: c.HUNDREDTH, 0.001: c.THOUSANDTH, 0.0001: c.TEN_THOUSANDTH}
+_RATIO_ERROR = {0.01: msg.REL_GREATER_HUNDREDTH_ERROR, 0.001: msg.REL_GREATER_THOUSANDTH_ERROR}
+_RATIO_WARNING = {0.001: msg.REL_GREATER_THOUSANDTH_WARNING, 0.0001: msg.REL_GREATER_TEN_THOUSANDTH_WARNING}
+_RATIO_PASS = {0.001: msg.REL_LESS_THOUSANDTH_PASS, 0.0001: msg.REL_LESS_TEN_THOUSANDTH_PASS}
+_RATIO_NAME = {0.01: "hundredth ratio (双百指标)", 0.001: "thousandth ratio (双千指标)",
+               0.0001: "ten-thousandth ratio (双万指标)"}  # fmt: skip
+
+
+def _class(dtype_name: str) -> frozenset[str] | None:
+    for cls in (_FLOAT, _BOOL, _INT):
+        if dtype_name in cls:
+            return cls
+    return None
+
+
+def _to_numpy(t: Any) -> m.Array | None:
+    import torch
+
+    t = t.detach().cpu()
+    if t.dtype == torch.bfloat16:
+        t = t.float()
+    try:
+        return t.resolve_conj().resolve_neg().numpy()
+    except (TypeError, RuntimeError):
+        return None  # dtypes numpy lacks (fp8, ...): reported as "cannot compare"
+
+
+def _torch_dtype_name(t: Any) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
+def compare_tensor(
+    api_name: str, row_name: str, bench: Any, device: Any, routing: str = DEFAULT_ROUTING
+) -> c.DetailsRow:
+    """Compare one bench tensor (CPU, upcast) with one device tensor (CPU, own dtype)."""
+    base: dict[str, Any] = {
+        "name": row_name,
+        "bench_dtype": str(bench.dtype),
+        "device_dtype": str(device.dtype),
+        "shape": str(tuple(device.shape)),
+    }
+
+    def fail(message: str) -> c.DetailsRow:
+        return c.DetailsRow(status=c.ERROR, message=message, reason=f"{row_name}: {message}", **base)
+
+    b = _to_numpy(bench)
+    d = _to_numpy(device)
+    if b is not None and d is not None and b.shape != d.shape:
+        return fail(msg.shape_not_equal(b.shape, d.shape))
+    b_cls = _class(b.dtype.name) if b is not None else None
+    if b is None or d is None or b_cls is None or b_cls is not _class(d.dtype.name):
+        b_name = b.dtype.name if b is not None else _torch_dtype_name(bench)
+        d_name = d.dtype.name if d is not None else _torch_dtype_name(device)
+        return fail(msg.cannot_compare(b_name, d_name))
+    if b.size == 0:
+        return fail(msg.NO_BENCH_RESULT)
+    if b_cls is not _FLOAT:
+        rate = m.binary_error_rate(b, d)
+        status = c.PASS if rate == 0 else c.ERROR
+        reason = "" if rate == 0 else f"{row_name}: binary error rate (二进制一致错误率) {rate:.6g} != 0"
+        return c.DetailsRow(
+            status=status,
+            message=msg.only_error_rate(b.dtype.name),
+            reason=reason,
+            metrics={c.BINARY_ERR_RATE: rate},
+            **base,
+        )
+    return _compare_float(api_name, row_name, b, d, base, routing)
+
+
+def _nonfinite_masks(b: m.Array, d: m.Array) -> tuple[m.Array, m.Array]:
+    with np.errstate(all="ignore"):
+        b_bad = ~np.isfinite(b)
+        d_bad = ~np.isfinite(d)
+        same = b_bad & d_bad & ((np.isnan(b) & np.isnan(d)) | (b == d))
+    return same, (b_bad | d_bad) & ~same
+
+
+def _compare_float(
+    api_name: str, row_name: str, b: m.Array, d: m.Array, base: dict[str, Any], routing: str
+) -> c.DetailsRow:
+    device_dtype = base["device_dtype"]
+    same, mismatch = _nonfinite_masks(b, d)
+    pair = Pair(b, d, device_dtype, same, mismatch)
+    cols: dict[str, Any] = {}
+    prefix = ""
+    if device_dtype in NEW_STANDARD_DTYPES:
+        cols.update(STANDARD_COLUMNS[standard_for(api_name, routing)](pair))
+    else:
+        # concatenated as is, the cosine note and "\n" follow (spec §5.3 a–b)
+        prefix = msg.dtype_not_new_standard(device_dtype)
+
+    # Same-placement inf/nan positions agree by definition (ours): leave them out of cosine/max-abs.
+    kb, kd = (b[~same], d[~same]) if same.any() else (b, d)
+    if b.size == 1:
+        cos, cos_ok, note = m.cosine(b, d)
+    elif kb.size == 0:
+        cos, cos_ok, note = None, True, "all_same_nonfinite"
+    else:
+        cos, cos_ok, note = m.cosine(kb, kd)
+    cols[c.COSINE] = cos
+    head = prefix + _COSINE_NOTES[note] + "\n"
+
+    def row(status: str, sentence: str, reason: str = "") -> c.DetailsRow:
+        return c.DetailsRow(status=status, message=head + sentence, reason=reason, metrics=cols, **base)
+
+    if not cos_ok:
+        what = _COSINE_NOTES[note] or "not > 0.99"
+        reason = f"{row_name}: cosine similarity {_fmt(cos)} ({what})"
+        if mismatch.any():
+            reason += _nonfinite_detail(b, d, mismatch)
+        return row(c.ERROR, msg.COSINE_ERROR, reason)
+    mae = m.max_abs_error(kb, kd)
+    cols[c.MAX_ABS_ERR] = mae
+    if mae < 0.001:
+        return row(c.PASS, msg.MAX_ABS_PASS)
+    steps = legacy(device_dtype)
+    if steps is None:
+        return row(c.PASS, "")
+    ratio = m.rel_ratio(pair.rel, steps.error_t)
+    cols[_RATIO_COLUMN[steps.error_t]] = ratio
+    if not ratio > 1 - steps.error_t:
+        return row(c.ERROR, _RATIO_ERROR[steps.error_t], _ratio_reason(row_name, mae, steps.error_t, ratio))
+    ratio = m.rel_ratio(pair.rel, steps.warning_t)
+    cols[_RATIO_COLUMN[steps.warning_t]] = ratio
+    if not ratio > 1 - steps.warning_t:
+        reason = _ratio_reason(row_name, mae, steps.warning_t, ratio)
+        return row(c.WARNING, _RATIO_WARNING[steps.warning_t], reason)
+    return row(c.PASS, _RATIO_PASS[steps.warning_t])
+
+
+def _nonfinite_detail(b: m.Array, d: m.Array, mismatch: m.Array) -> str:
+    flat = np.flatnonzero(mismatch.reshape(-1))
+    i = int(flat[0])
+    return (
+        f"; {flat.size} element(s) inf/nan on one side only, first at flat index {i}: "
+        f"bench {float(b.reshape(-1)[i])} vs device {float(d.reshape(-1)[i])}"
+    )
+
+
+def _fmt(value: Any) -> str:
+    return "blank" if value is None else f"{float(value):.6g}"
+
+
+def _ratio_reason(row_name: str, mae: Any, t: float, ratio: float) -> str:
+    return (
+        f"{row_name}: max abs error {_fmt(mae)} >= 0.001 and {_RATIO_NAME[t]} {ratio:.6g} "
+        f"<= {1 - t:g} (share of elements with relative error < {t:g})"
+    )

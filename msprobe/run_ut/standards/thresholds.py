@@ -1,0 +1,142 @@
+"""The one (standard, dtype) → thresholds table, with 8.1.1's numbers.
+
+Sources: ``run_ut_compare.md`` §6.5 (``StandardConfig``), confirmed for 8.1.1 by
+``run_ut_compare_v811.md`` §6 ("SAME"), plus the v811 §6 benchmark ratio limits (no operator levels)
+and the legacy run_ut chain (spec §5.3, §6.1–§6.3). Dtype keys are torch dtype strings
+(``"torch.float16"``); an unknown dtype uses the ``"default"`` entry (spec §6.5 last column).
+Changing a number here changes a test in ``tests/run_ut/test_standards_thresholds.py`` that names it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from msprobe.run_ut.standards.routing import Standard
+
+FP16 = "torch.float16"
+BF16 = "torch.bfloat16"
+FP32 = "torch.float32"
+DEFAULT = "default"
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """spec §6.5/§6.6; ratio limits v811 §6 table (error if NPU/GPU ratio > limit)."""
+
+    small_value: float
+    small_value_atol: float
+    min_err: float  # floor of the GPU value in api_precision_compare ratios
+    small_value_ratio_limit: float = 2.0
+    rmse_ratio_limit: float = 2.0
+    max_rel_ratio_limit: float = 10.0
+    mean_rel_ratio_limit: float = 2.0
+    eb_ratio_limit: float = 2.0  # reported, never counted (v811 §7.2)
+
+
+@dataclass(frozen=True)
+class AbsoluteThreshold:
+    """spec §6.5/§6.7; the compare verdict wants each rate exactly 0 (v811 §7.2)."""
+
+    small_value: float
+    small_value_atol: float
+    rtol: float
+
+
+@dataclass(frozen=True)
+class Ulp:
+    """spec §6.5/§6.8; verdict limits v811 §6/§7.2 (``mean_limit`` only for fp32)."""
+
+    mantissa_bits: int
+    min_exp: int
+    element_threshold: float  # an element "fails" when its ULP error is > this
+    proportion_limit: float
+    ratio_limit: float = 1.0
+    mean_limit: float | None = None
+    min_err: float = 2.0**-14
+
+
+@dataclass(frozen=True)
+class Thousandth:
+    """spec §6.9: 双千 = #(rel < 0.001)/N, pass iff ≥ 0.999 (docs say > 0.999; code ≥)."""
+
+    rel_threshold: float = 0.001
+    ratio_limit: float = 0.999
+
+
+@dataclass(frozen=True)
+class Binary:
+    """spec §9.1 Binary / v811 §7.2: pass iff the error rate is 0."""
+
+    max_error_rate: float = 0.0
+
+
+@dataclass(frozen=True)
+class Accumulative:
+    """spec §6.5/§6.9: absolute-threshold rates with rtol = atol = bound and small value 1, plus EB."""
+
+    bound: float
+    eb_threshold: float
+    small_value: float = 1.0
+
+
+@dataclass(frozen=True)
+class Legacy:
+    """run_ut's status chain (spec §5.3 b–e): cosine > 0.99, max-abs < 0.001, then two ratio steps.
+
+    ``error_t``/``warning_t``: the ratio ``#(rel < t)/N`` must exceed ``1 − t``; fp16/bf16 use
+    双百 (error) and 双千 (warning), fp32/fp64 双千 (error) and 双万 (warning).
+    """
+
+    error_t: float
+    warning_t: float
+    cosine_limit: float = 0.99
+    max_abs_limit: float = 0.001
+
+
+THRESHOLDS: MappingProxyType[tuple[Standard | str, str], Any] = MappingProxyType(
+    {
+        (Standard.BENCHMARK, FP16): Benchmark(2.0**-10, 1e-16, 2.0**-11),
+        (Standard.BENCHMARK, BF16): Benchmark(2.0**-10, 1e-16, 2.0**-8),
+        (Standard.BENCHMARK, FP32): Benchmark(2.0**-20, 2.0**-30, 2.0**-14),
+        (Standard.BENCHMARK, DEFAULT): Benchmark(2.0**-20, 2.0**-30, 2.0**-14),
+        (Standard.ABSOLUTE_THRESHOLD, FP16): AbsoluteThreshold(2.0**-10, 2.0**-16, 2.0**-10),
+        (Standard.ABSOLUTE_THRESHOLD, BF16): AbsoluteThreshold(2.0**-10, 1e-16, 2.0**-8),
+        (Standard.ABSOLUTE_THRESHOLD, FP32): AbsoluteThreshold(2.0**-20, 2.0**-30, 2.0**-20),
+        (Standard.ABSOLUTE_THRESHOLD, DEFAULT): AbsoluteThreshold(2.0**-20, 2.0**-30, 2.0**-20),
+        (Standard.ULP, FP16): Ulp(10, -14, 1.0, 0.001, min_err=2.0**-11),
+        (Standard.ULP, BF16): Ulp(7, -126, 1.0, 0.001, min_err=2.0**-8),
+        (Standard.ULP, FP32): Ulp(23, -126, 32.0, 0.05, mean_limit=64.0, min_err=2.0**-14),
+        (Standard.ULP, DEFAULT): Ulp(23, -126, 32.0, 0.05, mean_limit=64.0, min_err=2.0**-14),
+        (Standard.THOUSANDTH, DEFAULT): Thousandth(),
+        (Standard.BINARY, DEFAULT): Binary(),
+        (Standard.ACCUMULATIVE, FP16): Accumulative(2.0**-8, 2.0**-20),
+        (Standard.ACCUMULATIVE, BF16): Accumulative(2.0**-7, 2.0**-7),
+        (Standard.ACCUMULATIVE, FP32): Accumulative(2.0**-11, 2.0**-14),
+        (Standard.ACCUMULATIVE, DEFAULT): Accumulative(2.0**-11, 2.0**-14),
+        ("legacy", FP16): Legacy(error_t=0.01, warning_t=0.001),
+        ("legacy", BF16): Legacy(error_t=0.01, warning_t=0.001),
+        ("legacy", FP32): Legacy(error_t=0.001, warning_t=0.0001),
+        ("legacy", "torch.float64"): Legacy(error_t=0.001, warning_t=0.0001),
+    }
+)
+
+
+def thresholds(standard: Standard | str, dtype: str) -> Any:
+    """Entry for ``(standard, dtype)``, falling back to the standard's ``"default"`` entry.
+
+    ``standard`` is a :class:`Standard` or ``"legacy"`` (run_ut's chain; no default: other float
+    dtypes skip the ratio steps and pass, spec §5.3 f).
+    """
+    found = THRESHOLDS.get((standard, dtype))
+    if found is None:
+        found = THRESHOLDS.get((standard, DEFAULT))
+    if found is None:
+        raise KeyError(f"no thresholds for {standard!r} and {dtype}")
+    return found
+
+
+def legacy(dtype: str) -> Legacy | None:
+    """The chain's ratio steps for a device dtype, or None (other float dtypes pass, spec §5.3 f)."""
+    return THRESHOLDS.get(("legacy", dtype))

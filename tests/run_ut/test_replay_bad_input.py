@@ -1,0 +1,119 @@
+"""Bad input never runs code from a file and never gives a traceback: skip or one line naming file+record."""
+
+from __future__ import annotations
+
+import os
+import pickle
+from pathlib import Path
+
+import pytest
+import torch
+from replay_dumps import csv_pair, forward, read_csv, tensor, write_dump
+
+import msprobe.run_ut.replay
+import msprobe.run_ut.session  # noqa: F401
+from msprobe.run_ut.inputs import InputError, load_tensor
+
+
+def run(pytester: pytest.Pytester, dump: Path, *extra: str) -> pytest.RunResult:
+    out = pytester.path / "out"
+    return pytester.runpytest(
+        "-p", "no:cacheprovider", "--msprobe-dump", str(dump), "--msprobe-out", str(out), *extra
+    )
+
+
+def tensor_dump(folder: Path, data_name: str) -> Path:
+    spec = tensor("torch.float32", [4], -1.0, 1.0, data_name=data_name)
+    return write_dump(folder, {"Torch.exp.0.forward": forward(spec)}, task="tensor")
+
+
+class Boom:
+    def __reduce__(self) -> tuple:
+        return (os.system, ("touch PWNED",))
+
+
+def test_missing_pt_skips_naming_the_file(pytester: pytest.Pytester) -> None:
+    dump = tensor_dump(pytester.path / "d", "Torch.exp.0.forward.input.0.pt")
+    result = run(pytester, dump, "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*Torch.exp.0.forward.input.0.pt: no such tensor file*"])
+    row = read_csv(csv_pair(pytester.path / "out")[0])[1]
+    assert row[:3] == ["Torch.exp.0", "SKIP", "SKIP"] and "no such tensor file" in row[3]
+
+
+def test_pickled_object_is_refused_and_never_runs(pytester: pytest.Pytester) -> None:
+    dump = tensor_dump(pytester.path / "d", "evil.pt")
+    (dump / "dump_tensor_data").mkdir()
+    torch.save({"x": Boom()}, dump / "dump_tensor_data" / "evil.pt")
+    result = run(pytester, dump, "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*evil.pt: not a tensor file*"])
+    assert not (pytester.path / "PWNED").exists() and not Path("PWNED").exists()
+
+
+def test_dotdot_data_name_is_a_broken_record(pytester: pytest.Pytester) -> None:
+    dump = tensor_dump(pytester.path / "d", "../../secret.pt")
+    result = run(pytester, dump)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*dump.json: record 'Torch.exp.0': data_name '../../secret.pt' escapes the dump folder*"]
+    )
+    assert not any(line.startswith("Traceback") for line in result.outlines)
+
+
+def test_absolute_data_name_is_a_broken_record(pytester: pytest.Pytester) -> None:
+    dump = tensor_dump(pytester.path / "d", "/etc/passwd")
+    run(pytester, dump).stdout.fnmatch_lines(["*data_name '/etc/passwd' is an absolute path*"])
+
+
+def test_symlink_out_of_the_dump_is_refused(tmp_path: Path) -> None:
+    data = tmp_path / "dump_tensor_data"
+    data.mkdir()
+    torch.save(torch.ones(2), tmp_path / "outside.pt")
+    (data / "link.pt").symlink_to(tmp_path / "outside.pt")
+    with pytest.raises(InputError, match="resolves outside the dump folder"):
+        load_tensor(data, "link.pt")
+    torch.save(torch.ones(2), data / "ok.pt")
+    assert torch.equal(load_tensor(data, "ok.pt"), torch.ones(2))
+
+
+def test_pt_holding_a_non_tensor_is_refused(tmp_path: Path) -> None:
+    torch.save([1, 2, 3], tmp_path / "list.pt")
+    with pytest.raises(InputError, match="holds a list, not a tensor"):
+        load_tensor(tmp_path, "list.pt")
+    (tmp_path / "raw.pt").write_bytes(pickle.dumps({"a": 1}))
+    with pytest.raises(InputError, match="not a tensor file"):
+        load_tensor(tmp_path, "raw.pt")
+
+
+def test_broken_records_fail_alone_and_the_rest_runs(pytester: pytest.Pytester) -> None:
+    data = {
+        "Torch.exp.0.forward": {"input_args": {"not": "a list"}, "input_kwargs": {}, "output": []},
+        "Torch.tanh.0.forward": forward(tensor("torch.float32", [8], -1.0, 1.0)),
+        "Torch.sin.0.forward": forward({"type": "torch.Tensor", "dtype": "torch.float32", "shape": "x"}),
+        "Torch.cos.0.forward": forward(tensor("torch.complex64", [8], -1.0, 1.0)),
+        "Torch.abs.0.forward": forward({"type": "torch.Tensor", "dtype": "torch.float32", "shape": [3]}),
+    }
+    dump = write_dump(pytester.path / "d", data)
+    result = run(pytester, dump, "-rs")
+    result.assert_outcomes(failed=2, passed=1, skipped=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*record 'Torch.exp.0': 'input_args' is not a list*",
+            "*record 'Torch.sin.0': tensor shape 'x' is not a list of sizes*",
+        ]
+    )
+    rows = {r[0]: r for r in read_csv(csv_pair(pytester.path / "out")[0])[1:]}
+    assert rows["Torch.cos.0"][3] == "Dtype is not supported: torch.complex64"
+    assert "no numeric Max/Min" in rows["Torch.abs.0"][3]
+    assert rows["Torch.exp.0"][1] == "SKIP"
+    assert not any("Traceback" in line for line in result.outlines)
+
+
+def test_csv_formula_names_are_not_written(pytester: pytest.Pytester) -> None:
+    data = {"=HYPERLINK.x.0.forward": forward(tensor("torch.float32", [8], -1.0, 1.0))}
+    dump = write_dump(pytester.path / "d", data)
+    result = run(pytester, dump)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*spreadsheet formula*"])
+    assert read_csv(csv_pair(pytester.path / "out")[0])[1:] == []

@@ -1,0 +1,78 @@
+"""``msprobe run_ut``: upstream flags mapped onto the plugin's pytest options."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from replay_dumps import csv_pair, forward, read_csv, tensor, write_dump
+
+import msprobe.run_ut.replay
+import msprobe.run_ut.session  # noqa: F401
+from msprobe.cli import main as msprobe_main
+from msprobe.run_ut.cli import pytest_args
+
+
+def test_flags_map_to_pytest_options(tmp_path: Path) -> None:
+    dump = write_dump(
+        tmp_path / "d", {"Torch.exp.0.forward": forward(tensor("torch.float32", [4], 0.0, 1.0))}
+    )
+    args = pytest_args(
+        [
+            "-api_info",
+            str(dump / "dump.json"),
+            "-o",
+            "out",
+            "-save_error_data",
+            "-f",
+            "-n",
+            "2",
+            "-device_type",
+            "cpu",
+            "-d",
+            "1",
+            "0",
+        ]
+    )
+    assert args[:4] == ["--msprobe-dump", str(dump / "dump.json"), "--msprobe-out", "out"]
+    assert "--msprobe-jit-compile" in pytest_args(["-api_info", str(dump), "-j"])
+    for flag in ("--msprobe-save-error-data", "--msprobe-filter-api"):
+        assert flag in args
+    assert args[args.index("-n") + 1] == "2" and args[args.index("--msprobe-device") + 1] == "cpu"
+    assert args[args.index("--msprobe-device-ids") + 1] == "1,0"
+
+
+def test_bad_resume_name_and_missing_dump_are_one_line_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert msprobe_main(["run_ut", "-api_info", str(tmp_path / "nope.json"), "-o", str(tmp_path)]) == 2
+    assert (
+        capsys.readouterr().err.strip()
+        == f"msprobe: error: {tmp_path / 'nope.json'}: no such dump file or folder"
+    )
+    dump = write_dump(tmp_path / "d", {})
+    bad = tmp_path / "result.csv"
+    bad.write_text("", encoding="utf-8")
+    assert msprobe_main(["run_ut", "-api_info", str(dump), "-csv_path", str(bad)]) == 2
+    assert "accuracy_checking_result_<14 digits>.csv" in capsys.readouterr().err
+
+
+def test_run_ut_writes_both_csvs_and_saves_error_data(tmp_path: Path) -> None:
+    data = {
+        "Torch.exp.0.forward": forward(tensor("torch.float16", [64], -1.0, 12.0)),
+        "Torch.tanh.0.forward": forward(tensor("torch.float32", [8], -1.0, 1.0)),
+    }
+    dump = write_dump(tmp_path / "d", data)
+    out = tmp_path / "out"
+    assert (
+        msprobe_main(["run_ut", "-api_info", str(dump / "dump.json"), "-o", str(out), "-save_error_data"])
+        == 1
+    )
+    result, _ = csv_pair(out)
+    assert [r[:2] for r in read_csv(result)[1:]] == [["Torch.exp.0", "error"], ["Torch.tanh.0", "pass"]]
+    saved = sorted(p.name for p in next(out.glob("ut_error_data*")).iterdir())
+    assert saved == [
+        "Torch.exp.0.forward.input.0.pt",
+        "Torch.exp.0.forward.output.bench.0.pt",
+        "Torch.exp.0.forward.output.device.0.pt",
+    ]

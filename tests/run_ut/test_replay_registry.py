@@ -1,0 +1,170 @@
+"""The API registry (declarative entries, lookup, fused-op wiring) and the execution rules it drives."""
+
+from __future__ import annotations
+
+import sys
+import types
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import torch
+from replay_dumps import forward, tensor
+
+from msprobe.run_ut import execute, registry
+from msprobe.run_ut.inputs import TensorArg
+from msprobe.run_ut.records import ApiRecord
+from msprobe.run_ut.replay import replay
+
+
+def test_every_entry_has_a_unique_name_and_a_real_function() -> None:
+    names = [info.name for info in registry.API_DB]
+    assert len(names) == len(set(names))
+    for info in registry.API_DB:
+        found = [registry.resolve(t, info.name, info) for t in ("Functional", "Torch", "Tensor")]
+        assert any(f is not None for f in found), info.name
+
+
+def test_lookup_exact_then_family_default() -> None:
+    assert registry.lookup("Functional", "conv2d").family == "conv"
+    assert registry.lookup("Functional", "conv2d").upcast_fp32 is False
+    assert registry.lookup("Functional", "dropout").prepare is not None
+    plain = registry.lookup("Torch", "tanh")
+    assert plain.family == "plain" and plain.upcast
+    assert registry.resolve("Torch", "linalg.vector_norm", plain) is torch.linalg.vector_norm
+    assert registry.resolve("Tensor", "__add__", plain) is torch.Tensor.__add__
+    assert registry.resolve("Torch", "no_such", plain) is None
+
+
+def test_unsupported_types_and_grammar() -> None:
+    assert registry.unsupported_reason("Distributed.all_reduce.0", "Distributed", True) == (
+        "API Distributed.all_reduce.0 not support for run ut. SKIP."
+    )
+    assert registry.unsupported_reason("Foo.x.0", "Foo", True) is not None
+    assert registry.unsupported_reason("Torch.a.b.c.0", "Torch", False) is not None
+    assert registry.unsupported_reason("Torch.exp.0", "Torch", True) is None
+
+
+def test_skips_are_scoped_by_device() -> None:
+    info = registry.lookup("Torch", "randn")
+    assert info.skip_reason("cpu", set()) is None
+    assert info.skip_reason("cuda", set()) == registry.RANDOM_REASON
+
+
+@dataclass(frozen=True)
+class FakeFusedOp:
+    name: str
+    reference: Any
+    forward_outputs: int | None = None
+    grad_index: int | None = None
+    backward: bool = True
+    prepare_inputs: Any = None
+
+
+def test_fused_ops_come_from_the_npu_ops_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    record = ApiRecord("NPU.npu_fast_gelu.0", 0, forward(tensor("torch.float32", [16], -1.0, 1.0)), None)
+    assert replay(record, None, "cpu").reason == "no CPU reference for NPU.npu_fast_gelu"
+    module = types.ModuleType("msprobe.run_ut.npu_ops")
+    module.FUSED_OPS = {  # type: ignore[attr-defined]
+        "npu_fast_gelu": FakeFusedOp("npu_fast_gelu", lambda x: x * torch.sigmoid(1.702 * x), backward=False)
+    }
+    monkeypatch.setitem(sys.modules, "msprobe.run_ut.npu_ops", module)
+    result = replay(record, None, "cpu")
+    assert result.result[:2] == ["NPU.npu_fast_gelu.0", "pass"]
+
+
+def test_fused_prepare_inputs_sees_plain_tensors_and_can_add_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[Any] = []
+
+    def prepare_inputs(args: list[Any], kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+        seen.extend(args)
+        return args, {**kwargs, "mask": torch.zeros(16, dtype=torch.bool)}
+
+    def reference(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return x.masked_fill(mask, 0.0) * 2
+
+    module = types.ModuleType("msprobe.run_ut.npu_ops")
+    module.FUSED_OPS = {"npu_twice": FakeFusedOp("npu_twice", reference, prepare_inputs=prepare_inputs)}  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "msprobe.run_ut.npu_ops", module)
+    spec = tensor("torch.float16", [16], -1.0, 1.0, requires_grad=True)
+    record = ApiRecord(
+        "NPU.npu_twice.0", 0, forward(spec), {"input": [tensor("torch.float16", [16], -1.0, 1.0)]}
+    )
+    result = replay(record, None, "cpu")
+    assert isinstance(seen[0], torch.Tensor) and seen[0].dtype == torch.float16
+    assert result.result == ["NPU.npu_twice.0", "pass", "pass"]
+
+
+def test_upcast_plan_single_and_mixed_dtypes() -> None:
+    plain = registry.lookup("Torch", "add")
+    one = execute.make_plan(plain, {torch.float16, torch.int64}, "torch.float16")
+    assert one.bench_dtype == {torch.float16: torch.float32} and one.autocast_dtype is None
+    assert execute.make_plan(plain, {torch.float32}, None).bench_dtype == {torch.float32: torch.float64}
+    mixed = execute.make_plan(plain, {torch.float16, torch.float32}, "torch.float32")
+    assert mixed.bench_dtype == {torch.float16: torch.float32, torch.float32: torch.float32}
+    assert mixed.autocast_dtype == torch.float16
+    conv = execute.make_plan(registry.lookup("Functional", "conv2d"), {torch.float32}, "torch.float32")
+    assert conv.bench_dtype == {}
+    type_as = execute.make_plan(registry.lookup("Tensor", "type_as"), {torch.float16}, "torch.float16")
+    assert type_as.bench_dtype == {}
+
+
+def test_hf32_rounding_clears_low_mantissa_bits() -> None:
+    x = torch.tensor([1.0, 1.0 + 2**-23, 1.0 + 2**-12, 3.14159265], dtype=torch.float32)
+    r = execute.hf32_round(x)
+    bits = r.view(torch.int32)
+    assert bool(((bits & 0xFFF) == 0).all())
+    assert r[0] == 1.0 and r[1] == 1.0 and r[2] == 1.0 + 2**-11  # half of the last kept bit rounds up
+    assert torch.allclose(r, x, rtol=2**-11)
+
+
+def test_backward_returns_grads_of_positional_tensors_in_order() -> None:
+    side = execute.Side("cpu", {torch.float32: torch.float64}, hf32=False)
+    a = TensorArg(torch.randn(3), requires_grad=True)
+    b = TensorArg(torch.randn(3), requires_grad=False)
+    out = execute.run_forward(torch.mul, side, [a, b], {}, seed=1, autocast=None, forward_outputs=None)
+    assert out.dtype == torch.float64
+    grads = execute.run_backward(side, out, torch.ones(3), None)
+    assert grads[1] is None and torch.allclose(grads[0], b.tensor.double())
+
+
+def test_in_place_api_on_a_grad_requiring_tensor_works() -> None:
+    record = ApiRecord(
+        "Tensor.add_.1",
+        0,
+        forward(
+            tensor("torch.float32", [4], -1.0, 1.0, requires_grad=True),
+            tensor("torch.float32", [4], -1.0, 1.0),
+        ),
+        None,
+    )
+    assert replay(record, None, "cpu").result[:2] == ["Tensor.add_.1", "pass"]
+
+
+def test_dropout_is_replayed_with_p_zero() -> None:
+    args: list[Any] = [TensorArg(torch.ones(4), False), 0.5]
+    kwargs: dict[str, Any] = {"p": 0.3}
+    prepare = registry.lookup("Functional", "dropout").prepare
+    assert prepare is not None
+    prepare(args, kwargs)
+    assert args[1] == 0.0 and kwargs["p"] == 0.0
+
+
+def test_multi_dimensional_index_list_becomes_a_tuple() -> None:
+    index = [{"type": "slice", "value": [None, None, None]}, {"type": "slice", "value": [0, 2, None]}]
+    record = ApiRecord(
+        "Tensor.__getitem__.0", 0, forward(tensor("torch.float32", [4, 8], -1.0, 1.0), index), None
+    )
+    result = replay(record, None, "cpu")
+    assert result.result[:2] == ["Tensor.__getitem__.0", "pass"]
+    assert result.details[0].shape == "(4, 2)"
+
+
+def test_aten_overloads_resolve_through_torch_ops() -> None:
+    spec = tensor("torch.float16", [8], -1.0, 1.0)
+    record = ApiRecord("Aten.mul.Tensor.0", 0, forward(spec, tensor("torch.float16", [8], -1.0, 1.0)), None)
+    assert (
+        registry.resolve("Aten", "mul.Tensor", registry.lookup("Aten", "mul.Tensor"))
+        is torch.ops.aten.mul.Tensor
+    )
+    assert replay(record, None, "cpu").result[:2] == ["Aten.mul.Tensor.0", "pass"]

@@ -1,0 +1,195 @@
+"""Run-level guarantees: order/worker independence, -n 0 == -n 2 bytes, resume, nothing lost."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from replay_dumps import copy_fixture, csv_pair, forward, read_csv, tensor, write_dump
+
+import msprobe.run_ut.replay
+import msprobe.run_ut.session  # noqa: F401
+from msprobe.formats.accuracy_csv import RUN_UT_DETAILS_HEADER, RUN_UT_RESULT_HEADER
+from msprobe.run_ut.results import ResultWriter, payload
+
+
+def replay(dump: Path, out: Path, *extra: str) -> int:
+    args = ["-q", "-p", "no:cacheprovider", "-W", "ignore", "--rootdir", str(dump.parent)]
+    return int(pytest.main([*args, "--msprobe-dump", str(dump), "--msprobe-out", str(out), *extra]))
+
+
+def test_subset_gives_the_same_rows_as_full_run(tmp_path: Path) -> None:
+    """Random inputs are seeded per API name: running fewer APIs changes none of the others."""
+    dump = copy_fixture("cnn_statistics", tmp_path)
+    assert replay(dump, tmp_path / "full") in (0, 1)
+    assert replay(dump, tmp_path / "some", "-k", "relu or linear or add_") in (0, 1)
+    full = {r[0]: r for r in read_csv(csv_pair(tmp_path / "full")[1])[1:]}
+    some = read_csv(csv_pair(tmp_path / "some")[1])[1:]
+    assert len(some) >= 5
+    for row in some:
+        assert row == full[row[0]]
+
+
+@pytest.mark.slow
+def test_one_worker_and_two_workers_write_identical_bytes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dump = copy_fixture("cnn_statistics", tmp_path)
+    assert replay(dump, tmp_path / "n0") in (0, 1)
+    assert replay(dump, tmp_path / "n2", "-n", "2") in (0, 1)
+    out = capsys.readouterr().out
+    assert "msprobe: this process: 27 APIs on cpu" in out
+    assert "msprobe: gw0: " in out and "msprobe: gw1: " in out  # worker facts came back
+    for a, b in zip(csv_pair(tmp_path / "n0"), csv_pair(tmp_path / "n2")):
+        assert a.read_bytes() == b.read_bytes()
+
+
+FAILS_THIRD = {
+    "Torch.tanh.0.forward": forward(tensor("torch.float32", [32], -1.0, 1.0)),
+    "Torch.sigmoid.0.forward": forward(tensor("torch.float32", [32], -1.0, 1.0)),
+    "Torch.exp.0.forward": forward(tensor("torch.float16", [64], -1.0, 12.0)),
+    "Torch.sin.0.forward": forward(tensor("torch.float32", [32], -1.0, 1.0)),
+    "Torch.cos.0.forward": forward(tensor("torch.float32", [32], -1.0, 1.0)),
+}
+
+
+def test_interrupted_run_resumes_without_redoing_finished_apis(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dump = write_dump(tmp_path / "d", FAILS_THIRD)
+    assert replay(dump, tmp_path / "whole") == 1
+    # -x stops the run at the failing third API, as an interruption would.
+    assert replay(dump, tmp_path / "part", "-x") == 1
+    result, details = csv_pair(tmp_path / "part")
+    assert [r[0] for r in read_csv(result)[1:]] == ["Torch.tanh.0", "Torch.sigmoid.0", "Torch.exp.0"]
+    capsys.readouterr()
+    assert replay(dump, tmp_path / "ignored", "--msprobe-resume", str(result)) == 0  # only sin, cos run
+    assert "2 passed, 3 deselected" in capsys.readouterr().out
+    assert [r[0] for r in read_csv(result)[1:]] == list(n.rsplit(".", 1)[0] for n in FAILS_THIRD)
+    whole = csv_pair(tmp_path / "whole")
+    assert result.read_bytes() == whole[0].read_bytes()
+    assert details.read_bytes() == whole[1].read_bytes()
+
+
+def test_resume_file_must_have_upstream_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    dump = write_dump(tmp_path / "d", FAILS_THIRD)
+    bogus = tmp_path / "results.csv"
+    bogus.write_text("x", encoding="utf-8")
+    assert replay(dump, tmp_path / "o", "--msprobe-resume", str(bogus)) == pytest.ExitCode.USAGE_ERROR
+    assert "accuracy_checking_result_<14 digits>.csv" in capsys.readouterr().err
+
+
+def test_writer_appends_each_api_at_once_and_sorts_at_the_end(tmp_path: Path) -> None:
+    order = {"A.x.0": 0, "A.y.0": 1}
+    writer = ResultWriter.create(tmp_path / "dump.json", tmp_path, "20260101000000", order)
+    row = [" "] * (len(RUN_UT_DETAILS_HEADER) - 2)
+    writer.add(
+        payload("d", "A.y.0", 1, ["A.y.0", "pass", " "], [["A.y.0.forward.output.0", *row, "pass", ""]])
+    )
+    # Before the session ends the row is already on disk (a killed run keeps it).
+    assert [r[0] for r in read_csv(writer.result_path)] == [RUN_UT_RESULT_HEADER[0], "A.y.0"]
+    writer.add(
+        payload("d", "A.x.0", 0, ["A.x.0", "error", " "], [["A.x.0.forward.output.0", *row, "error", ""]])
+    )
+    writer.finish()
+    assert [r[0] for r in read_csv(writer.result_path)[1:]] == ["A.x.0", "A.y.0"]
+    assert [r[0] for r in read_csv(writer.details_path)[1:]] == [
+        "A.x.0.forward.output.0",
+        "A.y.0.forward.output.0",
+    ]
+    assert writer.result_path.read_bytes().startswith(b"\xef\xbb\xbf")
+
+
+def test_plugin_module_imports_no_torch() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, msprobe.run_ut.plugin; sys.exit('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_filter_api_replays_the_first_of_identical_calls(tmp_path: Path) -> None:
+    data = {
+        "Tensor.add.0.forward": forward(tensor("torch.float32", [8], -1.0, 1.0), {"type": "int", "value": 1}),
+        "Tensor.add.1.forward": forward(tensor("torch.float32", [8], -2.0, 2.0), {"type": "int", "value": 1}),
+        "Tensor.add.2.forward": forward(tensor("torch.float32", [9], -1.0, 1.0), {"type": "int", "value": 1}),
+    }
+    dump = write_dump(tmp_path / "d", data)
+    assert replay(dump, tmp_path / "o", "--msprobe-filter-api") == 0
+    assert [r[0] for r in read_csv(csv_pair(tmp_path / "o")[0])[1:]] == ["Tensor.add.0", "Tensor.add.2"]
+
+
+def test_dump_root_with_rank_folders_gets_one_csv_pair_each_and_resumes_by_folder(tmp_path: Path) -> None:
+    root = tmp_path / "dump"
+    for step in ("step0", "step1"):
+        write_dump(root / step / "rank0", dict(list(FAILS_THIRD.items())[:2]))
+    assert replay(root, tmp_path / "out") == 0
+    for step in ("step0", "step1"):
+        result, _ = csv_pair(tmp_path / "out" / step / "rank0")
+        assert [r[0] for r in read_csv(result)[1:]] == ["Torch.tanh.0", "Torch.sigmoid.0"]
+    assert (
+        replay(root, tmp_path / "out", "--msprobe-resume", str(tmp_path / "out"))
+        == pytest.ExitCode.NO_TESTS_COLLECTED
+    )
+
+
+CRASH_CONFTEST = """
+import os
+import msprobe.run_ut.collect as collect
+
+_original = collect.ApiItem.runtest
+
+
+def runtest(self):
+    if self.record.name == "Torch.exp.0":
+        os._exit(3)  # the worker dies mid-item, as with a segfault in a kernel
+    return _original(self)
+
+
+collect.ApiItem.runtest = runtest
+"""
+
+
+@pytest.mark.slow
+def test_worker_crash_becomes_a_row_and_nothing_is_lost(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(CRASH_CONFTEST)
+    dump = write_dump(pytester.path / "d", FAILS_THIRD)
+    out = pytester.path / "out"
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--msprobe-dump", str(dump), "--msprobe-out", str(out), "-n", "2"
+    )
+    assert result.ret == 1
+    rows = {r[0]: r for r in read_csv(csv_pair(out)[0])[1:]}
+    assert list(rows) == [n.rsplit(".", 1)[0] for n in FAILS_THIRD]
+    assert rows["Torch.exp.0"] == ["Torch.exp.0", "SKIP", "SKIP", "worker crashed while replaying this API"]
+
+
+@pytest.mark.slow
+def test_benchmark_dump_of_a_real_model_replays_cleanly(tmp_path: Path) -> None:
+    """The benchmark's recorder writes an upstream-format dump that replays with no skip."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "replay_speed", Path(__file__).resolve().parents[2] / "benchmarks" / "replay_speed.py"
+    )
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    dump = bench.make_dump(tmp_path / "dump", 50)
+    assert replay(dump, tmp_path / "out") in (0, 1)
+    rows = read_csv(csv_pair(tmp_path / "out")[0])[1:]
+    assert len(rows) == 50
+    assert not [r for r in rows if r[1] == "SKIP"], [r for r in rows if r[1] == "SKIP"]
+    assert any(r[2] not in (" ", "SKIP") for r in rows)  # backward records were replayed too
+
+
+@pytest.mark.slow
+def test_resume_under_xdist_deselects_the_same_items_on_every_worker(tmp_path: Path) -> None:
+    dump = write_dump(tmp_path / "d", FAILS_THIRD)
+    assert replay(dump, tmp_path / "whole") == 1
+    assert replay(dump, tmp_path / "part", "-x") == 1
+    result, details = csv_pair(tmp_path / "part")
+    assert replay(dump, tmp_path / "ignored", "--msprobe-resume", str(result), "-n", "2") == 0
+    whole = csv_pair(tmp_path / "whole")
+    assert result.read_bytes() == whole[0].read_bytes()
+    assert details.read_bytes() == whole[1].read_bytes()
