@@ -170,16 +170,23 @@ def run_forward(
     *,
     seed: int,
     autocast: torch.dtype | None,
-    forward_outputs: int | None,
 ) -> Any:
     """Build this side's arguments and call ``func``; the raw output (still attached to autograd)."""
     call_args, call_kwargs = side.build(args, kwargs)
     torch.manual_seed(seed)
     with _autocast(side.device, autocast):
         output = func(*call_args, **call_kwargs)
-    if forward_outputs is not None and isinstance(output, (tuple, list)):
-        output = tuple(output[:forward_outputs])
     return output
+
+
+def select_outputs(output: Any, indices: tuple[int, ...] | None) -> Any:
+    """The outputs that are compared (a fused op's ``forward_outputs``); ``None`` keeps them all.
+
+    Applied after backward, so ``grad_index`` always counts the API's own outputs.
+    """
+    if indices is None or not isinstance(output, (tuple, list)):
+        return output
+    return tuple(output[i] for i in indices)
 
 
 def run_backward(

@@ -53,7 +53,7 @@ class ApiInfo:
     prepare_spec: Callable[[dict[str, Any]], None] | None = None  # tweak the record before building
     prepare: Prepare | None = None  # tweak the rebuilt CPU args before both sides are made
     reference: Callable[..., Any] | None = None  # run this instead of the framework function
-    forward_outputs: int | None = None  # compare only the first N outputs
+    forward_outputs: tuple[int, ...] | None = None  # indices of the compared outputs (None = all)
     skips: tuple[Skip, ...] = ()
 
     def skip_reason(self, device_type: str, input_dtypes: Collection[str]) -> str | None:

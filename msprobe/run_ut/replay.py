@@ -119,7 +119,7 @@ def replay(
         outputs = record.forward.get("output") or []
         first_out = outputs[0] if outputs and isinstance(outputs[0], dict) else {}
         plan = execute.make_plan(info, execute.input_dtypes(args, kwargs), first_out.get("dtype"))
-        run: dict[str, Any] = {"seed": seed, "forward_outputs": info.forward_outputs}
+        run: dict[str, Any] = {"seed": seed}
         bench_side = execute.Side("cpu", plan.bench_dtype, info.hf32)
         bench_raw = execute.run_forward(func, bench_side, args, kwargs, autocast=None, **run)
         if grad is not None and isinstance(bench_raw, (tuple, list)) and info.grad_index is None:
@@ -132,8 +132,8 @@ def replay(
             device_grads = execute.to_cpu(
                 execute.run_backward(device_side, device_raw, grad, info.grad_index)
             )
-        bench_output = execute.plain(bench_raw)
-        device_output = execute.to_cpu(device_raw)
+        bench_output = execute.select_outputs(execute.plain(bench_raw), info.forward_outputs)
+        device_output = execute.select_outputs(execute.to_cpu(device_raw), info.forward_outputs)
         forward_rows = list(compare_outputs(name, "forward", bench_output, device_output, routing=routing))
         backward_rows: list[Any] | None = None
         if backward_message is not None:

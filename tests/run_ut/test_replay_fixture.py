@@ -35,9 +35,7 @@ def _kernel_reproduces_dump(dump_dir: Path) -> dict[str, bool]:
         args, kwargs = ArgBuilder(dump.data_dir, torch.Generator()).build(record.forward)
         side = execute.Side("cpu", {}, info.hf32)
         assert func is not None
-        out = execute.plain(
-            execute.run_forward(func, side, args, kwargs, seed=0, autocast=None, forward_outputs=None)
-        )
+        out = execute.plain(execute.run_forward(func, side, args, kwargs, seed=0, autocast=None))
         expected = torch.load(dump.data_dir / record.forward["output"][0]["data_name"], weights_only=True)
         same[record.name] = bool(torch.equal(out, expected))
     return same

@@ -55,20 +55,24 @@ def test_skips_are_scoped_by_device() -> None:
 class FakeFusedOp:
     name: str
     reference: Any
-    forward_outputs: int | None = None
+    forward_outputs: tuple[int, ...] | None = None
     grad_index: int | None = None
     backward: bool = True
     prepare_inputs: Any = None
 
 
+def test_npu_record_without_a_reference_is_skipped_with_the_reason() -> None:
+    record = ApiRecord("NPU.npu_not_an_op.0", 0, forward(tensor("torch.float32", [16], -1.0, 1.0)), None)
+    assert replay(record, None, "cpu").reason == "no CPU reference for NPU.npu_not_an_op"
+
+
 def test_fused_ops_come_from_the_npu_ops_table(monkeypatch: pytest.MonkeyPatch) -> None:
     record = ApiRecord("NPU.npu_fast_gelu.0", 0, forward(tensor("torch.float32", [16], -1.0, 1.0)), None)
-    assert replay(record, None, "cpu").reason == "no CPU reference for NPU.npu_fast_gelu"
     module = types.ModuleType("msprobe.run_ut.npu_ops")
-    module.FUSED_OPS = {  # type: ignore[attr-defined]
-        "npu_fast_gelu": FakeFusedOp("npu_fast_gelu", lambda x: x * torch.sigmoid(1.702 * x), backward=False)
-    }
+    wrong = FakeFusedOp("npu_fast_gelu", lambda x: x * 3.0, backward=False)
+    module.FUSED_OPS = {"npu_fast_gelu": wrong}  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "msprobe.run_ut.npu_ops", module)
+    # the table's reference is what runs on both sides: a fake one is used as it is
     result = replay(record, None, "cpu")
     assert result.result[:2] == ["NPU.npu_fast_gelu.0", "pass"]
 
@@ -122,7 +126,7 @@ def test_backward_returns_grads_of_positional_tensors_in_order() -> None:
     side = execute.Side("cpu", {torch.float32: torch.float64}, hf32=False)
     a = TensorArg(torch.randn(3), requires_grad=True)
     b = TensorArg(torch.randn(3), requires_grad=False)
-    out = execute.run_forward(torch.mul, side, [a, b], {}, seed=1, autocast=None, forward_outputs=None)
+    out = execute.run_forward(torch.mul, side, [a, b], {}, seed=1, autocast=None)
     assert out.dtype == torch.float64
     grads = execute.run_backward(side, out, torch.ones(3), None)
     assert grads[1] is None and torch.allclose(grads[0], b.tensor.double())
