@@ -7,64 +7,17 @@ the verdict code in :mod:`msprobe.compare.verdicts` reads these tables and knows
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
 import numpy as np
 
+from msprobe.run_ut.standards.routing import ROUTING as ROUTING
+from msprobe.run_ut.standards.routing import Standard as Standard
 
-class Standard(enum.Enum):
-    """A precision standard; the value is its 比对算法 text in the compare details CSV (v811 §8)."""
-
-    BENCHMARK = "标杆比对法"
-    ABSOLUTE_THRESHOLD = "绝对阈值法"
-    BINARY = "二进制一致法"
-    ULP = "ULP误差比对法"
-    THOUSANDTH = "双千指标法"
-    ACCUMULATIVE = "累积误差比对法"
-
-
-# run_ut_compare.md §6.4, the lists of upstream's api_precision_standard.yaml (identical in 8.1.1, v811 §5.1).
-# The replay stage keeps the same lists in msprobe/run_ut/standards/routing.py; the two should become one
-# table once both stages are merged.
-_LISTS: tuple[tuple[Standard, tuple[str, ...]], ...] = (
-    (Standard.ABSOLUTE_THRESHOLD, (
-        "mul", "mul_", "__mul__", "__imul__", "__rmul__", "add", "add_", "__add__", "__iadd__", "__radd__",
-        "div", "div_", "__div__", "__idiv__", "divide", "divide_", "leaky_relu", "leaky_relu_", "prelu",
-        "reciprocal", "reciprocal_", "rsqrt", "rsqrt_", "square", "square_", "sub", "sub_", "rsub",
-        "__isub__", "__sub__",
-    )),
-    (Standard.BINARY, (
-        "abs", "abs_", "absolute", "absolute_", "argmin", "bitwise_and", "bitwise_and_", "broadcast_to",
-        "ceil", "ceil_", "equal", "fill_", "flatten", "floor", "floor_", "gather", "greater", "greater_",
-        "greater_equal", "greater_equal_", "histc", "isfinite", "isnan", "less", "less_", "less_equal",
-        "less_equal_", "logical_and", "logical_and_", "logical_not", "logical_not_", "logical_or",
-        "logical_or_", "masked_fill", "masked_fill_", "max_pool3d", "maximum", "minimum", "neg", "neg_",
-        "nonzero", "not_equal", "not_equal_", "one_hot", "pad", "relu", "reshape", "round", "round_",
-        "select", "sign", "sign_", "sort", "tile", "topk", "transpose", "transpose_", "tril", "tril_",
-        "triu", "triu_", "type_as",
-    )),
-    (Standard.ULP, (
-        "__matmul__", "addbmm", "addbmm_", "addmm", "addmm_", "baddbmm", "baddbmm_", "bilinear", "bmm",
-        "chain_matmul", "hspmm", "linear", "matmul", "mm", "mv", "smm", "sspaddmm",
-    )),
-    (Standard.THOUSANDTH, ("conv1d", "conv2d")),
-    (Standard.ACCUMULATIVE, ("test_api",)),
-)  # fmt: skip
-
-
-def _routing() -> Mapping[str, Standard]:
-    table: dict[str, Standard] = {}
-    for standard, names in _LISTS:  # first match wins, in list order (v811 §5.1)
-        for name in names:
-            table.setdefault(name, standard)
-    return MappingProxyType(table)
-
-
-ROUTING: Mapping[str, Standard] = _routing()
-"""bare API name → standard for every listed name; any other float API is judged by the benchmark."""
+# The routing lists (spec §6.4, identical on both sides in 8.1.1, v811 §5.1/§5.2) are the replay
+# stage's one table: compare keys it on the bare API name exactly as run_ut does.
 
 # v811 §5.2: the NPU ``DEVICE Dtype`` decides first.
 UNSUPPORTED_DTYPES = frozenset({"torch.float64", "torch.complex64", "torch.complex128"})
