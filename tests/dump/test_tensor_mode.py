@@ -36,7 +36,7 @@ def test_pt_files_equal_runtime_tensors(tmp_path: Path, debugger: Any) -> None:
     t = c.t()
     torch.relu(t)  # non-contiguous input: saved contiguous
     seen["Torch.relu.0.forward.input.0.pt"] = t.clone()
-    values, idx = torch.max(c, 1)
+    _values, idx = torch.max(c, 1)
     seen["Torch.max.0.forward.output.1.pt"] = idx.clone()
     dbg.stop()
     rank = tmp_path / "dump" / "step0" / "rank"

@@ -96,7 +96,7 @@ def test_stats_special_cases() -> None:
     assert tensor_stats(torch.tensor([True, False])) == (True, False, None, None)
     assert tensor_stats(torch.tensor(-2.5)) == (-2.5, -2.5, -2.5, -2.5)
     assert tensor_stats(torch.tensor(3)) == (3, 3, 3, 3)
-    mx, mn, mean, norm = tensor_stats(torch.tensor([1.0, float("nan")]))
+    mx, _mn, mean, norm = tensor_stats(torch.tensor([1.0, float("nan")]))
     assert math.isnan(mx) and math.isnan(mean) and math.isnan(norm)
     c = tensor_stats(torch.tensor([3 + 4j, 0j]))
     assert c == (5.0, 0.0, 2.5, None)
