@@ -39,6 +39,34 @@ def _reset_views(value: Any) -> Any:
     return value
 
 
+def _keep_aliases(orig: Callable[..., Any], hook: Any, args: Any) -> Any:
+    """Route each distinct tensor through the hook once, so ``q is k`` stays true inside the module.
+
+    BackwardHookFunction returns a separate view per argument: ``attn(h, h, h)`` would see three
+    different tensors and take MultiheadAttention's slower, differently rounded path. The grads of
+    repeated arguments are then reported at their first position.
+    """
+    if not isinstance(args, tuple):
+        return orig(hook, args)
+    first: dict[int, int] = {}
+    dups: list[tuple[int, int]] = []
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor):
+            if id(a) in first:
+                dups.append((i, first[id(a)]))
+            else:
+                first[id(a)] = i
+    if not dups:
+        return orig(hook, args)
+    dedup = list(args)
+    for i, _ in dups:
+        dedup[i] = None
+    res = list(orig(hook, tuple(dedup)))
+    for i, j in dups:
+        res[i] = res[j]
+    return tuple(res)
+
+
 _patched_backward_hook = False
 _active: list[ModuleDumper] = []  # dumpers whose service must ignore the hook machinery's own calls
 
@@ -60,7 +88,7 @@ def _allow_inplace_on_hooked_views() -> None:
                 for d in _active:
                     d.svc._inside = True
                 try:
-                    return _reset_views(orig(self, args))
+                    return _reset_views(_keep_aliases(orig, self, args))
                 finally:
                     for d, was in zip(_active, saved):
                         d.svc._inside = was
