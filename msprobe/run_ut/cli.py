@@ -91,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="NPU only: jit_compile mode, as set during the dump",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="pytest -v")
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="only pytest's summary line (no per-API failure lines)"
+    )
     return parser
 
 
@@ -101,6 +104,8 @@ def pytest_args(argv: Sequence[str]) -> list[str]:
     if not dump.exists():
         raise MsprobeError(f"{dump}: no such dump file or folder")
     args = ["--msprobe-dump", str(dump), "--msprobe-out", ns.out, "-p", "no:cacheprovider"]
+    # msprobe itself is imported before pytest starts, so pytest cannot (and need not) rewrite it.
+    args += ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
     args += ["--rootdir", str(dump.resolve().parent if dump.is_file() else dump.resolve())]
     if ns.csv_path:
         check_resume_file(Path(ns.csv_path))
@@ -121,7 +126,10 @@ def pytest_args(argv: Sequence[str]) -> list[str]:
         args += ["--msprobe-device-ids", ",".join(map(str, ns.device_ids))]
     if str(ns.workers) not in ("0", ""):
         args += ["-n", str(ns.workers)]
-    args.append("-v" if ns.verbose else "-q")
+    if ns.quiet:
+        args += ["-q", "-q", "--tb=no", "-rN"]
+    else:
+        args.append("-v" if ns.verbose else "-q")
     return args
 
 
