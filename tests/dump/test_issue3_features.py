@@ -85,7 +85,7 @@ def test_l0_needs_model_and_a_module(debugger: Any) -> None:
     dbg = debugger(level="L0")
     with pytest.raises(MsprobeException, match="'model'"):
         dbg.start()
-    with pytest.raises(MsprobeException, match="torch.nn.Module"):
+    with pytest.raises(MsprobeException, match=r"torch\.nn\.Module"):
         dbg.start(model=[TinyLM(), "not a module"])
 
 
