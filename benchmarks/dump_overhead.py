@@ -159,6 +159,7 @@ def main() -> int:
                 shutil.rmtree(out, ignore_errors=True)
             samples[n].extend(tuple(x) for x in json.loads(res.stdout.strip().splitlines()[-1]))
         print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
+
     def med(n: str, i: int) -> float:
         return statistics.median(s[i] for s in samples[n])
 
