@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from msprobe.dump.api_families import load_api_list
+from msprobe.dump.api_families import FAMILIES, load_api_list
 from msprobe.dump.config import DumpConfig
 from msprobe.dump.naming import BACKWARD, FORWARD
 from msprobe.dump.pytorch.callsite import recover_call_args
@@ -76,6 +76,7 @@ class TorchDumpService:
         self.patcher = Patcher(self.on_api_call)
         self.patcher.patch_families(self.api_lists)
         self._operators = self.patcher.patch_dunders(self.api_lists)
+        self._collective_prefixes = {f.prefix for f in FAMILIES if f.collective}
         self._mode_pushed = False
         self._inside = False
         self.writer: TensorWriter | None = None
@@ -220,8 +221,33 @@ class TorchDumpService:
                 rec_args, rec_kwargs = args, kwargs
             record = self._inputs(name, rec_args, rec_kwargs)
         out = func(*args, **kwargs)
-        self._after(name, index, key, func, out, record, fwd and s.filter.check(name) and mode.side("output"))
+        shown = out
+        if prefix in self._collective_prefixes:
+            shown = self._collective_result(api, out, args, kwargs)
+            self._forget_tensors(shown)
+        self._after(
+            name, index, key, func, out, record, fwd and s.filter.check(name) and mode.side("output"), shown
+        )
         return out
+
+    def _forget_tensors(self, value: Any, depth: int = 0) -> None:
+        if isinstance(value, torch.Tensor):
+            self.cache.forget(value)
+            if self.writer is not None:
+                self.writer.forget(value)
+        elif isinstance(value, list | tuple) and depth < 5:
+            for v in value:
+                self._forget_tensors(v, depth + 1)
+
+    @staticmethod
+    def _collective_result(api: str, out: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Collectives are in place: show the arguments after the op (waiting for async handles)."""
+        if out is not None and (kwargs.get("async_op") or api in ("isend", "irecv", "batch_isend_irecv")):
+            for work in out if isinstance(out, list) else [out]:
+                wait = getattr(work, "wait", None)
+                if wait is not None:
+                    wait()
+        return [*args, *kwargs.values()]
 
     def _inputs(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
         assert self.encoder is not None
@@ -245,6 +271,7 @@ class TorchDumpService:
         out: Any,
         record: dict[str, Any] | None,
         out_ok: bool,
+        shown: Any = None,
     ) -> None:
         s = self.session
         store = s.store
@@ -253,7 +280,7 @@ class TorchDumpService:
         if out_ok:
             try:
                 with torch._C.DisableTorchFunction(), torch.no_grad():
-                    encoded = self.encoder.output(out, name)
+                    encoded = self.encoder.output(out if shown is None else shown, name)
                 record = {} if record is None else record
                 record["output"] = encoded
             except Exception as exc:
