@@ -29,6 +29,9 @@ class ApiFamily:
     # says: Python operators reach __torch_function__ under the *method's* name (``t + 1`` arrives
     # as ``Tensor.add``), so only a patched ``__add__`` can tell ``Tensor.__add__`` from ``Tensor.add``.
     patch_dunders: bool = False
+    # Collectives work in place and may return a work handle: the record's ``output`` is the
+    # arguments as they are after the call (async handles waited for first), as upstream.
+    collective: bool = False
 
 
 FAMILIES: tuple[ApiFamily, ...] = (
@@ -42,9 +45,17 @@ FAMILIES: tuple[ApiFamily, ...] = (
         "Distributed",
         "torch.distributed",
         PATCH,
+        collective=True,
         note="collectives run in C++ and return work handles; patched so kwargs and handles are seen",
     ),
-    ApiFamily("npu_distributed", "Distributed", "torch_npu.distributed", PATCH, requires=("torch_npu",)),
+    ApiFamily(
+        "npu_distributed",
+        "Distributed",
+        "torch_npu.distributed",
+        PATCH,
+        requires=("torch_npu",),
+        collective=True,
+    ),
     ApiFamily(
         "torch_npu",
         "NPU",

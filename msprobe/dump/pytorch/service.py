@@ -19,11 +19,12 @@ from typing import Any
 
 import torch
 
-from msprobe.dump.api_families import load_api_list
+from msprobe.dump.api_families import FAMILIES, load_api_list
 from msprobe.dump.config import DumpConfig
 from msprobe.dump.naming import BACKWARD, FORWARD
 from msprobe.dump.pytorch.callsite import recover_call_args
 from msprobe.dump.pytorch.capture import ApiKey, ApiTracer, Patcher, build_mode_table, pop_mode, push_mode
+from msprobe.dump.pytorch.debug_save import DebugSaver
 from msprobe.dump.pytorch.encode import Encoder
 from msprobe.dump.pytorch.modules import ModuleDumper
 from msprobe.dump.pytorch.stats import SummaryCache
@@ -75,6 +76,7 @@ class TorchDumpService:
         self.patcher = Patcher(self.on_api_call)
         self.patcher.patch_families(self.api_lists)
         self._operators = self.patcher.patch_dunders(self.api_lists)
+        self._collective_prefixes = {f.prefix for f in FAMILIES if f.collective}
         self._mode_pushed = False
         self._inside = False
         self.writer: TensorWriter | None = None
@@ -83,15 +85,24 @@ class TorchDumpService:
         self.is_recompute = False
         self.modules_on, self.apis_on, self.api_parents = LEVELS[config.level]
         self.modules = ModuleDumper(self)
+        self.saver = DebugSaver(self)
+        self.apis_suppressed = False  # between module_dump() and module_dump_end()
+        self.module_dump_on = False
+        self._token_range: tuple[int, int] | None = None
+        self._token_count = 0
+        self._token_handle: Any = None
+        self._token_root: Any = None
         self._recent_grads: Any = None
 
     # -- switch -----------------------------------------------------------------------------------
-    def start(self, model: Any = None) -> bool:
+    def start(self, model: Any = None, token_range: tuple[int, int] | None = None) -> bool:
         on = self.session.start(current_rank)
         if on:
             self._open_encoder()
             if self.modules_on and model is not None:
                 self.modules.register(model)
+            if token_range is not None:
+                self._arm_tokens(model, token_range)
             if self.apis_on and not self._mode_pushed:
                 for owner, attr, key in self._operators:
                     self.patcher.wrap(owner, attr, key)
@@ -99,7 +110,45 @@ class TorchDumpService:
                 self._mode_pushed = True
         return on
 
+    def open_for_save(self) -> bool:
+        """debug level: make sure this step's folder and encoder exist (no start() needed)."""
+        s = self.session
+        if s.finished or not s.step_selected():
+            return False
+        s.resolve_rank(current_rank)
+        if s.rank_excluded:
+            return False
+        s.ensure_store()
+        self._open_encoder()
+        return True
+
+    def _arm_tokens(self, model: Any, token_range: tuple[int, int]) -> None:
+        """Spec §5.7: count the root model's forward calls; dump only calls start..end (inclusive)."""
+        root = model[0] if isinstance(model, list | tuple) else model
+        if isinstance(model, list | tuple) and len(model) > 1:
+            log.warning("msprobe: token_range counts the forward calls of the first model of the list")
+        self._token_range = token_range
+        self._token_count = 0
+        self.session.running = False  # start() itself does not turn dumping on
+        if self._token_handle is None or self._token_root is not root:
+            if self._token_handle is not None:
+                self._token_handle.remove()
+            self._token_handle = root.register_forward_pre_hook(self._token_pre)
+            self._token_root = root
+
+    def _token_pre(self, module: Any, args: Any) -> None:
+        if self._token_range is None or self.session.finished or self.session.store is None:
+            return
+        n = self._token_count
+        self._token_count += 1
+        start, end = self._token_range
+        if n == start:
+            self.session.running = True
+        elif n == end + 1:
+            self.session.running = False
+
     def stop(self) -> None:
+        self._token_range = None
         self._pop()
         self.session.stop()
 
@@ -135,6 +184,7 @@ class TorchDumpService:
 
     def _reset_step(self) -> None:
         self._recent_grads = None
+        self.saver.reset_step()
         self.modules.reset_step()
         self.cache.clear()
         self.writer = None
@@ -145,7 +195,7 @@ class TorchDumpService:
         self, key: ApiKey, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         s = self.session
-        if self._inside or not s.running or self.encoder is None or self.config.task == "structure":
+        if self._inside or not s.running or self.encoder is None or self.apis_suppressed:
             return func(*args, **kwargs)
         self._inside = True  # our own tensor code and the API's internals record nothing
         try:
@@ -171,8 +221,33 @@ class TorchDumpService:
                 rec_args, rec_kwargs = args, kwargs
             record = self._inputs(name, rec_args, rec_kwargs)
         out = func(*args, **kwargs)
-        self._after(name, index, key, func, out, record, fwd and s.filter.check(name) and mode.side("output"))
+        shown = out
+        if prefix in self._collective_prefixes:
+            shown = self._collective_result(api, out, args, kwargs)
+            self._forget_tensors(shown)
+        self._after(
+            name, index, key, func, out, record, fwd and s.filter.check(name) and mode.side("output"), shown
+        )
         return out
+
+    def _forget_tensors(self, value: Any, depth: int = 0) -> None:
+        if isinstance(value, torch.Tensor):
+            self.cache.forget(value)
+            if self.writer is not None:
+                self.writer.forget(value)
+        elif isinstance(value, list | tuple) and depth < 5:
+            for v in value:
+                self._forget_tensors(v, depth + 1)
+
+    @staticmethod
+    def _collective_result(api: str, out: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Collectives are in place: show the arguments after the op (waiting for async handles)."""
+        if out is not None and (kwargs.get("async_op") or api in ("isend", "irecv", "batch_isend_irecv")):
+            for work in out if isinstance(out, list) else [out]:
+                wait = getattr(work, "wait", None)
+                if wait is not None:
+                    wait()
+        return [*args, *kwargs.values()]
 
     def _inputs(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
         assert self.encoder is not None
@@ -196,6 +271,7 @@ class TorchDumpService:
         out: Any,
         record: dict[str, Any] | None,
         out_ok: bool,
+        shown: Any = None,
     ) -> None:
         s = self.session
         store = s.store
@@ -204,7 +280,7 @@ class TorchDumpService:
         if out_ok:
             try:
                 with torch._C.DisableTorchFunction(), torch.no_grad():
-                    encoded = self.encoder.output(out, name)
+                    encoded = self.encoder.output(out if shown is None else shown, name)
                 record = {} if record is None else record
                 record["output"] = encoded
             except Exception as exc:

@@ -89,5 +89,9 @@ class SummaryCache:
             pass
         return stats, digest
 
+    def forget(self, t: torch.Tensor) -> None:
+        """Drop ``t``: collectives write into tensors without bumping their version counter."""
+        self._entries.pop(id(t), None)
+
     def clear(self) -> None:
         self._entries.clear()

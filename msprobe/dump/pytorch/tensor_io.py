@@ -75,5 +75,8 @@ class TensorWriter:
         except TypeError:
             pass
 
+    def forget(self, t: torch.Tensor) -> None:
+        self._written.pop(id(t), None)
+
     def clear(self) -> None:
         self._written.clear()

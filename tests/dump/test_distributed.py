@@ -1,0 +1,92 @@
+"""torch.distributed with 2 gloo processes on CPU: rank folders, Distributed.* records, rank filter."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+WORKER = textwrap.dedent(
+    """
+    import sys, torch, torch.distributed as dist
+    from msprobe.pytorch import PrecisionDebugger
+    rank = int(sys.argv[1])
+    dbg = PrecisionDebugger(config_path=sys.argv[2])
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    x = torch.full((3,), float(rank + 1))
+    dbg.start()
+    dist.all_reduce(x)
+    dist.broadcast(x, src=0)
+    out = [torch.zeros(3), torch.zeros(3)]
+    dist.all_gather(out, x)
+    work = dist.all_reduce(x, async_op=True)
+    work.wait()
+    dist.barrier()
+    torch.relu(x)
+    dbg.stop()
+    dist.destroy_process_group()
+    """
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_pair(tmp_path: Path, ranks: list[int]) -> Path:
+    out = tmp_path / "dump"
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"task": "statistics", "dump_path": str(out), "rank": ranks, "level": "L1"}))
+    env = dict(os.environ, PYTHONPATH=str(REPO), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(r), str(cfg)], env=env, stderr=subprocess.PIPE, text=True
+        )
+        for r in (0, 1)
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    return out / "step0"
+
+
+@pytest.mark.slow
+def test_two_gloo_ranks(tmp_path: Path) -> None:
+    step = run_pair(tmp_path, [])
+    assert sorted(os.listdir(step)) == ["rank0", "rank1"]
+    for rank in (0, 1):
+        data = json.loads((step / f"rank{rank}" / "dump.json").read_text())["data"]
+        assert list(data)[:5] == [
+            "Distributed.all_reduce.0.forward",
+            "Distributed.broadcast.0.forward",
+            "Distributed.all_gather.0.forward",
+            "Distributed.all_reduce.1.forward",
+            "Distributed.barrier.0.forward",
+        ]
+        ar = data["Distributed.all_reduce.0.forward"]
+        assert ar["input_args"][0]["Max"] == float(rank + 1)  # before the collective: the rank's own value
+        assert ar["output"][0]["Max"] == 3.0  # after: 1 + 2, read from the in-place argument
+        gather = data["Distributed.all_gather.0.forward"]["output"][0]
+        assert [t["Max"] for t in gather] == [3.0, 3.0]
+        assert data["Distributed.all_reduce.1.forward"]["input_kwargs"]["async_op"] == {
+            "type": "bool",
+            "value": True,
+        }
+        assert data["Distributed.all_reduce.1.forward"]["output"][0]["Max"] == 6.0
+        assert "Torch.relu.0.forward" in data
+
+
+@pytest.mark.slow
+def test_rank_filter(tmp_path: Path) -> None:
+    step = run_pair(tmp_path, [1])
+    assert sorted(os.listdir(step)) == ["rank1"]
