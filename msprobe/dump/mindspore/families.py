@@ -1,0 +1,163 @@
+"""The MindSpore API families (prefix, namespace) and the patcher that wraps their functions.
+
+Behaviour is data: :data:`FAMILIES` says which yaml section is wrapped on which object under which
+record prefix (spec dump_mindspore.md §6); the names come from ``support_wrap_ops.yaml`` next to this
+module (``MSPROBE_MS_API_LIST`` may point to another file of the same format). Every wrapper calls one
+function, ``handler(key, original, args, kwargs)``, so the dump logic lives in one place.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from msprobe.dump.api_families import parse_api_list
+from msprobe.errors import MsprobeError
+
+ApiKey = tuple[str, str]  # (record prefix, api name)
+Handler = Callable[[ApiKey, Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any]
+
+
+@dataclass(frozen=True)
+class MsApiFamily:
+    key: str  # section of support_wrap_ops.yaml
+    prefix: str  # record-name prefix
+    module: str  # importable module that holds the functions (or the Tensor class, see ``attr``)
+    attr: str = ""  # attribute of ``module`` to patch instead of the module itself
+
+
+FAMILIES: tuple[MsApiFamily, ...] = (
+    MsApiFamily("ops", "Functional", "mindspore.ops"),
+    MsApiFamily("tensor", "Tensor", "mindspore.common.tensor", "Tensor"),
+    MsApiFamily("mint.ops", "Mint", "mindspore.mint"),
+    MsApiFamily("mint.nn.functional", "MintFunctional", "mindspore.mint.nn.functional"),
+    MsApiFamily("communication.comm_func", "Distributed", "mindspore.communication.comm_func"),
+    MsApiFamily("mint.distributed", "MintDistributed", "mindspore.mint.distributed"),
+)
+
+
+def api_list_path() -> str:
+    env = os.environ.get("MSPROBE_MS_API_LIST")
+    if env:
+        return env
+    return str(resources.files("msprobe.dump.mindspore").joinpath("support_wrap_ops.yaml"))
+
+
+def load_api_list(path: str | None = None) -> dict[str, list[str]]:
+    path = path or api_list_path()
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise MsprobeError(f"{path}: cannot read the API list ({exc.strerror})") from None
+    lists = parse_api_list(text, path)
+    known = {f.key for f in FAMILIES}
+    for key in lists:
+        if key not in known:
+            raise MsprobeError(f"{path}: unknown family {key!r}; known: {sorted(known)}")
+    return lists
+
+
+def _owner(family: MsApiFamily) -> Any | None:
+    try:
+        mod = importlib.import_module(family.module)
+    except Exception:  # a namespace this MindSpore build lacks (e.g. no communication support)
+        return None
+    return getattr(mod, family.attr) if family.attr else mod
+
+
+def make_wrapper(original: Callable[..., Any], key: ApiKey, handler: Handler) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return handler(key, original, args, kwargs)
+
+    try:
+        functools.update_wrapper(wrapper, original)
+    except (AttributeError, TypeError):
+        pass
+    wrapper.__msprobe_original__ = original  # type: ignore[attr-defined]
+    return wrapper
+
+
+def _put_back(owner: Any, attr: str, raw: Any, own: bool) -> None:
+    if own:
+        setattr(owner, attr, raw)
+    else:  # the attribute was inherited (e.g. a TensorPy method): drop our shadowing entry
+        delattr(owner, attr)
+
+
+class Patcher:
+    """``setattr``-based wrapping with originals remembered for :meth:`restore`."""
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self._saved: dict[tuple[int, str], tuple[Any, str, Any, bool]] = {}
+
+    def wrap(self, owner: Any, attr: str, key: ApiKey) -> bool:
+        slot = (id(owner), attr)
+        own = attr in vars(owner)
+        # re-registering a wrapped name wraps the original under the new key
+        raw = self._saved[slot][2] if slot in self._saved else inspect.getattr_static(owner, attr)
+        func = raw.__func__ if isinstance(raw, staticmethod | classmethod) else raw
+        if not callable(func) or isinstance(func, type):
+            return False
+        wrapper: Any = make_wrapper(func, key, self.handler)
+        if isinstance(raw, staticmethod):
+            wrapper = staticmethod(wrapper)
+        elif isinstance(raw, classmethod):
+            wrapper = classmethod(wrapper)
+        try:
+            setattr(owner, attr, wrapper)
+        except (AttributeError, TypeError):
+            return False
+        if slot not in self._saved:
+            self._saved[slot] = (owner, attr, raw, own)
+        return True
+
+    def restore(self, owner: Any, attr: str) -> None:
+        saved = self._saved.pop((id(owner), attr), None)
+        if saved is not None:
+            _put_back(*saved)
+
+    def restore_all(self) -> None:
+        for saved in list(self._saved.values()):
+            _put_back(*saved)
+        self._saved.clear()
+
+    def suspend(self) -> list[tuple[Any, str, Any]]:
+        """Put every original back (e.g. while ``mindspore.jit`` compiles); returns what to re-wrap."""
+        current = []
+        for owner, attr, raw, own in self._saved.values():
+            current.append((owner, attr, inspect.getattr_static(owner, attr)))
+            _put_back(owner, attr, raw, own)
+        return current
+
+    @staticmethod
+    def resume(current: list[tuple[Any, str, Any]]) -> None:
+        for owner, attr, wrapper in current:
+            setattr(owner, attr, wrapper)
+
+    def original(self, owner: Any, attr: str) -> Any:
+        """The unwrapped attribute (for the tool's own calls)."""
+        saved = self._saved.get((id(owner), attr))
+        return getattr(owner, attr) if saved is None else saved[2]
+
+    def patch_families(self, lists: dict[str, list[str]]) -> int:
+        """Wrap every listed name that exists on its family's object; returns how many."""
+        count = 0
+        for family in FAMILIES:
+            owner = _owner(family)
+            if owner is None:
+                continue
+            for name in lists.get(family.key, []):
+                try:
+                    inspect.getattr_static(owner, name)
+                except AttributeError:
+                    continue
+                count += self.wrap(owner, name, (family.prefix, name.rsplit(".", 1)[-1]))
+        return count
