@@ -8,6 +8,7 @@ outputs) and ``Parameter.register_hook`` for the parameter gradients. The model 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from msprobe.dump.mindspore.service import backward_name
@@ -18,9 +19,20 @@ if TYPE_CHECKING:
 
 
 def is_jit_cell(cell: Any) -> bool:
-    """A Cell whose ``construct`` was decorated with ``mindspore.jit`` (compiled as a graph)."""
-    construct = type(cell).construct
-    return bool(getattr(construct, "__wrapped__", None)) and "jit" in getattr(construct, "__qualname__", "")
+    """A Cell whose ``construct`` is decorated with ``mindspore.jit`` (compiled as one graph)."""
+    return bool(getattr(type(cell).construct, "__wrapped_by_jit__", False))
+
+
+def _descend(cell: Any, path: str) -> Iterator[tuple[str, Any]]:
+    """Sub-Cells with their dotted paths; a jit Cell is yielded but not entered (its children run
+    inside a compiled graph, where Python hooks cannot run)."""
+    for name, child in cell._cells.items():
+        if child is None:
+            continue
+        sub = f"{path}.{name}" if path else name
+        yield sub, child
+        if not is_jit_cell(child):
+            yield from _descend(child, sub)
 
 
 def walk(model: Any) -> list[tuple[str, Any]]:
@@ -30,8 +42,8 @@ def walk(model: Any) -> list[tuple[str, Any]]:
     seen: set[int] = set()
     for i, root in enumerate(roots):
         lead = f"{i}." if isinstance(model, list | tuple) else ""
-        for path, cell in root.cells_and_names():
-            if not path or id(cell) in seen:
+        for path, cell in _descend(root, ""):
+            if id(cell) in seen:
                 continue
             seen.add(id(cell))
             out.append((f"Cell.{lead}{path}.{type(cell).__name__}", cell))

@@ -1,0 +1,33 @@
+"""MindSpore tests: collected only where mindspore imports (the main suite runs in a torch venv).
+
+``test_ms_isolation.py`` is the exception: its torch half runs in the torch venv as well.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+HAVE_MINDSPORE = importlib.util.find_spec("mindspore") is not None
+collect_ignore_glob = [] if HAVE_MINDSPORE else ["test_ms_[!i]*.py"]
+
+sys.path.insert(0, os.path.dirname(__file__))  # fixture_compare, nets
+
+if HAVE_MINDSPORE:
+
+    @pytest.fixture(autouse=True)
+    def _fresh_debugger() -> Iterator[None]:
+        """One PrecisionDebugger per test (the class is a process-wide singleton)."""
+        import mindspore as ms
+
+        from msprobe.dump.mindspore.debugger import PrecisionDebugger
+
+        ms.set_context(mode=ms.PYNATIVE_MODE)
+        PrecisionDebugger._shutdown()
+        yield
+        PrecisionDebugger._shutdown()
+        ms.set_context(mode=ms.PYNATIVE_MODE)
