@@ -1,0 +1,65 @@
+"""Which records are collected: ``scope``, ``list`` (spec §5.5) and ``data_mode`` (spec §2.2)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from msprobe.dump.naming import BACKWARD, FORWARD
+
+DATA_MODES = ("all", "input", "output", "forward", "backward")
+
+
+@dataclass(frozen=True)
+class DataMode:
+    """``data_mode``: a direction (forward/backward) and a side (input/output) must both be allowed."""
+
+    modes: tuple[str, ...] = ("all",)
+
+    def _allows(self, a: str, b: str, value: str) -> bool:
+        if "all" in self.modes or (a not in self.modes and b not in self.modes):
+            return True
+        return value in self.modes
+
+    def direction(self, direction: str) -> bool:
+        return self._allows(FORWARD, BACKWARD, direction)
+
+    def side(self, side: str) -> bool:
+        return self._allows("input", "output", side)
+
+    def allows(self, direction: str, side: str) -> bool:
+        return self.direction(direction) and self.side(side)
+
+
+class RecordFilter:
+    """Stateful scope window + substring list, checked once per collection point.
+
+    The scope window turns on when the start name is checked and off right after the end name is
+    checked, so (as upstream) the end API contributes its inputs but not its output.
+    """
+
+    def __init__(self, scope: Sequence[str] = (), names: Sequence[str] = ()) -> None:
+        self.scope = tuple(scope)
+        self.names = tuple(names)
+        self._on = False
+
+    @property
+    def active(self) -> bool:
+        return bool(self.scope or self.names)
+
+    def check(self, name: str) -> bool:
+        if not self.scope and not self.names:
+            return True
+        ok = True
+        if self.scope:
+            if name == self.scope[0]:
+                self._on = True
+            ok = self._on
+            if name == self.scope[1]:
+                self._on = False
+        if ok and self.names:
+            ok = any(s in name for s in self.names)
+        return ok
+
+    def reset(self) -> None:
+        self._on = False

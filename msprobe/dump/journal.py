@@ -1,0 +1,82 @@
+"""Crash-safe journal of one rank folder, and ``rebuild`` of the json files from it.
+
+Every record is appended as one JSON line the moment it is complete and handed to the kernel
+(``write`` + ``flush``), so a process killed with SIGKILL keeps every record it finished. The json
+files of spec §3 are written from memory at stop/step/exit; after a crash ``msprobe rebuild`` (or
+:func:`rebuild`) writes them from the journal instead. The journal is removed once the step's json
+files are final.
+
+Line kinds: ``{"h": header}``, ``{"d": name, "v": value}`` (a data record; a later line with the
+same name replaces the value but keeps the first position), ``{"n": name, "s": id[, "f": frames]}``
+(stack; frames given the first time an id appears), ``{"c": name, "p": parent}`` (construct).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, TextIO
+
+JOURNAL_NAME = ".msprobe_journal.jsonl"
+
+
+class Journal:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
+        self._fh: TextIO | None = os.fdopen(fd, "w", encoding="utf-8")
+
+    def append(self, entry: dict[str, Any]) -> None:
+        if self._fh is None:
+            return
+        self._fh.write(json.dumps(entry, separators=(",", ":")) + "\n")
+        self._fh.flush()
+
+    def append_raw(self, line: str) -> None:
+        """Append an already-encoded one-line JSON object."""
+        if self._fh is None:
+            return
+        self._fh.write(line + "\n")
+        self._fh.flush()
+
+    def close(self, remove: bool) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+        if remove:
+            try:
+                os.remove(self.path)
+            except FileNotFoundError:
+                pass
+
+
+def read_journal(path: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Return ``(header, data, stack, construct)`` rebuilt from a journal file.
+
+    A torn last line (the process died mid-write) is ignored; every complete line is used.
+    """
+    header: dict[str, Any] = {}
+    data: dict[str, Any] = {}
+    stacks: dict[int, tuple[list[str], list[str]]] = {}
+    construct: dict[str, Any] = {}
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if not line.endswith("\n"):
+                break
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if "d" in entry:
+                data[entry["d"]] = entry.get("v")
+            elif "n" in entry:
+                sid = int(entry["s"])
+                if sid not in stacks:
+                    stacks[sid] = ([], list(entry.get("f", [])))
+                stacks[sid][0].append(entry["n"])
+            elif "c" in entry:
+                construct[entry["c"]] = entry.get("p")
+            elif "h" in entry:
+                header = dict(entry["h"])
+    stack = {str(i): [names, frames] for i, (names, frames) in sorted(stacks.items())}
+    return header, data, stack, construct

@@ -1,0 +1,209 @@
+"""API capture: a ``TorchFunctionMode`` for torch/Tensor/functional/_VF, setattr patches for the rest.
+
+Why a function mode (measured, see docs/dump.md): it sees every public call of the user *and* of
+torch's own Python code by the function object itself, so ``from torch.nn.functional import gelu``
+bound before the debugger is still recorded and ``fn is F.gelu`` stays true (nothing is replaced).
+While a recorded API runs the mode is popped, so calls made inside it are not recorded (upstream's
+"outermost call only" rule) at no cost. Calls of *unlisted* Python functions (``Tensor.backward``,
+``torch.autograd.backward``) are re-dispatched with the mode pushed, so what they call is seen (upstream
+records ``Torch.ones_like`` from ``loss.backward()``).
+
+Families that may bypass ``__torch_function__`` (``torch.distributed``, ``torch_npu``, ``mindspeed``)
+and ``register_custom_api`` are patched with wrappers calling the same service entry point.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import logging
+import sys
+import types
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from msprobe.dump.api_families import FAMILIES, FUNCTION_MODE, PATCH, ApiFamily, record_api_name
+
+log = logging.getLogger("msprobe")
+
+ApiKey = tuple[str, str]  # (prefix, api name)
+CallHandler = Callable[[ApiKey, Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any]
+
+_redispatch = getattr(torch.overrides, "redispatch_function", None)
+
+
+def _resolve(root: Any, dotted: str) -> Any:
+    obj = root
+    for part in dotted.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _import_namespace(family: ApiFamily) -> Any | None:
+    """The family's namespace object, or None when it (or what it requires) does not import."""
+    for req in family.requires:
+        if req not in sys.modules:
+            try:
+                importlib.import_module(req)
+            except BaseException as exc:  # a broken torch_npu must never break the dump
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                log.debug("msprobe: %s not importable (%s); family %s skipped", req, exc, family.key)
+                return None
+    if family.namespace == "torch.Tensor":
+        return torch.Tensor
+    try:
+        return importlib.import_module(family.namespace)
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return None
+
+
+def build_mode_table(api_lists: dict[str, list[str]]) -> dict[Any, ApiKey]:
+    """Function object -> (prefix, api) for the function-mode families. First family wins an alias."""
+    table: dict[Any, ApiKey] = {}
+    for family in FAMILIES:
+        if family.technique != FUNCTION_MODE:
+            continue
+        ns = _import_namespace(family)
+        if ns is None:
+            continue
+        for dotted in api_lists.get(family.key, []):
+            try:
+                fn = _resolve(ns, dotted)
+            except AttributeError:
+                continue
+            _add(table, fn, (family.prefix, record_api_name(dotted)))
+    return table
+
+
+def _add(table: dict[Any, ApiKey], fn: Any, key: ApiKey) -> None:
+    try:
+        table.setdefault(fn, key)
+        original = getattr(fn, "_msprobe_original", None)  # seed_all's dropout replacements
+        if original is not None:
+            table.setdefault(original, key)
+    except TypeError:
+        pass
+
+
+class ApiTracer(TorchFunctionMode):
+    """Routes listed API calls to ``handler``; everything else runs untouched."""
+
+    def __init__(self, table: dict[Any, ApiKey], handler: CallHandler) -> None:
+        super().__init__()
+        self.table = table
+        self.handler = handler
+
+    def __torch_function__(
+        self, func: Any, types_: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
+        kwargs = kwargs or {}
+        try:
+            key = self.table.get(func)
+        except TypeError:
+            key = None
+        if key is not None:
+            return self.handler(key, func, args, kwargs)
+        if _redispatch is not None and type(func) is types.FunctionType:
+            with self:
+                return _redispatch(func, types_, args, kwargs)
+        return func(*args, **kwargs)
+
+
+def push_mode(mode: TorchFunctionMode) -> None:
+    torch._C._push_on_torch_function_stack(mode)
+
+
+def pop_mode(mode: TorchFunctionMode) -> None:
+    """Remove ``mode`` from this thread's mode stack wherever it is (a user mode may sit above it)."""
+    from torch.overrides import _get_current_function_mode_stack
+
+    stack = _get_current_function_mode_stack()
+    if mode not in stack:
+        return
+    above = []
+    while True:
+        top = torch._C._pop_torch_function_stack()
+        if top is mode:
+            break
+        above.append(top)
+    for m in reversed(above):
+        torch._C._push_on_torch_function_stack(m)
+
+
+class Patcher:
+    """setattr-based capture for the PATCH families and for ``register_custom_api``."""
+
+    def __init__(self, handler: CallHandler) -> None:
+        self.handler = handler
+        self._originals: dict[tuple[int, str], tuple[Any, Any]] = {}
+
+    def wrap(self, owner: Any, attr: str, key: ApiKey) -> None:
+        orig = getattr(owner, attr)
+        if getattr(orig, "_msprobe_wrapped", False):
+            return
+        handler = self.handler
+
+        @functools.wraps(orig)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return handler(key, orig, args, kwargs)
+
+        wrapper._msprobe_wrapped = True  # type: ignore[attr-defined]
+        self._originals[(id(owner), attr)] = (owner, orig)
+        setattr(owner, attr, wrapper)
+
+    def restore(self, owner: Any, attr: str) -> bool:
+        entry = self._originals.pop((id(owner), attr), None)
+        if entry is None:
+            return False
+        setattr(owner, attr, entry[1])
+        return True
+
+    def restore_all(self) -> None:
+        for (_, attr), (owner, orig) in list(self._originals.items()):
+            setattr(owner, attr, orig)
+        self._originals.clear()
+
+    def patch_dunders(self, api_lists: dict[str, list[str]]) -> list[tuple[Any, str, ApiKey]]:
+        """(owner, attr, key) of the operator methods to patch while dumping is on."""
+        out = []
+        for family in FAMILIES:
+            if not family.patch_dunders:
+                continue
+            ns = _import_namespace(family)
+            if ns is None:
+                continue
+            for name in api_lists.get(family.key, []):
+                if name.startswith("__") and hasattr(ns, name):
+                    out.append((ns, name, (family.prefix, name)))
+        return out
+
+    def patch_families(self, api_lists: dict[str, list[str]]) -> int:
+        n = 0
+        for family in FAMILIES:
+            if family.technique != PATCH:
+                continue
+            ns = _import_namespace(family)
+            if ns is None:
+                continue
+            owners = [ns]
+            if family.key == "distributed":
+                c10d = getattr(ns, "distributed_c10d", None)
+                if c10d is not None:
+                    owners.append(c10d)
+            for dotted in api_lists.get(family.key, []):
+                head, _, attr = dotted.rpartition(".")
+                for owner in owners:
+                    try:
+                        target = _resolve(owner, head) if head else owner
+                        getattr(target, attr)
+                    except (AttributeError, ImportError):
+                        continue
+                    self.wrap(target, attr, (family.prefix, record_api_name(dotted)))
+                    n += 1
+        return n

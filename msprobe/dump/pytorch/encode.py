@@ -1,0 +1,214 @@
+"""Python values -> dump.json objects (spec §3.2 "Value encodings"), tensors through a summary hook.
+
+The encoder is a table of (type test, encoder) rows tried in order; tensors and numpy arrays get the
+statistics object plus, when a :class:`TensorWriter` is given, a ``data_name`` and a ``.pt`` file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from msprobe.dump.exceptions import MsprobeException
+from msprobe.dump.jsonfmt import Summary
+from msprobe.dump.naming import data_file_name
+from msprobe.dump.pytorch.stats import SummaryCache, tensor_stats
+from msprobe.dump.pytorch.tensor_io import TensorWriter
+
+MAX_DEPTH = 50
+Path = tuple[int | str, ...]
+
+
+def _scalar_type(v: Any) -> dict[str, Any]:
+    return {"type": type(v).__name__, "value": v}
+
+
+def _slice_value(v: Any) -> Any:
+    if isinstance(v, torch.Tensor):
+        return int(v.item())
+    return v
+
+
+class Encoder:
+    def __init__(
+        self,
+        cache: SummaryCache,
+        md5: bool,
+        writer: TensorWriter | None,
+        save_filter: Callable[[str], bool] | None = None,
+    ) -> None:
+        self.cache = cache
+        self.md5 = md5
+        self.writer = writer
+        self.save_filter = save_filter
+
+    # -- tensors ----------------------------------------------------------------------------------
+    def tensor(self, t: torch.Tensor, record: str, side: str, path: Path) -> dict[str, Any]:
+        stats, digest = self.cache.get(t, self.md5)
+        out = Summary(
+            {
+                "type": "torch.Tensor",
+                "dtype": str(t.dtype),
+                "shape": list(t.shape),
+                "Max": stats[0],
+                "Min": stats[1],
+                "Mean": stats[2],
+                "Norm": stats[3],
+                "requires_grad": t.requires_grad,
+            }
+        )
+        if digest is not None:
+            out["md5"] = digest
+        if self.writer is not None and (self.save_filter is None or self.save_filter(record)):
+            name = data_file_name(record, side, path)
+            self.writer.save(t, name)
+            out["data_name"] = name
+        return out
+
+    def ndarray(self, a: np.ndarray, record: str, side: str, path: Path) -> dict[str, Any]:
+        t = torch.from_numpy(np.ascontiguousarray(a)) if a.dtype != object else None
+        stats = tensor_stats(t) if t is not None else (None, None, None, None)
+        out: dict[str, Any] = {
+            "type": "numpy.ndarray",
+            "dtype": str(a.dtype),
+            "shape": list(a.shape),
+            "Max": stats[0],
+            "Min": stats[1],
+            "Mean": stats[2],
+            "Norm": stats[3],
+        }
+        if (
+            self.writer is not None
+            and t is not None
+            and (self.save_filter is None or self.save_filter(record))
+        ):
+            name = data_file_name(record, side, path)
+            self.writer.save(t, name)
+            out["data_name"] = name
+        return out
+
+    # -- everything -------------------------------------------------------------------------------
+    def value(
+        self, v: Any, record: str, side: str, path: Path = (), key: str | None = None, depth: int = 0
+    ) -> Any:
+        if depth > MAX_DEPTH:
+            raise MsprobeException(
+                MsprobeException.RECURSION_LIMIT_ERROR, f"{record}: nesting deeper than {MAX_DEPTH}"
+            )
+        if isinstance(v, torch.Tensor):
+            return self.tensor(v, record, side, path)
+        if v is None:
+            return None
+        if key == "device" and isinstance(v, str):
+            return {"type": "torch.device", "value": v}
+        if isinstance(v, bool | int | float | str):
+            return {"type": type(v).__name__ if type(v) in (bool, int, float, str) else _base(v), "value": v}
+        if isinstance(v, torch.dtype):
+            return {"type": "torch.dtype", "value": str(v)} if key == "dtype" else {}
+        if isinstance(v, torch.device):
+            return {"type": "torch.device", "value": f"{v.type}:{v.index}"} if key == "device" else {}
+        if isinstance(v, torch.Size):
+            return {"type": "torch.Size", "value": list(v)}
+        if isinstance(v, torch.memory_format):
+            return {"type": "torch.memory_format", "format": str(v).rsplit(".", 1)[-1]}
+        if isinstance(v, slice):
+            return {
+                "type": "slice",
+                "value": [_slice_value(v.start), _slice_value(v.stop), _slice_value(v.step)],
+            }
+        if v is Ellipsis:
+            return {"type": "ellipsis", "value": "..."}
+        if isinstance(v, np.ndarray):
+            return self.ndarray(v, record, side, path)
+        if isinstance(v, np.generic):
+            return {"type": type(v).__name__, "value": v.item()}
+        if isinstance(v, tuple) and hasattr(v, "_fields"):
+            return {f: self.value(x, record, side, (*path, f), f, depth + 1) for f, x in zip(v._fields, v)}
+        if isinstance(v, list | tuple):
+            return [self.value(x, record, side, (*path, i), None, depth + 1) for i, x in enumerate(v)]
+        if isinstance(v, dict):
+            return {
+                str(k): self.value(x, record, side, (*path, str(k)), str(k), depth + 1) for k, x in v.items()
+            }
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            return {
+                f.name: self.value(getattr(v, f.name), record, side, (*path, f.name), f.name, depth + 1)
+                for f in dataclasses.fields(v)
+            }
+        special = _SPECIAL.get(type(v).__name__)
+        if special is not None:
+            return special(self, v, record, side, path)
+        return None
+
+    def args(self, args: tuple[Any, ...], record: str) -> list[Any]:
+        return [self.value(a, record, "input", (i,)) for i, a in enumerate(args)]
+
+    def kwargs(self, kwargs: dict[str, Any], record: str) -> dict[str, Any]:
+        return {k: self.value(v, record, "kwargs", (k,), k) for k, v in kwargs.items()}
+
+    def output(self, out: Any, record: str) -> list[Any]:
+        if isinstance(out, tuple) and not hasattr(out, "_fields"):
+            return [self.value(x, record, "output", (i,), None, 1) for i, x in enumerate(out)]
+        if isinstance(out, list):
+            return [self.value(x, record, "output", (i,), None, 1) for i, x in enumerate(out)]
+        return [self.value(out, record, "output", (0,))]
+
+    def grads(self, grads: Any, record: str, side: str) -> list[Any]:
+        return [self.value(g, record, side, (i,)) for i, g in enumerate(grads)]
+
+
+def _base(v: Any) -> str:
+    for t in (bool, int, float, str):
+        if isinstance(v, t):
+            return t.__name__
+    return type(v).__name__
+
+
+def _group_ranks(group: Any) -> list[int]:
+    import torch.distributed as dist
+
+    try:
+        return list(dist.get_process_group_ranks(group))
+    except Exception:
+        return []
+
+
+def _process_group(enc: Encoder, v: Any, record: str, side: str, path: Path) -> Any:
+    import zlib
+
+    ranks = _group_ranks(v)
+    return {
+        "type": "torch.ProcessGroup",
+        "group_ranks": ranks,
+        "group_id": f"{zlib.crc32(str(ranks).encode()):08x}",
+    }
+
+
+def _reduce_op(enc: Encoder, v: Any, record: str, side: str, path: Path) -> Any:
+    return {"type": "torch.distributed.ReduceOp", "value": str(v)}
+
+
+def _p2p_op(enc: Encoder, v: Any, record: str, side: str, path: Path) -> Any:
+    import zlib
+
+    ranks = _group_ranks(v.group) if v.group is not None else []
+    return {
+        "class_type": "torch.distributed.P2POp",
+        "tensor": enc.value(v.tensor, record, side, (*path, "tensor")),
+        "op": getattr(v.op, "__name__", str(v.op)),
+        "peer": v.peer,
+        "tag": v.tag,
+        "group_id": f"{zlib.crc32(str(ranks).encode()):08x}",
+    }
+
+
+_SPECIAL: dict[str, Callable[[Encoder, Any, str, str, Path], Any]] = {
+    "ProcessGroup": _process_group,
+    "ReduceOp": _reduce_op,
+    "RedOpType": _reduce_op,
+    "P2POp": _p2p_op,
+}

@@ -1,0 +1,248 @@
+"""The PyTorch dump service: turns captured calls into records of the :class:`DumpSession`.
+
+One entry point, :meth:`TorchDumpService.on_api_call`, serves the function mode and every patch.
+Forward records are built around the real call (inputs summarised *before* it, so in-place ops show
+their inputs unmodified); the backward record comes from a hook on the ``grad_fn`` of the first
+output tensor, which receives ``(grad_inputs, grad_outputs)`` of that autograd node: ``input`` =
+grads w.r.t. the outputs, ``output`` = the node's input grads in ``next_functions`` order (spec §5.1).
+A failure while recording goes to dump_error_info.log; the user's call always runs and returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import types
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from msprobe.dump.api_families import load_api_list
+from msprobe.dump.config import DumpConfig
+from msprobe.dump.naming import BACKWARD, FORWARD
+from msprobe.dump.pytorch.callsite import recover_call_args
+from msprobe.dump.pytorch.capture import ApiKey, ApiTracer, Patcher, build_mode_table, pop_mode, push_mode
+from msprobe.dump.pytorch.encode import Encoder
+from msprobe.dump.pytorch.stats import SummaryCache
+from msprobe.dump.pytorch.tensor_io import TensorWriter
+from msprobe.dump.session import DumpSession
+from msprobe.dump.stack import capture_stack
+
+log = logging.getLogger("msprobe")
+_SKIP_FILES = (os.path.join("torch", "overrides.py"),)
+
+
+def _first_tensor(value: Any, depth: int = 0) -> torch.Tensor | None:
+    if isinstance(value, torch.Tensor):
+        return value
+    if depth > 10:
+        return None
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list | tuple):
+        for v in value:
+            t = _first_tensor(v, depth + 1)
+            if t is not None:
+                return t
+    return None
+
+
+def current_rank() -> int | None:
+    dist = getattr(torch, "distributed", None)
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return int(dist.get_rank())
+    return None
+
+
+class TorchDumpService:
+    def __init__(self, config: DumpConfig) -> None:
+        self.config = config
+        self.session = DumpSession(config, framework="pytorch")
+        self.cache = SummaryCache()
+        self.api_lists = load_api_list()
+        self.tracer = ApiTracer(build_mode_table(self.api_lists), self.on_api_call)
+        self.patcher = Patcher(self.on_api_call)
+        self.patcher.patch_families(self.api_lists)
+        self._operators = self.patcher.patch_dunders(self.api_lists)
+        self._mode_pushed = False
+        self._inside = False
+        self.writer: TensorWriter | None = None
+        self.encoder: Encoder | None = None
+        self.session.step_reset_hooks.append(self._reset_step)
+        self.is_recompute = False
+        self._recent_grads: Any = None
+
+    # -- switch -----------------------------------------------------------------------------------
+    def start(self) -> bool:
+        on = self.session.start(current_rank)
+        if on:
+            self._open_encoder()
+            if not self._mode_pushed:
+                for owner, attr, key in self._operators:
+                    self.patcher.wrap(owner, attr, key)
+                push_mode(self.tracer)
+                self._mode_pushed = True
+        return on
+
+    def stop(self) -> None:
+        self._pop()
+        self.session.stop()
+
+    def step(self) -> None:
+        self._pop()
+        self.session.step()
+
+    def close(self) -> None:
+        """At exit: final json of the open step, journal removed."""
+        self._pop()
+        self.session.running = False
+        self.session.close_store()
+
+    def _pop(self) -> None:
+        if self._mode_pushed:
+            pop_mode(self.tracer)
+            for owner, attr, _ in self._operators:
+                self.patcher.restore(owner, attr)
+            self._mode_pushed = False
+
+    def _open_encoder(self) -> None:
+        store = self.session.store
+        if store is None:
+            return
+        tensor_dir = self.session.tensor_dir()
+        if self.writer is None or self.writer.directory != tensor_dir:
+            self.writer = TensorWriter(tensor_dir) if self.config.saves_tensors else None
+            save_filter = None
+            if self.config.task == "statistics" and self.config.tensor_list:
+                names = self.config.tensor_list
+                save_filter = lambda record: any(s in record for s in names)  # noqa: E731
+            self.encoder = Encoder(self.cache, self.config.md5, self.writer, save_filter)
+
+    def _reset_step(self) -> None:
+        self._recent_grads = None
+        self.cache.clear()
+        self.writer = None
+        self.encoder = None
+
+    # -- forward ----------------------------------------------------------------------------------
+    def on_api_call(
+        self, key: ApiKey, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        s = self.session
+        if self._inside or not s.running or self.encoder is None or self.config.task == "structure":
+            return func(*args, **kwargs)
+        self._inside = True  # our own tensor code and the API's internals record nothing
+        try:
+            return self._record_call(key, func, args, kwargs)
+        finally:
+            self._inside = False
+
+    def _record_call(
+        self, key: ApiKey, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        s = self.session
+        prefix, api = key
+        index = s.counter.next(f"{prefix}.{api}")
+        name = f"{prefix}.{api}.{index}.{FORWARD}"
+        mode = self.config.data_mode
+        fwd = mode.direction(FORWARD)
+        record: dict[str, Any] | None = None
+        in_ok = s.filter.check(name)
+        if fwd and in_ok and mode.side("input"):
+            if type(func) is types.FunctionType:
+                rec_args, rec_kwargs = recover_call_args(func, args, kwargs, bound=prefix == "Tensor")
+            else:
+                rec_args, rec_kwargs = args, kwargs
+            record = self._inputs(name, rec_args, rec_kwargs)
+        out = func(*args, **kwargs)
+        self._after(name, index, key, func, out, record, fwd and s.filter.check(name) and mode.side("output"))
+        return out
+
+    def _inputs(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+        assert self.encoder is not None
+        try:
+            with torch._C.DisableTorchFunction(), torch.no_grad():
+                return {
+                    "input_args": self.encoder.args(args, name),
+                    "input_kwargs": self.encoder.kwargs(kwargs, name),
+                    "is_recompute": self.is_recompute,
+                }
+        except Exception as exc:
+            self.session.record_error("forward_input_data_collect", name, exc)
+            return None
+
+    def _after(
+        self,
+        name: str,
+        index: int,
+        key: ApiKey,
+        func: Any,
+        out: Any,
+        record: dict[str, Any] | None,
+        out_ok: bool,
+    ) -> None:
+        s = self.session
+        store = s.store
+        if store is None or self.encoder is None:
+            return
+        if out_ok:
+            try:
+                with torch._C.DisableTorchFunction(), torch.no_grad():
+                    encoded = self.encoder.output(out, name)
+                record = {} if record is None else record
+                record["output"] = encoded
+            except Exception as exc:
+                s.record_error("forward_output_data_collect", name, exc)
+        if record is not None:
+            store.put(name, record)
+            code = getattr(func, "__code__", None)
+            store.put_stack(name, capture_stack(sys._getframe(1), _SKIP_FILES, code))
+        if self.config.data_mode.direction(BACKWARD):
+            try:
+                self._attach_backward(out, f"{key[0]}.{key[1]}.{index}.{BACKWARD}")
+            except Exception as exc:
+                s.record_error("backward_hook_register", name, exc)
+
+    # -- backward ---------------------------------------------------------------------------------
+    def _attach_backward(self, out: Any, name: str) -> None:
+        t = _first_tensor(out)
+        if t is None or not t.requires_grad or not torch.is_grad_enabled():
+            return
+        node = t.grad_fn
+        if node is None:
+            return
+
+        def hook(grad_inputs: Any, grad_outputs: Any) -> None:
+            self.on_backward(name, grad_inputs, grad_outputs)
+
+        node.register_hook(hook)
+
+    def on_backward(self, name: str, grad_inputs: Any, grad_outputs: Any) -> None:
+        was_inside = self._inside
+        self._inside = True
+        try:
+            self._record_backward(name, grad_inputs, grad_outputs)
+        finally:
+            self._inside = was_inside
+
+    def _record_backward(self, name: str, grad_inputs: Any, grad_outputs: Any) -> None:
+        s = self.session
+        store = s.store
+        if store is None or self.encoder is None or not s.filter.check(name):
+            return
+        mode = self.config.data_mode
+        # Keep this node's grads alive until the next backward record: the next node's grad_outputs
+        # are usually these very tensors, and a live object lets the summary cache recognise them.
+        self._recent_grads = (grad_inputs, grad_outputs)
+        try:
+            with torch._C.DisableTorchFunction(), torch.no_grad():
+                record: dict[str, Any] = {}
+                if mode.side("input"):
+                    record["input"] = self.encoder.grads(grad_outputs, name, "input")
+                if mode.side("output"):
+                    record["output"] = self.encoder.grads(grad_inputs, name, "output")
+            store.put(name, record)
+        except Exception as exc:
+            s.record_error("backward_data_collect", name, exc)

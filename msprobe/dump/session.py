@@ -1,0 +1,152 @@
+"""``DumpSession``: all per-process dump state (steps, switch, rank, counters, the open rank folder).
+
+Framework code asks the session *whether* and *where* to record and hands it finished, encoded
+records; it never keeps dump state of its own. The front door (``PrecisionDebugger``) owns exactly
+one session per process (upstream's singleton rule).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from typing import Any
+
+from msprobe.dump.config import DumpConfig
+from msprobe.dump.error_log import ErrorLog
+from msprobe.dump.filters import RecordFilter
+from msprobe.dump.naming import CallCounter
+from msprobe.dump.writer import DEBUG_JSON, DUMP_JSON, TENSOR_DIR, RankStore
+
+log = logging.getLogger("msprobe")
+
+BANNER = "*" * 60 + "\n" + "msprobe ends successfully.".center(60) + "\n" + "*" * 60
+
+
+class DumpSession:
+    def __init__(self, config: DumpConfig, framework: str = "pytorch") -> None:
+        self.config = config
+        self.framework = framework
+        self.loop = 0
+        self.init_step = 0
+        self.running = False
+        self.finished = False
+        self.rank: int | None = None
+        self.rank_known = False
+        self.rank_excluded = False
+        self.counter = CallCounter()
+        self.filter = RecordFilter(config.scope, config.list)
+        self.store: RankStore | None = None
+        self.error_log: ErrorLog | None = None
+        self.step_reset_hooks: list[Callable[[], None]] = []
+
+    # -- steps -------------------------------------------------------------------------------------
+    @property
+    def current_step(self) -> int:
+        return self.loop + self.init_step
+
+    def set_init_step(self, step: int) -> None:
+        self.init_step = step
+        self.loop = 0
+
+    def step_selected(self) -> bool:
+        return not self.config.step or self.current_step in self.config.step
+
+    def _past_last_step(self) -> bool:
+        return bool(self.config.step) and self.current_step > max(self.config.step)
+
+    def finish(self) -> None:
+        if not self.finished:
+            self.finished = True
+            self.running = False
+            print(BANNER, flush=True)
+
+    # -- rank folder -------------------------------------------------------------------------------
+    @property
+    def rank_dir_name(self) -> str:
+        return "rank" if self.rank is None else f"rank{self.rank}"
+
+    def rank_dir(self) -> str:
+        return os.path.join(self.config.dump_path, f"step{self.current_step}", self.rank_dir_name)
+
+    def tensor_dir(self) -> str:
+        return os.path.join(self.rank_dir(), TENSOR_DIR)
+
+    def header(self) -> dict[str, Any]:
+        return {
+            "task": self.config.task,
+            "level": self.config.level,
+            "framework": self.framework,
+            "dump_data_dir": self.tensor_dir() if self.config.saves_tensors else None,
+        }
+
+    def ensure_store(self) -> RankStore:
+        if self.store is None:
+            data_file = DEBUG_JSON if self.config.level == "debug" else DUMP_JSON
+            self.store = RankStore(self.rank_dir(), self.header(), data_file)
+            self.store.open(self.config.saves_tensors)
+            self.error_log = ErrorLog(self.rank_dir())
+        return self.store
+
+    def resolve_rank(self, provider: Callable[[], int | None]) -> None:
+        if not self.rank_known:
+            self.rank = provider()
+            self.rank_known = True
+            if self.config.rank and (self.rank if self.rank is not None else 0) not in self.config.rank:
+                self.rank_excluded = True
+                log.info(
+                    "msprobe: rank %s is not in the rank list %s, nothing is dumped here",
+                    self.rank,
+                    list(self.config.rank),
+                )
+
+    # -- switch ------------------------------------------------------------------------------------
+    def start(self, rank_provider: Callable[[], int | None]) -> bool:
+        """Turn dumping on if this step and rank are selected; returns whether it is on."""
+        if self.finished:
+            return False
+        if self._past_last_step():
+            self.finish()
+            return False
+        if not self.step_selected():
+            return False
+        self.resolve_rank(rank_provider)
+        if self.rank_excluded:
+            return False
+        self.ensure_store()
+        self.running = True
+        log.info("msprobe: dump switch is on at step %d, data goes to %s", self.current_step, self.rank_dir())
+        return True
+
+    def stop(self) -> None:
+        self.running = False
+        if self.store is not None:
+            self.store.flush()
+            log.info("msprobe: dump.json is at %s", self.rank_dir())
+
+    def step(self) -> None:
+        if self.finished:
+            return
+        self.running = False
+        self.close_store()
+        self.loop += 1
+        self.counter.reset()
+        self.filter.reset()
+        for hook in self.step_reset_hooks:
+            hook()
+        if self._past_last_step():
+            self.finish()
+
+    def close_store(self) -> None:
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+            self.error_log = None
+
+    # -- records -----------------------------------------------------------------------------------
+    def record_error(self, function: str, name: str, exc: BaseException, extra: str = "") -> None:
+        if self.error_log is None and self.store is not None:
+            self.error_log = ErrorLog(self.store.rank_dir)
+        if self.error_log is not None:
+            self.error_log.record(function, name, exc, extra)
+        log.warning("msprobe: %s failed for %s: %s (see dump_error_info.log)", function, name, exc)

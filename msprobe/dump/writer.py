@@ -1,0 +1,152 @@
+"""The json files of one rank folder (spec §3): dump.json, stack.json, construct.json.
+
+:class:`RankStore` keeps them in memory (insertion order = collection order), mirrors each record to
+the :mod:`journal`, and rewrites the files at flush time with ``indent=1`` (so non-finite floats are
+``NaN``/``Infinity`` literals, as upstream's ``json.dump``). Files are written to a temporary name
+and renamed, so a crash during a flush never leaves a half-written dump.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from msprobe.dump import jsonfmt
+from msprobe.dump.journal import JOURNAL_NAME, Journal, read_journal
+
+DIR_MODE = 0o750
+FILE_MODE = 0o640
+DUMP_JSON = "dump.json"
+STACK_JSON = "stack.json"
+CONSTRUCT_JSON = "construct.json"
+DEBUG_JSON = "debug.json"
+TENSOR_DIR = "dump_tensor_data"
+
+
+def write_text(path: str, text: str) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def write_json(path: str, obj: Any) -> None:
+    write_text(path, jsonfmt.dumps(obj))
+
+
+def dump_json_text(header: dict[str, Any], records: list[tuple[str, str]]) -> str:
+    """dump.json text from the header and pre-encoded records (value texts at indent level 2)."""
+    head = jsonfmt.dumps(header)
+    body = jsonfmt.object_text(records, 1)
+    if head == "{}":
+        return '{\n "data": ' + body + "\n}"
+    return head[:-2] + ',\n "data": ' + body + "\n}"
+
+
+def make_dirs(path: str) -> None:
+    os.makedirs(path, mode=DIR_MODE, exist_ok=True)
+
+
+class RankStore:
+    """In-memory content + journal of ``{dump_path}/step{N}/rank{R}/``."""
+
+    def __init__(self, rank_dir: str, header: dict[str, Any], data_file: str = DUMP_JSON) -> None:
+        self.rank_dir = rank_dir
+        self.header = header
+        self.data_file = data_file
+        self.records: dict[str, str] = {}  # name -> value encoded at indent level 2
+        self._dirty = True
+        self.construct: dict[str, Any] = {}
+        self._stack_ids: dict[tuple[str, ...], int] = {}
+        self._stack_names: list[list[str]] = []
+        self._stack_frames: list[tuple[str, ...]] = []
+        self.journal: Journal | None = None
+
+    def open(self, with_tensor_dir: bool) -> None:
+        make_dirs(self.rank_dir)
+        if with_tensor_dir:
+            make_dirs(os.path.join(self.rank_dir, TENSOR_DIR))
+        self.journal = Journal(os.path.join(self.rank_dir, JOURNAL_NAME))
+        self.journal.append({"h": self.header})
+        self.flush()
+
+    def put(self, name: str, value: Any) -> None:
+        text = jsonfmt.dumps(value, 2)
+        self.records[name] = text
+        self._dirty = True
+        if self.journal is not None:
+            self.journal.append_raw('{"d":' + json.dumps(name) + ',"v":' + text.replace("\n", "") + "}")
+
+    def value(self, name: str) -> Any:
+        """The stored value of a record (decoded; for tests and updates)."""
+        return json.loads(self.records[name])
+
+    def put_stack(self, name: str, frames: tuple[str, ...]) -> None:
+        sid = self._stack_ids.get(frames)
+        entry: dict[str, Any] = {"n": name}
+        if sid is None:
+            sid = len(self._stack_frames)
+            self._stack_ids[frames] = sid
+            self._stack_frames.append(frames)
+            self._stack_names.append([])
+            entry["f"] = list(frames)
+        self._stack_names[sid].append(name)
+        entry["s"] = sid
+        self._dirty = True
+        if self.journal is not None:
+            self.journal.append(entry)
+
+    def put_construct(self, name: str, parent: str | None) -> None:
+        self.construct[name] = parent
+        self._dirty = True
+        if self.journal is not None:
+            self.journal.append({"c": name, "p": parent})
+
+    def stack_json(self) -> dict[str, Any]:
+        return {
+            str(i): [names, list(frames)]
+            for i, (names, frames) in enumerate(zip(self._stack_names, self._stack_frames))
+        }
+
+    def flush(self) -> None:
+        if not self._dirty:
+            return
+        self._dirty = False
+        text = dump_json_text(self.header, list(self.records.items()))
+        write_text(os.path.join(self.rank_dir, self.data_file), text)
+        if self.data_file == DUMP_JSON:
+            write_json(os.path.join(self.rank_dir, STACK_JSON), self.stack_json())
+            write_json(os.path.join(self.rank_dir, CONSTRUCT_JSON), self.construct)
+
+    def close(self) -> None:
+        """Final flush; the journal is removed only after the json files are safely written."""
+        self.flush()
+        if self.journal is not None:
+            self.journal.close(remove=True)
+            self.journal = None
+
+
+def rebuild(rank_dir: str) -> int:
+    """Rewrite dump.json/stack.json/construct.json of ``rank_dir`` from its journal.
+
+    Returns the number of data records. The journal is kept (rebuilding twice is harmless).
+    """
+    path = os.path.join(rank_dir, JOURNAL_NAME)
+    header, data, stack, construct = read_journal(path)
+    if not header:
+        header = {"task": None, "level": None, "framework": "pytorch", "dump_data_dir": None}
+    write_json(os.path.join(rank_dir, DUMP_JSON), {**header, "data": data})
+    write_json(os.path.join(rank_dir, STACK_JSON), stack)
+    write_json(os.path.join(rank_dir, CONSTRUCT_JSON), construct)
+    return len(data)
+
+
+def find_journals(root: str) -> list[str]:
+    """Rank folders under ``root`` (itself included) that hold a journal."""
+    found = []
+    for dirpath, _dirs, files in os.walk(root):
+        if JOURNAL_NAME in files:
+            found.append(dirpath)
+    return sorted(found)

@@ -1,0 +1,286 @@
+"""L1 capture on real torch calls: names, outermost-only, identity, argument encodings, backward order."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.functional import gelu as early_gelu  # bound before any debugger exists
+
+from tests.dump.conftest import load_dump
+
+RANK = Path("dump") / "step0" / "rank"
+
+
+def run(tmp_path: Path, make: Any, body: Any, **cfg: Any) -> dict[str, Any]:
+    dbg = make(**cfg)
+    dbg.start()
+    body()
+    dbg.stop()
+    return load_dump(tmp_path / RANK)
+
+
+def test_early_bound_function_recorded_and_identity_kept(tmp_path: Path, debugger: Any) -> None:
+    x = torch.randn(3, 4)
+    seen = {}
+
+    def body() -> None:
+        seen["is"] = early_gelu is F.gelu
+        early_gelu(x)
+
+    data = run(tmp_path, debugger, body)["data"]
+    assert seen["is"] is True
+    assert "Functional.gelu.0.forward" in data
+
+
+def test_outermost_only_and_counters(tmp_path: Path, debugger: Any) -> None:
+    x = torch.randn(3, 8)
+    w = torch.randn(4, 8)
+
+    def body() -> None:
+        F.linear(x, w)  # linear's internals (t, mm...) are not recorded
+        F.linear(x, w)
+        torch.relu(x)
+
+    data = run(tmp_path, debugger, body)["data"]
+    assert list(data) == [
+        "Functional.linear.0.forward",
+        "Functional.linear.1.forward",
+        "Torch.relu.0.forward",
+    ]
+
+
+def test_inplace_input_recorded_before_the_call(tmp_path: Path, debugger: Any) -> None:
+    x = torch.ones(4)
+
+    def body() -> None:
+        x.add_(1.0)
+
+    rec = run(tmp_path, debugger, body)["data"]["Tensor.add_.0.forward"]
+    assert rec["input_args"][0]["Max"] == 1.0
+    assert rec["output"][0]["Max"] == 2.0
+    assert rec["input_args"][1] == {"type": "float", "value": 1.0}
+    assert rec["is_recompute"] is False
+
+
+def test_user_call_signature_kept(tmp_path: Path, debugger: Any) -> None:
+    x = torch.randn(2, 5)
+
+    def body() -> None:
+        F.relu(x)  # F.relu re-packs as (x, inplace=False) internally; the record keeps the user's call
+        F.log_softmax(x, dim=1)
+        F.softmax(x, 1)
+
+    data = run(tmp_path, debugger, body)["data"]
+    assert data["Functional.relu.0.forward"]["input_kwargs"] == {}
+    assert len(data["Functional.relu.0.forward"]["input_args"]) == 1
+    assert data["Functional.log_softmax.0.forward"]["input_kwargs"] == {"dim": {"type": "int", "value": 1}}
+    assert data["Functional.softmax.0.forward"]["input_args"][1] == {"type": "int", "value": 1}
+
+
+def test_value_encodings(tmp_path: Path, debugger: Any) -> None:
+    t = torch.arange(12.0).reshape(3, 4)
+
+    def body() -> None:
+        t.sum(dim=(0, 1), keepdim=True)
+        torch.clamp(t, min=None, max=1.0)
+        t.reshape(torch.Size([4, 3]))
+        t[0:2] = 0.5  # __setitem__ with a slice
+        torch.full([2], 1.0, dtype=torch.float16, device="cpu")
+        t.to(torch.float64)
+        _ = t > 3
+        torch.max(t, 1)
+
+    data = run(tmp_path, debugger, body)["data"]
+    assert data["Tensor.sum.0.forward"]["input_kwargs"] == {
+        "dim": [{"type": "int", "value": 0}, {"type": "int", "value": 1}],
+        "keepdim": {"type": "bool", "value": True},
+    }
+    assert data["Torch.clamp.0.forward"]["input_kwargs"] == {
+        "min": None,
+        "max": {"type": "float", "value": 1.0},
+    }
+    assert data["Tensor.reshape.0.forward"]["input_args"][1] == {"type": "torch.Size", "value": [4, 3]}
+    assert data["Tensor.__setitem__.0.forward"]["input_args"][1] == {"type": "slice", "value": [0, 2, None]}
+    full = data["Torch.full.0.forward"]
+    assert full["input_args"][0] == [{"type": "int", "value": 2}]
+    assert full["input_kwargs"]["dtype"] == {"type": "torch.dtype", "value": "torch.float16"}
+    assert full["input_kwargs"]["device"] == {"type": "torch.device", "value": "cpu"}
+    assert data["Tensor.to.0.forward"]["input_args"][1] == {}  # positional dtype: upstream's quirk
+    gt = data["Tensor.__gt__.0.forward"]["output"][0]
+    assert (gt["dtype"], gt["Max"], gt["Min"], gt["Mean"], gt["Norm"]) == (
+        "torch.bool",
+        True,
+        False,
+        None,
+        None,
+    )
+    assert [o["dtype"] for o in data["Torch.max.0.forward"]["output"]] == ["torch.float32", "torch.int64"]
+
+
+def test_backward_follows_autograd_node_order(tmp_path: Path, debugger: Any) -> None:
+    x = torch.randn(3, 8)
+    lin = nn.Linear(8, 4)
+
+    def body() -> None:
+        F.linear(x, lin.weight, lin.bias).sum().backward()
+
+    data = run(tmp_path, debugger, body)["data"]
+    bw = data["Functional.linear.0.backward"]
+    # AddmmBackward: (grad bias, grad x = None since x needs no grad, grad of weight.T)
+    assert bw["input"][0]["shape"] == [3, 4]
+    assert bw["output"][0]["shape"] == [4]
+    assert bw["output"][1] is None
+    assert bw["output"][2]["shape"] == [8, 4]
+    assert "Torch.ones_like.0.forward" in data  # made by loss.backward() itself, as upstream
+    names = list(data)
+    assert names.index("Tensor.sum.0.backward") < names.index("Functional.linear.0.backward")
+
+
+def test_backward_after_stop_still_recorded(tmp_path: Path, debugger: Any) -> None:
+    dbg = debugger()
+    x = torch.randn(2, 3, requires_grad=True)
+    dbg.start()
+    y = torch.tanh(x)
+    dbg.stop()
+    y.sum().backward()
+    dbg.step()
+    data = load_dump(tmp_path / RANK)["data"]
+    assert "Torch.tanh.0.backward" in data
+    assert "Tensor.sum.0.forward" not in data  # called while off
+
+
+def test_list_and_scope_filters(tmp_path: Path, debugger: Any) -> None:
+    x = torch.randn(2, 3)
+
+    def body() -> None:
+        for _ in range(3):
+            F.relu(x)
+            torch.tanh(x)
+
+    data = run(tmp_path, debugger, body, statistics={"list": ["relu"]})["data"]
+    assert list(data) == [f"Functional.relu.{i}.forward" for i in range(3)]
+
+
+def test_scope_window_end_api_keeps_inputs_only(tmp_path: Path, debugger: Any) -> None:
+    x = torch.randn(2, 3)
+
+    def body() -> None:
+        for _ in range(3):
+            F.relu(x)
+
+    scope = ["Functional.relu.1.forward", "Functional.relu.2.forward"]
+    data = run(tmp_path, debugger, body, statistics={"scope": scope})["data"]
+    assert list(data) == scope
+    assert "output" in data[scope[0]]
+    assert "output" not in data[scope[1]] and "input_args" in data[scope[1]]
+
+
+def test_data_mode_forward_input(tmp_path: Path, debugger: Any) -> None:
+    x = torch.randn(2, 3, requires_grad=True)
+
+    def body() -> None:
+        torch.tanh(x).sum().backward()
+
+    data = run(tmp_path, debugger, body, statistics={"data_mode": ["forward", "input"]})["data"]
+    assert all(n.endswith(".forward") for n in data)
+    assert all("output" not in r and "input_args" in r for r in data.values())
+
+
+def test_custom_api(tmp_path: Path, debugger: Any) -> None:
+    import types
+
+    mod = types.ModuleType("custom_mod")
+
+    def add_and_mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return (a + b) * b
+
+    mod.add_and_mul = add_and_mul  # type: ignore[attr-defined]
+    dbg = debugger()
+    dbg.register_custom_api(mod, "add_and_mul")
+    a, b = torch.ones(2), torch.ones(2)
+    dbg.start()
+    mod.add_and_mul(a, b)  # type: ignore[attr-defined]
+    dbg.restore_custom_api(mod, "add_and_mul")
+    mod.add_and_mul(a, b)  # type: ignore[attr-defined]
+    dbg.stop()
+    names = list(load_dump(tmp_path / RANK)["data"])
+    assert names == [
+        "custom_mod.add_and_mul.0.forward",
+        "Tensor.__add__.0.forward",
+        "Tensor.__mul__.0.forward",
+    ]
+    assert mod.add_and_mul is add_and_mul  # type: ignore[attr-defined]
+
+
+def test_recording_failure_goes_to_error_log(
+    tmp_path: Path, debugger: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from msprobe.dump.pytorch import encode
+
+    real = encode.Encoder.output
+
+    def broken(self: Any, out: Any, record: str) -> Any:
+        if record.startswith("Torch.relu"):
+            raise RuntimeError("injected")
+        return real(self, out, record)
+
+    monkeypatch.setattr(encode.Encoder, "output", broken)
+    x = torch.randn(3)
+
+    def body() -> None:
+        torch.relu(x)
+        torch.tanh(x)
+
+    data = run(tmp_path, debugger, body)["data"]
+    assert "output" not in data["Torch.relu.0.forward"] and "input_args" in data["Torch.relu.0.forward"]
+    assert "output" in data["Torch.tanh.0.forward"]
+    log = (tmp_path / RANK / "dump_error_info.log").read_text()
+    assert "forward_output_data_collect failed: name=Torch.relu.0.forward" in log and "injected" in log
+
+
+def test_files_and_layout(tmp_path: Path, debugger: Any) -> None:
+    dbg = debugger()
+    x = torch.randn(3)
+    for _ in range(2):
+        dbg.start()
+        torch.tanh(x)
+        dbg.stop()
+        dbg.step()
+    for step in (0, 1):
+        rank = tmp_path / "dump" / f"step{step}" / "rank"
+        dump = load_dump(rank)
+        assert list(dump) == ["task", "level", "framework", "dump_data_dir", "data"]
+        assert (dump["task"], dump["level"], dump["framework"], dump["dump_data_dir"]) == (
+            "statistics",
+            "L1",
+            "pytorch",
+            None,
+        )
+        assert list(dump["data"]) == ["Torch.tanh.0.forward"]  # counters restart every step
+        assert json.loads((rank / "construct.json").read_text()) == {}
+        stack = json.loads((rank / "stack.json").read_text())
+        assert stack["0"][0] == ["Torch.tanh.0.forward"]
+        assert any("test_capture.py" in frame for frame in stack["0"][1])
+        assert not any("msprobe" + "/dump/" in frame for frame in stack["0"][1])
+        assert sorted(p.name for p in rank.iterdir()) == ["construct.json", "dump.json", "stack.json"]
+
+
+def test_step_and_nan_literals(tmp_path: Path, debugger: Any) -> None:
+    dbg = debugger(step=[1])
+    x = torch.tensor([1.0, float("nan")])
+    for _ in range(3):
+        dbg.start()
+        torch.tanh(x)
+        dbg.stop()
+        dbg.step()
+    assert not (tmp_path / "dump" / "step0").exists()
+    assert not (tmp_path / "dump" / "step2").exists()
+    text = (tmp_path / "dump" / "step1" / "rank" / "dump.json").read_text()
+    assert '"Max": NaN' in text
+    assert text.startswith('{\n "task": "statistics",\n "level": "L1",')  # indent=1

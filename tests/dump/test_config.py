@@ -1,0 +1,173 @@
+"""config.json and constructor validation: precedence, step/rank syntax, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from msprobe.dump.config import build_config, default_config_path
+from msprobe.dump.exceptions import FileCheckException, MsprobeException, ScopeException
+from msprobe.dump.steps import format_index_list, parse_index_list
+from msprobe.errors import MsprobeError
+
+
+def cfg_file(tmp_path: Path, data: object, name: str = "config.json") -> str:
+    p = tmp_path / name
+    p.write_text(json.dumps(data) if not isinstance(data, str) else data)
+    return str(p)
+
+
+def base(tmp_path: Path, **kw: object) -> dict[str, object]:
+    d: dict[str, object] = {"task": "statistics", "dump_path": str(tmp_path / "out"), "level": "L1"}
+    d.update(kw)
+    return d
+
+
+def test_packaged_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    cfg = build_config()
+    assert (cfg.task, cfg.level, cfg.dump_path, cfg.step, cfg.rank) == (
+        "statistics",
+        "L1",
+        "./dump_path",
+        (),
+        (),
+    )
+    assert os.path.isfile(default_config_path())
+
+
+def test_precedence_argument_over_file(tmp_path: Path) -> None:
+    path = cfg_file(tmp_path, base(tmp_path, step=[1], tensor={"list": ["relu"]}, statistics={"list": ["x"]}))
+    cfg = build_config(path, task="tensor", dump_path=str(tmp_path / "arg"), level="L1", step=["2-3"])
+    assert cfg.task == "tensor" and cfg.dump_path == str(tmp_path / "arg")
+    assert cfg.step == (2, 3)
+    assert cfg.list == ("relu",)  # the section named by the *argument* task is read
+
+
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        ({"task": "bogus"}, ["task", "statistics", "tensor"]),
+        ({"level": "L9"}, ["level", "L0", "L1", "mix"]),
+        ({"step": "0"}, ["step", "list"]),
+        ({"step": [-1]}, ["step", "between 0 and 1000000"]),
+        ({"step": ["5-3"]}, ["step", "left boundary (5)", "right boundary (3)"]),
+        ({"step": ["a-b"]}, ["step", "hyphen"]),
+        ({"rank": [True]}, ["rank"]),
+        ({"statistics": {"scope": ["Functional.relu.0.forward"]}}, ["scope", "length 2"]),
+        ({"statistics": {"scope": ["relu", "gelu"]}}, ["scope", "relu"]),
+        ({"statistics": {"list": "relu"}}, ["list", "list[str]"]),
+        ({"statistics": {"data_mode": ["all", "input"]}}, ["data_mode", "'all' cannot be combined"]),
+        ({"statistics": {"data_mode": ["sideways"]}}, ["data_mode", "sideways", "forward"]),
+        ({"statistics": {"summary_mode": "sha"}}, ["summary_mode", "md5"]),
+        ({"async_dump": "yes"}, ["async_dump", "boolean"]),
+        ({"enable_dataloader": 1}, ["enable_dataloader"]),
+        ({"task": "tensor", "async_dump": True}, ["async_dump", "list cannot be empty"]),
+        ({"task": "tensor", "tensor": {"file_format": "pt"}}, ["file_format", "npy"]),
+    ],
+)
+def test_bad_value_one_line_naming_field(tmp_path: Path, data: dict[str, object], words: list[str]) -> None:
+    path = cfg_file(tmp_path, base(tmp_path, **data))
+    with pytest.raises(MsprobeError) as info:
+        build_config(path)
+    msg = str(info.value)
+    assert "\n" not in msg
+    assert path in msg
+    for w in words:
+        assert w in msg
+
+
+def test_scope_is_scope_exception(tmp_path: Path) -> None:
+    path = cfg_file(tmp_path, base(tmp_path, statistics={"scope": ["a", "b", "c"]}))
+    with pytest.raises(ScopeException, match=r"^\[msprobe\] Invalid scope: .*length 3"):
+        build_config(path)
+
+
+def test_not_json(tmp_path: Path) -> None:
+    path = cfg_file(tmp_path, "{task: statistics")
+    with pytest.raises(MsprobeException) as info:
+        build_config(path)
+    assert "not valid JSON" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_missing_dump_path(tmp_path: Path) -> None:
+    path = cfg_file(tmp_path, {"task": "statistics"})
+    with pytest.raises(MsprobeException, match="dump_path not found"):
+        build_config(path)
+
+
+def test_unwritable_dump_path(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    path = cfg_file(tmp_path, base(tmp_path, dump_path=str(blocker / "sub")))
+    with pytest.raises(MsprobeException, match=r"dump_path .* not writable"):
+        build_config(path)
+
+
+def test_dump_path_bad_characters(tmp_path: Path) -> None:
+    path = cfg_file(tmp_path, base(tmp_path, dump_path=str(tmp_path / "a b")))
+    with pytest.raises(MsprobeException, match=r"dump_path .*characters"):
+        build_config(path)
+
+
+def test_constructor_argument_checks(tmp_path: Path) -> None:
+    with pytest.raises(MsprobeException, match="config_path must be a string"):
+        build_config(123)  # type: ignore[arg-type]
+    with pytest.raises(MsprobeException, match=r"task must be one of"):
+        build_config(task="nope")
+    with pytest.raises(MsprobeException, match=r"level must be one of"):
+        build_config(level="L7")
+    with pytest.raises(MsprobeException, match="dump_path must be a string"):
+        build_config(dump_path=5)  # type: ignore[arg-type]
+
+
+def test_config_file_checks(tmp_path: Path) -> None:
+    with pytest.raises(FileCheckException, match="does not exist"):
+        build_config(str(tmp_path / "missing.json"))
+    txt = cfg_file(tmp_path, base(tmp_path), name="config.txt")
+    with pytest.raises(FileCheckException, match=r"\.json"):
+        build_config(txt)
+    real = cfg_file(tmp_path, base(tmp_path))
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    with pytest.raises(FileCheckException, match="symbolic link"):
+        build_config(str(link))
+
+
+def test_uncaught_config_error_prints_one_line(tmp_path: Path) -> None:
+    path = cfg_file(tmp_path, base(tmp_path, task="bogus"))
+    script = f"from msprobe.pytorch import PrecisionDebugger\nPrecisionDebugger(config_path={path!r})\n"
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert res.returncode != 0
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, res.stderr
+    assert lines[0].startswith("msprobe: error: ") and "task" in lines[0] and "Traceback" not in res.stderr
+
+
+@given(
+    st.lists(st.one_of(st.integers(0, 300), st.tuples(st.integers(0, 300), st.integers(0, 300))), max_size=8)
+)
+def test_step_syntax_law(items: list[object]) -> None:
+    raw: list[int | str] = []
+    expect: set[int] = set()
+    for it in items:
+        if isinstance(it, tuple):
+            lo, hi = sorted(it)
+            raw.append(f"{lo}-{hi}")
+            expect.update(range(lo, hi + 1))
+        else:
+            raw.append(it)  # type: ignore[arg-type]
+            expect.add(it)  # type: ignore[arg-type]
+    got = parse_index_list(raw, "step")
+    assert got == tuple(sorted(expect))
+    assert parse_index_list(list(got), "step") == got  # idempotent
+    text = format_index_list(got)  # "[0, 2-5]": every part parses back to the same set
+    parts = [int(p) if p.isdigit() else p for p in text[1:-1].split(", ") if p]
+    assert parse_index_list(parts, "step") == got
