@@ -125,6 +125,8 @@ class CellHooks:
     def _placeholder(self, prefix: str, cell: Any, passed: bool) -> None:
         """``parameters_grad`` placeholder right after the first forward record of the step."""
         svc = self.service
+        if svc.config.task == "structure":
+            return
         params = {k: p for k, p in cell._params.items() if getattr(p, "requires_grad", False)}
         if not params or not passed or not svc.config.data_mode.direction(BACKWARD) or prefix in self.placed:
             return

@@ -12,6 +12,7 @@ import mindspore as ms
 from mindspore import nn
 
 from msprobe.dump.config import build_config
+from msprobe.dump.excepthook import install_excepthook
 from msprobe.dump.exceptions import MsprobeException
 from msprobe.dump.mindspore.cells import CellHooks, walk
 from msprobe.dump.mindspore.debug_save import DebugSaver
@@ -112,6 +113,7 @@ class PrecisionDebugger:
     ) -> None:
         if getattr(self, "_initialized", False):
             return
+        install_excepthook()
         config = build_config(config_path, task, dump_path, level, step)
         # MindSpore: dump_path is made absolute at construction and created at once (spec §3.1).
         config = dataclasses.replace(config, dump_path=os.path.abspath(config.dump_path))

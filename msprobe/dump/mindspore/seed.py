@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import random
@@ -13,6 +14,7 @@ from msprobe.dump.exceptions import MsprobeException
 
 log = logging.getLogger("msprobe")
 _INVALID = MsprobeException.INVALID_PARAM_ERROR
+_MARK = "__msprobe_no_dropout__"
 
 
 def _fail(msg: str) -> MsprobeException:
@@ -20,20 +22,16 @@ def _fail(msg: str) -> MsprobeException:
     return MsprobeException(_INVALID, msg)
 
 
-def _keep_all_dropout(base: type, keep_attr: str) -> type:
-    """A subclass of a dropout Primitive/Cell that keeps everything (created objects only)."""
+def _keep_all_dropout(base: Any, arg: str, value: float) -> type:
+    """A subclass of a dropout Primitive/Cell whose ``arg`` (keep_prob or p) is forced to ``value``."""
+    signature = inspect.signature(base.__init__)
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        if keep_attr == "keep_prob":
-            kwargs.pop("keep_prob", None)
-            args = args[1:] if args else args
-            base.__init__(self, 1.0, *args, **kwargs)
-        else:
-            kwargs.pop("p", None)
-            args = args[1:] if args else args
-            base.__init__(self, 0.0, *args, **kwargs)
+        bound = signature.bind(self, *args, **kwargs)
+        bound.arguments[arg] = value
+        base.__init__(*bound.args, **bound.kwargs)
 
-    return type(base.__name__, (base,), {"__init__": __init__, "__module__": base.__module__})
+    return type(base.__name__, (base,), {"__init__": __init__, "__module__": base.__module__, _MARK: True})
 
 
 def remove_dropout() -> None:
@@ -44,15 +42,11 @@ def remove_dropout() -> None:
     for name in ("Dropout", "Dropout2D", "Dropout3D"):
         for owner in (ops, P):
             base = getattr(owner, name, None)
-            if isinstance(base, type) and not getattr(base, "__msprobe_nodrop__", False):
-                sub = _keep_all_dropout(base, "keep_prob")
-                sub.__msprobe_nodrop__ = True  # type: ignore[attr-defined]
-                setattr(owner, name, sub)
+            if isinstance(base, type) and not getattr(base, _MARK, False):
+                setattr(owner, name, _keep_all_dropout(base, "keep_prob", 1.0))
     base = getattr(mint.nn, "Dropout", None)
-    if isinstance(base, type) and not getattr(base, "__msprobe_nodrop__", False):
-        sub = _keep_all_dropout(base, "p")
-        sub.__msprobe_nodrop__ = True  # type: ignore[attr-defined]
-        mint.nn.Dropout = sub
+    if isinstance(base, type) and not getattr(base, _MARK, False):
+        mint.nn.Dropout = _keep_all_dropout(base, "p", 0.0)
 
     def dropout(input: Any, p: float = 0.5, training: bool = True, inplace: bool = False) -> Any:
         return input

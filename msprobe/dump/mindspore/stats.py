@@ -49,8 +49,8 @@ def array_stats(data: np.ndarray) -> tuple[Any, Any, Any, Any]:
     kind = data.dtype.kind
     if kind == "b":
         if data.ndim == 0:
-            v = bool(data)
-            return v, v, v, v
+            flag = bool(data)
+            return flag, flag, flag, flag
         return bool(data.max()), bool(data.min()), None, None
     if data.ndim == 0:
         v = data.item()
