@@ -28,7 +28,7 @@ try:
 except ImportError:  # pragma: no cover
     CellBackwardHook = None
 
-BackwardFn = Callable[[tuple[Any, ...], tuple[Any, ...]], None]
+BackwardFn = Callable[[tuple[Any, ...], tuple[Any, ...]], object]
 
 
 def grad_recording() -> bool:

@@ -135,7 +135,7 @@ class CellHooks:
             return
         self.placed.add(prefix)
         grads = self.param_grads.setdefault(prefix, {k: [None] for k in params})
-        store.put(f"{prefix}.parameters_grad", grads)
+        svc.put(f"{prefix}.parameters_grad", grads)
         for pname, param in params.items():
             if id(param) not in self._param_hooked:
                 self._param_hooked.add(id(param))
@@ -152,7 +152,7 @@ class CellHooks:
             try:
                 self.param_grads[prefix].update(svc.encoder.named({pname: grad}, prefix, "parameters_grad"))
                 self.param_grads[prefix][pname] = [self.param_grads[prefix][pname]]
-                store.put(name, self.param_grads[prefix])
+                svc.put(name, dict(self.param_grads[prefix]))
             except Exception as exc:
                 svc.session.record_error("param_grad_data_collect", name, exc, f", param_name={pname}")
             finally:

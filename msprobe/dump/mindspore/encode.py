@@ -15,6 +15,8 @@ from typing import Any
 import mindspore as ms
 import numpy as np
 
+from msprobe.dump.jsonfmt import Summary
+from msprobe.dump.mindspore.deferred import Pending
 from msprobe.dump.mindspore.stats import array_stats, host_array, tensor_summary
 
 log = logging.getLogger("msprobe")
@@ -47,11 +49,16 @@ class Encoder:
     """Encodes one record's arguments; ``saver`` is set when tensors are written for that record."""
 
     def __init__(
-        self, md5: bool, saver: TensorSaver | None, save_filter: Callable[[str], bool] | None = None
+        self,
+        md5: bool,
+        saver: TensorSaver | None,
+        save_filter: Callable[[str], bool] | None = None,
+        defer: bool = False,
     ) -> None:
         self.md5 = md5
         self.saver = saver
         self.save_filter = save_filter
+        self.defer = defer  # summaries of non-Parameter tensors without a file become ``Pending``
 
     # -- public entry points ------------------------------------------------------------------------
     def args(self, args: tuple[Any, ...] | list[Any], record: str, side: str = "input") -> list[Any]:
@@ -97,7 +104,12 @@ class Encoder:
                 return enc(self, v, saver, stem, depth)
         return None
 
+    def summarise(self, t: Any) -> Summary:
+        return tensor_summary(str(t.dtype), list(t.shape), t.asnumpy(), self.md5)
+
     def tensor(self, t: Any, saver: TensorSaver | None, stem: str, depth: int) -> Any:
+        if saver is None and self.defer and not isinstance(t, ms.Parameter):
+            return Pending(t, self.summarise)
         data = t.asnumpy()
         out = tensor_summary(str(t.dtype), list(t.shape), data, self.md5)
         if saver is not None and saver.save(f"{stem}.npy", data):

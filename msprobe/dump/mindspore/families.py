@@ -97,6 +97,7 @@ class Patcher:
     def __init__(self, handler: Handler) -> None:
         self.handler = handler
         self._saved: dict[tuple[int, str], tuple[Any, str, Any, bool]] = {}
+        self._wrappers: dict[tuple[int, str], Any] = {}
 
     def wrap(self, owner: Any, attr: str, key: ApiKey) -> bool:
         slot = (id(owner), attr)
@@ -117,10 +118,12 @@ class Patcher:
             return False
         if slot not in self._saved:
             self._saved[slot] = (owner, attr, raw, own)
+        self._wrappers[slot] = wrapper
         return True
 
     def restore(self, owner: Any, attr: str) -> None:
         saved = self._saved.pop((id(owner), attr), None)
+        self._wrappers.pop((id(owner), attr), None)
         if saved is not None:
             _put_back(*saved)
 
@@ -128,12 +131,13 @@ class Patcher:
         for saved in list(self._saved.values()):
             _put_back(*saved)
         self._saved.clear()
+        self._wrappers.clear()
 
     def suspend(self) -> list[tuple[Any, str, Any]]:
         """Put every original back (e.g. while ``mindspore.jit`` compiles); returns what to re-wrap."""
         current = []
-        for owner, attr, raw, own in self._saved.values():
-            current.append((owner, attr, inspect.getattr_static(owner, attr)))
+        for slot, (owner, attr, raw, own) in self._saved.items():
+            current.append((owner, attr, self._wrappers[slot]))
             _put_back(owner, attr, raw, own)
         return current
 

@@ -83,6 +83,7 @@ class JitHooks:
             and svc.config.task != "structure"
             and not isinstance(getattr(executor, "obj", None), Optimizer)
         )
+        svc.batch.flush()  # a jit call may update queued tensors in place (optimizers do)
         suspended = svc.patcher.suspend()
         resumes = [hook() for hook in self.suspend_hooks]
         inside, svc.inside = svc.inside, True

@@ -137,9 +137,7 @@ class PrimitiveHooks:
 
     def _write(self, bname: str, parent: str | None, grads_in: list[Any], grads_out: list[Any]) -> None:
         svc = self.service
-        svc.put_backward(bname, grads_in, grads_out)
-        store = svc.session.store
-        if store is not None and bname in store.records:
+        if svc.put_backward(bname, grads_in, grads_out):
             svc.put_construct(bname, backward_name(parent))
 
 

@@ -16,6 +16,7 @@ import mindspore as ms
 
 from msprobe.dump.config import DumpConfig
 from msprobe.dump.mindspore.backward import cell_backward_hook, grad_recording
+from msprobe.dump.mindspore.deferred import Batch, is_inplace
 from msprobe.dump.mindspore.encode import Encoder, TensorSaver
 from msprobe.dump.mindspore.families import ApiKey, Patcher, load_api_list
 from msprobe.dump.naming import BACKWARD, FORWARD
@@ -81,6 +82,7 @@ class MsDumpService:
         self.cell_stack: list[str] = []  # open Cell forward records (construct.json parents at mix)
         self.session.step_reset_hooks.append(self._reset_step)
         self.step_reset: list[Callable[[], None]] = []
+        self.batch = Batch(self._store_put, self._batch_error)
         if config.level in ("L1", "mix"):
             self.api_count = self.patcher.patch_families(load_api_list())
         else:
@@ -98,12 +100,15 @@ class MsDumpService:
         return on
 
     def stop(self) -> None:
+        self.batch.flush()
         self.session.stop()
 
     def step(self) -> None:
+        self.batch.flush()
         self.session.step()
 
     def close(self) -> None:
+        self.batch.flush()
         self.session.running = False
         self.session.close_store()
 
@@ -115,7 +120,8 @@ class MsDumpService:
         if self.config.task == "statistics" and self.config.tensor_list:
             names = self.config.tensor_list
             save_filter = lambda record: any(s in record for s in names)  # noqa: E731
-        self.encoder = Encoder(self.config.md5, saver, save_filter)
+        defer = self.config.level in ("L0", "L1", "mix") and self.config.task != "tensor"
+        self.encoder = Encoder(self.config.md5, saver, save_filter, defer=defer)
 
     def _reset_step(self) -> None:
         self.encoder = None
@@ -124,6 +130,21 @@ class MsDumpService:
             hook()
 
     # -- shared record helpers ----------------------------------------------------------------------
+    def put(self, name: str, record: Any) -> None:
+        """Queue a record (its statistics are computed with its batch, in collection order)."""
+        if self.encoder is not None and self.encoder.defer:
+            self.batch.add(name, record)
+        else:
+            self._store_put(name, record)
+
+    def _store_put(self, name: str, record: Any) -> None:
+        store = self.session.store
+        if store is not None:
+            store.put(name, record)
+
+    def _batch_error(self, name: str, exc: BaseException) -> None:
+        self.session.record_error("statistics_data_collect", name, exc)
+
     @property
     def records_structure(self) -> bool:
         return self.config.level == "mix" or self.config.level == "L0"
@@ -172,17 +193,17 @@ class MsDumpService:
                 except Exception as exc:
                     self.session.record_error("forward_output_data_collect", name, exc)
             if record is not None:
-                store.put(name, record)
+                self.put(name, record)
                 store.put_stack(name, capture_stack(sys._getframe(1)))
         finally:
             self.inside = False
 
-    def put_backward(self, name: str, grad_inputs: Any, grad_outputs: Any) -> None:
-        """``input`` = grads w.r.t. the outputs, ``output`` = grads w.r.t. the inputs."""
+    def put_backward(self, name: str, grad_inputs: Any, grad_outputs: Any) -> bool:
+        """``input`` = grads w.r.t. the outputs, ``output`` = grads w.r.t. the inputs; True if recorded."""
         s = self.session
         store = s.store
         if store is None or self.encoder is None or not s.filter.check(name):
-            return
+            return False
         mode = self.config.data_mode
         self.inside = True
         try:
@@ -191,9 +212,11 @@ class MsDumpService:
                 record["input"] = self.encoder.args(list(grad_outputs), name, "input")
             if mode.side("output"):
                 record["output"] = self.encoder.args(list(grad_inputs), name, "output")
-            store.put(name, record)
+            self.put(name, record)
+            return True
         except Exception as exc:
             s.record_error("backward_data_collect", name, exc)
+            return False
         finally:
             self.inside = False
 
@@ -205,6 +228,8 @@ class MsDumpService:
         if self.inside or not self.running or self.config.task == "structure":
             return func(*args, **kwargs)
         prefix, api = key
+        if is_inplace(api):
+            self.batch.flush()  # queued records may hold the tensor this call is about to change
         index = s.counter.next(f"{prefix}.{api}")
         name = f"{prefix}.{api}.{index}.{FORWARD}"
         mode = self.config.data_mode
@@ -235,8 +260,7 @@ class MsDumpService:
         return out
 
     def _api_backward(self, name: str, fwd_parent: str | None, gi: Any, go: Any) -> None:
-        self.put_backward(name, gi, go)
-        if self.session.store is not None and name in self.session.store.records:
+        if self.put_backward(name, gi, go):
             self.put_construct(name, backward_name(fwd_parent))
 
 
