@@ -222,3 +222,43 @@ def test_fixture_net_at_mix_has_cell_parents_for_apis(tmp_path):
     assert construct["Primitive.matmul.MatMul.0.forward"] == "Cell.fc.Dense.forward.0"
     assert construct["Primitive.matmul.MatMul.0.backward"] == "Cell.fc.Dense.backward.0"
     assert construct["Mint.flatten.0.forward"] is None
+
+
+@pytest.mark.parametrize("mutate", ["ops.assign", "setitem", "assign_value"])
+def test_batched_statistics_see_values_before_a_later_in_place_change(tmp_path, mutate):
+    cfg, out = _cfg(tmp_path)
+    dbg = PrecisionDebugger(config_path=cfg)
+    x = Tensor(np.array([1.0, -2.0, 3.0], np.float32))
+    dbg.start()
+    y = ops.relu(x)  # queued: its statistics are computed later
+    if mutate == "ops.assign":
+        ops.assign(y, Tensor(np.full(3, 20.0, np.float32)))
+    elif mutate == "setitem":
+        y[0] = 100.0
+    else:
+        y.assign_value(Tensor(np.full(3, 50.0, np.float32)))
+    dbg.stop()
+    rec = _dump(out)["data"]["Functional.relu.0.forward"]
+    assert rec["output"][0]["Max"] == 3.0 and rec["output"][0]["Min"] == 0.0
+    assert float(y.asnumpy().max()) >= 13.0
+
+
+def test_parameters_are_recorded_before_the_optimizer_updates_them(tmp_path):
+    cfg, out = _cfg(tmp_path, level="L0")
+    run_fixture_net(PrecisionDebugger, seed_all, cfg, steps=1, level="L0")
+    rec = _dump(out)["data"]["Cell.fc.Dense.forward.0"]
+    with open(
+        os.path.join(
+            os.path.dirname(__file__),
+            "..",
+            "data",
+            "mindspore",
+            "upstream_v811",
+            "ms_statistics_L0",
+            "step0",
+            "rank",
+            "dump.json",
+        )
+    ) as fh:
+        upstream = json.load(fh)["data"]["Cell.fc.Dense.forward.0"]
+    assert rec["parameters"]["weight"]["Max"] == upstream["parameters"]["weight"]["Max"]

@@ -42,10 +42,22 @@ def resolve(value: Any) -> Any:
     return value
 
 
+_NOT_MUTATORS = {"requires_grad_", "parent_tensor_", "index_of_parent_", "delete_"}
+# Tensor methods that change a tensor without being recorded APIs; a batch is written before they run.
+MUTATORS = ("__setitem__", "assign_value", "set_data", "copy_", "fill_", "zero_", "set_")
+
+
+def mutator_names(cls: type) -> list[str]:
+    """In-place methods of ``cls`` (``add_``, ``__iadd__``...) plus :data:`MUTATORS`."""
+    names = [n for n in dir(cls) if (is_inplace(n) and not n.startswith("_")) or n in MUTATORS]
+    names += [n for n in dir(cls) if n.startswith("__i") and n.endswith("__") and is_inplace(n)]
+    return sorted(set(names) - _NOT_MUTATORS)
+
+
 def is_inplace(api: str) -> bool:
     """APIs that change an argument in place: a batch must be written before they run."""
     if api.startswith("__i") and api.endswith("__"):
-        return True
+        return api not in ("__init__", "__init_subclass__", "__index__", "__int__", "__invert__", "__iter__")
     if api.startswith("__"):
         return False
     return api.endswith("_") or api.startswith(("assign", "inplace_", "scatter_")) or api in ("copy_",)

@@ -99,7 +99,7 @@ class Patcher:
         self._saved: dict[tuple[int, str], tuple[Any, str, Any, bool]] = {}
         self._wrappers: dict[tuple[int, str], Any] = {}
 
-    def wrap(self, owner: Any, attr: str, key: ApiKey) -> bool:
+    def wrap(self, owner: Any, attr: str, key: ApiKey, handler: Handler | None = None) -> bool:
         slot = (id(owner), attr)
         own = attr in vars(owner)
         # re-registering a wrapped name wraps the original under the new key
@@ -107,7 +107,7 @@ class Patcher:
         func = raw.__func__ if isinstance(raw, staticmethod | classmethod) else raw
         if not callable(func) or isinstance(func, type):
             return False
-        wrapper: Any = make_wrapper(func, key, self.handler)
+        wrapper: Any = make_wrapper(func, key, handler or self.handler)
         if isinstance(raw, staticmethod):
             wrapper = staticmethod(wrapper)
         elif isinstance(raw, classmethod):
@@ -145,6 +145,9 @@ class Patcher:
     def resume(current: list[tuple[Any, str, Any]]) -> None:
         for owner, attr, wrapper in current:
             setattr(owner, attr, wrapper)
+
+    def is_wrapped(self, owner: Any, attr: str) -> bool:
+        return (id(owner), attr) in self._saved
 
     def original(self, owner: Any, attr: str) -> Any:
         """The unwrapped attribute (for the tool's own calls)."""

@@ -16,7 +16,7 @@ import mindspore as ms
 
 from msprobe.dump.config import DumpConfig
 from msprobe.dump.mindspore.backward import cell_backward_hook, grad_recording
-from msprobe.dump.mindspore.deferred import Batch, is_inplace
+from msprobe.dump.mindspore.deferred import Batch, is_inplace, mutator_names
 from msprobe.dump.mindspore.encode import Encoder, TensorSaver
 from msprobe.dump.mindspore.families import ApiKey, Patcher, load_api_list
 from msprobe.dump.naming import BACKWARD, FORWARD
@@ -87,6 +87,8 @@ class MsDumpService:
             self.api_count = self.patcher.patch_families(load_api_list())
         else:
             self.api_count = 0
+        if config.level in ("L0", "L1", "mix"):
+            self._guard_mutators()
 
     # -- switch -----------------------------------------------------------------------------------
     @property
@@ -128,6 +130,21 @@ class MsDumpService:
         self.cell_stack.clear()
         for hook in self.step_reset:
             hook()
+
+    def _guard_mutators(self) -> None:
+        """In-place Tensor methods that are not recorded still write the pending batch first."""
+
+        def flush_then_call(
+            key: ApiKey, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+        ) -> Any:
+            if self.batch.queue:
+                self.batch.flush()
+            return func(*args, **kwargs)
+
+        for owner in (ms.Tensor, ms.Parameter):
+            for name in mutator_names(owner):
+                if not self.patcher.is_wrapped(owner, name):
+                    self.patcher.wrap(owner, name, ("", name), flush_then_call)
 
     # -- shared record helpers ----------------------------------------------------------------------
     def put(self, name: str, record: Any) -> None:
