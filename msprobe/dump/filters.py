@@ -61,5 +61,19 @@ class RecordFilter:
             ok = any(s in name for s in self.names)
         return ok
 
+    def begin(self, name: str) -> bool:
+        """Module begin (pre-hook): may open the scope window; the end module is fully included."""
+        if not self.scope and not self.names:
+            return True
+        if self.scope and name == self.scope[0]:
+            self._on = True
+        ok = self._on if self.scope else True
+        return ok and (not self.names or any(s in name for s in self.names))
+
+    def end(self, name: str) -> None:
+        """Module end (forward hook): closes the window after the end module."""
+        if self.scope and name == self.scope[1]:
+            self._on = False
+
     def reset(self) -> None:
         self._on = False

@@ -34,6 +34,12 @@ STATS = ("Max", "Min", "Mean", "Norm")
 DEVIATIONS = {"Tensor.add_.0.forward.input_args[0]"}
 
 
+def upstream_records(data: dict[str, Any]) -> dict[str, Any]:
+    """Upstream's records minus the ones we drop on purpose: at mix, 8.1.1 records the
+    ``Tensor.view_as`` calls made by torch's own BackwardHook machinery (spec §8 item 3)."""
+    return {k: v for k, v in data.items() if not k.startswith("Tensor.view_as.")}
+
+
 def run_script(tmp_path: Path, *argv: str) -> Path:
     shutil.copy(FIXTURES / "make_fixtures.py", tmp_path / "make_fixtures.py")
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
@@ -87,6 +93,8 @@ def compare(ours: Any, theirs: Any, path: str, problems: list[str]) -> None:
     [
         ("cnn_tensor_L1", ("tensor", "L1", "cnn_tensor_L1")),
         ("cnn_md5_L1", ("statistics", "L1", "cnn_md5_L1", "md5")),
+        ("cnn_tensor_L0", ("tensor", "L0", "cnn_tensor_L0")),
+        ("cnn_statistics_mix", ("statistics", "mix", "cnn_statistics_mix")),
     ],
 )
 def test_cnn_matches_upstream(tmp_path: Path, fixture: str, argv: tuple[str, ...]) -> None:
@@ -98,16 +106,18 @@ def test_cnn_matches_upstream(tmp_path: Path, fixture: str, argv: tuple[str, ...
         assert {k: v for k, v in ours.items() if k != "data"} == {
             k: v for k, v in theirs.items() if k != "data"
         }
-        assert list(ours["data"]) == list(theirs["data"])
+        expected = upstream_records(theirs["data"])
+        assert list(ours["data"]) == list(expected)
         problems: list[str] = []
-        for name, rec in theirs["data"].items():
+        for name, rec in expected.items():
             compare(ours["data"][name], rec, name, problems)
         assert not problems, "\n".join(problems[:20])
-        assert json.loads((out / rank / "construct.json").read_text()) == {}
+        construct = json.loads((FIXTURES / fixture / rank / "construct.json").read_text())
+        assert json.loads((out / rank / "construct.json").read_text()) == upstream_records(construct)
         if fixture == "cnn_md5_L1":
             md5s = [v for v in _leaves(ours["data"]) if "md5" in v]
             assert md5s and all(len(v["md5"]) == 8 for v in md5s)
-        if fixture == "cnn_tensor_L1":
+        if fixture.startswith("cnn_tensor"):
             for leaf in _leaves(ours["data"]):
                 if "data_name" in leaf:
                     t = torch.load(out / rank / "dump_tensor_data" / leaf["data_name"], weights_only=True)

@@ -91,6 +91,25 @@ def _add(table: dict[Any, ApiKey], fn: Any, key: ApiKey) -> None:
         pass
 
 
+def _resolve_owner(owner: Any, head: str) -> Any | None:
+    """``owner.head`` (dotted), importing ``owner.__name__ + '.' + head`` if it is a submodule."""
+    if not head:
+        return owner
+    try:
+        return _resolve(owner, head)
+    except AttributeError:
+        pass
+    base = getattr(owner, "__name__", None)
+    if not isinstance(base, str):
+        return None
+    try:
+        return importlib.import_module(f"{base}.{head}")
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return None
+
+
 class ApiTracer(TorchFunctionMode):
     """Routes listed API calls to ``handler``; everything else runs untouched."""
 
@@ -199,10 +218,8 @@ class Patcher:
             for dotted in api_lists.get(family.key, []):
                 head, _, attr = dotted.rpartition(".")
                 for owner in owners:
-                    try:
-                        target = _resolve(owner, head) if head else owner
-                        getattr(target, attr)
-                    except (AttributeError, ImportError):
+                    target = _resolve_owner(owner, head)
+                    if target is None or not hasattr(target, attr):
                         continue
                     self.wrap(target, attr, (family.prefix, record_api_name(dotted)))
                     n += 1

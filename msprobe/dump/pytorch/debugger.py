@@ -115,6 +115,7 @@ class PrecisionDebugger:
             return
         inst.service.close()
         inst.service.patcher.restore_all()
+        inst.service.modules.remove()
         atexit.unregister(inst.service.close)
         cls._instance = None
 
@@ -138,7 +139,7 @@ class PrecisionDebugger:
                 f"For level {inst.config.level} or non-empty token_range, PrecisionDebugger or start "
                 "interface must receive a 'model' parameter: missing the parameter 'model'",
             )
-        inst.service.start()
+        inst.service.start(model)
 
     @classmethod
     def stop(cls) -> None:

@@ -25,12 +25,21 @@ from msprobe.dump.naming import BACKWARD, FORWARD
 from msprobe.dump.pytorch.callsite import recover_call_args
 from msprobe.dump.pytorch.capture import ApiKey, ApiTracer, Patcher, build_mode_table, pop_mode, push_mode
 from msprobe.dump.pytorch.encode import Encoder
+from msprobe.dump.pytorch.modules import ModuleDumper
 from msprobe.dump.pytorch.stats import SummaryCache
 from msprobe.dump.pytorch.tensor_io import TensorWriter
 from msprobe.dump.session import DumpSession
 from msprobe.dump.stack import capture_stack
 
 log = logging.getLogger("msprobe")
+
+# Which capture each level switches on: (module hooks, API capture, API records get a module parent).
+LEVELS: dict[str, tuple[bool, bool, bool]] = {
+    "L0": (True, False, False),
+    "L1": (False, True, False),
+    "mix": (True, True, True),
+    "debug": (False, False, False),
+}
 _SKIP_FILES = (os.path.join("torch", "overrides.py"),)
 
 
@@ -72,14 +81,18 @@ class TorchDumpService:
         self.encoder: Encoder | None = None
         self.session.step_reset_hooks.append(self._reset_step)
         self.is_recompute = False
+        self.modules_on, self.apis_on, self.api_parents = LEVELS[config.level]
+        self.modules = ModuleDumper(self)
         self._recent_grads: Any = None
 
     # -- switch -----------------------------------------------------------------------------------
-    def start(self) -> bool:
+    def start(self, model: Any = None) -> bool:
         on = self.session.start(current_rank)
         if on:
             self._open_encoder()
-            if not self._mode_pushed:
+            if self.modules_on and model is not None:
+                self.modules.register(model)
+            if self.apis_on and not self._mode_pushed:
                 for owner, attr, key in self._operators:
                     self.patcher.wrap(owner, attr, key)
                 push_mode(self.tracer)
@@ -122,6 +135,7 @@ class TorchDumpService:
 
     def _reset_step(self) -> None:
         self._recent_grads = None
+        self.modules.reset_step()
         self.cache.clear()
         self.writer = None
         self.encoder = None
@@ -197,6 +211,8 @@ class TorchDumpService:
                 s.record_error("forward_output_data_collect", name, exc)
         if record is not None:
             store.put(name, record)
+            if self.api_parents:
+                store.put_construct(name, self.modules.api_parent(FORWARD))
             code = getattr(func, "__code__", None)
             store.put_stack(name, capture_stack(sys._getframe(1), _SKIP_FILES, code))
         if self.config.data_mode.direction(BACKWARD):
@@ -244,5 +260,7 @@ class TorchDumpService:
                 if mode.side("output"):
                     record["output"] = self.encoder.grads(grad_inputs, name, "output")
             store.put(name, record)
+            if self.api_parents:
+                store.put_construct(name, self.modules.api_parent(BACKWARD))
         except Exception as exc:
             s.record_error("backward_data_collect", name, exc)

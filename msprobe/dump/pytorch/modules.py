@@ -1,0 +1,300 @@
+"""Module-level capture (levels L0 and mix, spec §5.3-5.4): forward/backward records of every
+descendant of the model passed to ``start()``, direct parameters, parameter gradients, construct.json.
+
+Hooks are registered once, on the first effective ``start()``, and do nothing while dumping is off.
+Backward uses PyTorch's full backward hooks; their identity ``BackwardHookFunction`` makes module
+inputs/outputs views that refuse in-place ops (pytorch #61519), so while we are installed the views it
+returns get the default creation meta back (what upstream 8.1.1 does too), and ``nn.ReLU(inplace=True)``
+after a hooked module keeps working.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from msprobe.dump.naming import BACKWARD, FORWARD
+from msprobe.dump.stack import capture_stack
+
+if TYPE_CHECKING:
+    from msprobe.dump.pytorch.service import TorchDumpService
+
+OPTIMIZER = "optimizer"
+
+
+def _reset_views(value: Any) -> Any:
+    autograd = torch._C._autograd
+    items = value if isinstance(value, tuple | list) else (value,)
+    for t in items:
+        if isinstance(t, torch.Tensor) and t._is_view():
+            try:
+                if autograd._get_creation_meta(t) != autograd.CreationMeta.DEFAULT:
+                    autograd._set_creation_meta(t, autograd.CreationMeta.DEFAULT)
+            except RuntimeError:
+                pass
+    return value
+
+
+def _keep_aliases(orig: Callable[..., Any], hook: Any, args: Any) -> Any:
+    """Route each distinct tensor through the hook once, so ``q is k`` stays true inside the module.
+
+    BackwardHookFunction returns a separate view per argument: ``attn(h, h, h)`` would see three
+    different tensors and take MultiheadAttention's slower, differently rounded path. The grads of
+    repeated arguments are then reported at their first position.
+    """
+    if not isinstance(args, tuple):
+        return orig(hook, args)
+    first: dict[int, int] = {}
+    dups: list[tuple[int, int]] = []
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor):
+            if id(a) in first:
+                dups.append((i, first[id(a)]))
+            else:
+                first[id(a)] = i
+    if not dups:
+        return orig(hook, args)
+    dedup = list(args)
+    for i, _ in dups:
+        dedup[i] = None
+    res = list(orig(hook, tuple(dedup)))
+    for i, j in dups:
+        res[i] = res[j]
+    return tuple(res)
+
+
+_patched_backward_hook = False
+_active: list[ModuleDumper] = []  # dumpers whose service must ignore the hook machinery's own calls
+
+
+def _allow_inplace_on_hooked_views() -> None:
+    global _patched_backward_hook
+    if _patched_backward_hook:
+        return
+    from torch.utils import hooks
+
+    for attr in ("setup_input_hook", "setup_output_hook"):
+        orig = getattr(hooks.BackwardHook, attr)
+
+        def make(orig: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(orig)
+            def wrapper(self: Any, args: Any) -> Any:
+                # BackwardHookFunction.apply makes views with Tensor.view_as from C++: not user calls
+                saved = [d.svc._inside for d in _active]
+                for d in _active:
+                    d.svc._inside = True
+                try:
+                    return _reset_views(_keep_aliases(orig, self, args))
+                finally:
+                    for d, was in zip(_active, saved):
+                        d.svc._inside = was
+
+            return wrapper
+
+        setattr(hooks.BackwardHook, attr, make(orig))
+    _patched_backward_hook = True
+
+
+class ModuleDumper:
+    def __init__(self, service: TorchDumpService) -> None:
+        self.svc = service
+        self.registered = False
+        self.forward_stack: list[str] = []
+        self.backward_stack: list[str] = []
+        self.handles: list[Any] = []
+        self._grad_records: dict[str, dict[str, Any]] = {}  # parameters_grad record -> value (this step)
+        self._params_hooked: set[int] = set()
+
+    # -- registration -----------------------------------------------------------------------------
+    def register(self, model: Any) -> None:
+        if self.registered:
+            return
+        self.registered = True
+        _allow_inplace_on_hooked_views()
+        _active.append(self)
+        # Our full backward hooks on modules whose inputs need no grad make torch warn on every step.
+        warnings.filterwarnings("ignore", message="Full backward hook is firing when gradients are computed")
+        models = list(model) if isinstance(model, list | tuple) else [model]
+        indexed = isinstance(model, list | tuple)
+        for i, root in enumerate(models):
+            for name, module in root.named_modules():
+                if module is root or not name or type(module).__name__ == "FullyShardedDataParallel":
+                    continue
+                self._hook(module, f"{i}.{name}" if indexed else name)
+        if self.svc.config.level == "mix":
+            import torch.optim.optimizer as opt
+
+            self.handles.append(opt.register_optimizer_step_pre_hook(self._optimizer_pre))
+            self.handles.append(opt.register_optimizer_step_post_hook(self._optimizer_post))
+
+    def _hook(self, module: torch.nn.Module, path: str) -> None:
+        prefix = f"Module.{path}.{type(module).__name__}"
+        pending: list[tuple[str, str | None, bool]] = []  # (name, parent, passes the filter)
+        bpending: list[tuple[str, str | None]] = []
+
+        def pre(mod: Any, args: Any, kwargs: Any) -> None:
+            if self._off():
+                return
+            name = f"{prefix}.{FORWARD}.{self.svc.session.counter.next(prefix + '.' + FORWARD)}"
+            ok = self.svc.session.filter.begin(name)
+            pending.append((name, self.forward_stack[-1] if self.forward_stack else None, ok))
+            self.forward_stack.append(name)
+
+        def post(mod: Any, args: Any, kwargs: Any, output: Any) -> None:
+            if not pending:
+                return
+            name, parent, ok = pending.pop()
+            if self.forward_stack:
+                self.forward_stack.pop()
+            self.svc.session.filter.end(name)
+            store = self.svc.session.store
+            if store is not None:  # construct entries in completion order, as 8.1.1 writes them
+                store.put_construct(name, parent)
+            if ok and not self._off():
+                self._guarded(self._record_forward, prefix, name, mod, args, kwargs, output)
+
+        def bpre(mod: Any, grad_output: Any) -> None:
+            if self._off():
+                return
+            name = f"{prefix}.{BACKWARD}.{self.svc.session.counter.next(prefix + '.' + BACKWARD)}"
+            bpending.append((name, self.backward_stack[-1] if self.backward_stack else None))
+            self.backward_stack.append(name)
+
+        def bpost(mod: Any, grad_input: Any, grad_output: Any) -> None:
+            if not bpending:
+                return
+            name, parent = bpending.pop()
+            if self.backward_stack:
+                self.backward_stack.pop()
+            store = self.svc.session.store
+            if store is not None:
+                store.put_construct(name, parent)
+            if self.svc.session.filter.check(name):
+                self._guarded(self._record_backward, name, grad_input, grad_output)
+
+        self.handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
+        self.handles.append(module.register_forward_hook(post, with_kwargs=True, prepend=True))
+        if self.svc.config.data_mode.direction(BACKWARD):
+            self.handles.append(module.register_full_backward_pre_hook(bpre))
+            self.handles.append(module.register_full_backward_hook(bpost))
+
+    def _off(self) -> bool:
+        return not self.svc.session.running or self.svc._inside
+
+    def _guarded(self, fn: Callable[..., None], *args: Any) -> None:
+        was = self.svc._inside
+        self.svc._inside = True
+        try:
+            with torch._C.DisableTorchFunction(), torch.no_grad():
+                fn(*args)
+        except Exception as exc:
+            self.svc.session.record_error(fn.__name__.lstrip("_"), str(args[1] if len(args) > 1 else ""), exc)
+        finally:
+            self.svc._inside = was
+
+    # -- records ----------------------------------------------------------------------------------
+    def _record_forward(
+        self, prefix: str, name: str, mod: torch.nn.Module, args: Any, kwargs: Any, output: Any
+    ) -> None:
+        svc = self.svc
+        store, enc = svc.session.store, svc.encoder
+        if store is None or enc is None:
+            return
+        mode = svc.config.data_mode
+        if not mode.direction(FORWARD):
+            self._param_grad_placeholder(prefix, mod)
+            return
+        record: dict[str, Any] = {}
+        if mode.side("input"):
+            record["input_args"] = enc.args(tuple(args), name)
+            record["input_kwargs"] = enc.kwargs(dict(kwargs), name)
+        if mode.side("output"):
+            record["output"] = enc.output(output, name)
+        record["parameters"] = {
+            p: enc.value(t, name, "parameters", (p,)) for p, t in mod.named_parameters(recurse=False)
+        }
+        record["is_recompute"] = svc.is_recompute
+        store.put(name, record)
+        store.put_stack(name, capture_stack(None, (), None))
+        self._param_grad_placeholder(prefix, mod)
+
+    def _param_grad_placeholder(self, prefix: str, mod: torch.nn.Module) -> None:
+        mode = self.svc.config.data_mode
+        if not mode.direction(BACKWARD):
+            return
+        params = [(p, t) for p, t in mod.named_parameters(recurse=False) if t.requires_grad]
+        if not params:
+            return
+        record = f"{prefix}.parameters_grad"
+        store = self.svc.session.store
+        if store is None or record in self._grad_records:
+            return
+        value: dict[str, Any] = {p: [None] for p, _ in params}
+        self._grad_records[record] = value
+        store.put(record, value)
+        for p, t in params:
+            if id(t) not in self._params_hooked:
+                self._params_hooked.add(id(t))
+                self.handles.append(t.register_hook(self._param_hook(record, p)))
+
+    def _param_hook(self, record: str, pname: str) -> Callable[[torch.Tensor], None]:
+        def hook(grad: torch.Tensor) -> None:
+            if self._off():
+                return
+            self._guarded(self._record_param_grad, record, pname, grad)
+
+        return hook
+
+    def _record_param_grad(self, record: str, pname: str, grad: torch.Tensor) -> None:
+        value = self._grad_records.get(record)
+        store, enc = self.svc.session.store, self.svc.encoder
+        if value is None or store is None or enc is None or not self.svc.session.filter.check(record):
+            return
+        value[pname] = [enc.value(grad, record, pname, ())]
+        store.put(record, value)
+
+    def _record_backward(self, name: str, grad_input: Any, grad_output: Any) -> None:
+        svc = self.svc
+        store, enc = svc.session.store, svc.encoder
+        if store is None or enc is None:
+            return
+        mode = svc.config.data_mode
+        record: dict[str, Any] = {}
+        if mode.side("input"):
+            record["input"] = enc.grads(tuple(grad_output), name, "input")
+        if mode.side("output"):
+            record["output"] = enc.grads(tuple(g for g in grad_input if g is not None), name, "output")
+        store.put(name, record)
+
+    # -- optimizer (mix) --------------------------------------------------------------------------
+    def _optimizer_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        store = self.svc.session.store
+        if self.svc.session.running and store is not None:
+            if OPTIMIZER not in store.construct:
+                store.put_construct(OPTIMIZER, None)
+            self.forward_stack.append(OPTIMIZER)
+
+    def _optimizer_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if self.forward_stack and self.forward_stack[-1] == OPTIMIZER:
+            self.forward_stack.pop()
+
+    # -- per step ---------------------------------------------------------------------------------
+    def reset_step(self) -> None:
+        self.forward_stack.clear()
+        self.backward_stack.clear()
+        self._grad_records.clear()
+
+    def api_parent(self, direction: str) -> str | None:
+        stack = self.forward_stack if direction == FORWARD else self.backward_stack
+        return stack[-1] if stack else None
+
+    def remove(self) -> None:
+        if self in _active:
+            _active.remove(self)
+        for h in self.handles:
+            h.remove()
+        self.handles.clear()
