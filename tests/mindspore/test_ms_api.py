@@ -262,3 +262,17 @@ def test_parameters_are_recorded_before_the_optimizer_updates_them(tmp_path):
     ) as fh:
         upstream = json.load(fh)["data"]["Cell.fc.Dense.forward.0"]
     assert rec["parameters"]["weight"]["Max"] == upstream["parameters"]["weight"]["Max"]
+
+
+def test_l0_scope_includes_the_end_cell_whole(tmp_path):
+    cfg, out = _cfg(
+        tmp_path,
+        level="L0",
+        scope=["Cell.block.relu.ReLU.forward.0", "Cell.fc.Dense.forward.0"],
+        data_mode=["forward"],
+    )
+    run_fixture_net(PrecisionDebugger, seed_all, cfg, steps=1, level="L0")
+    d = _dump(out)["data"]
+    # Block began before the window opened, so it is outside it, although it ends inside
+    assert list(d) == ["Cell.block.relu.ReLU.forward.0", "Cell.fc.Dense.forward.0"]
+    assert "output" in d["Cell.fc.Dense.forward.0"] and "parameters" in d["Cell.fc.Dense.forward.0"]

@@ -58,6 +58,7 @@ class CellHooks:
         self.param_grads: dict[str, dict[str, Any]] = {}  # prefix -> {param: [summary]}
         self.placed: set[str] = set()  # prefixes whose parameters_grad placeholder is in this step
         self.parent_of: dict[str, str | None] = {}  # forward record -> enclosing Cell forward record
+        self.passed: dict[str, bool] = {}  # open forward record -> passed scope/list at its begin
         self.handles: list[Any] = []
         self._param_hooked: set[int] = set()
         service.step_reset.append(self._reset)
@@ -68,6 +69,7 @@ class CellHooks:
         self.param_grads.clear()
         self.placed.clear()
         self.parent_of.clear()
+        self.passed.clear()
 
     def register(self, model: Any) -> int:
         cells = walk(model)
@@ -90,6 +92,7 @@ class CellHooks:
             if not svc.running:
                 return
             name = f"{prefix}.{FORWARD}.{index}"
+            self.passed[name] = svc.session.filter.begin(name)
             self.parent_of[name] = svc.parent()
             svc.put_construct(name, self.parent_of[name])
             svc.cell_stack.append(name)
@@ -106,8 +109,10 @@ class CellHooks:
             name = stack.pop()
             s = svc.session
             mode = svc.config.data_mode
-            if svc.config.task == "structure" or not mode.direction(FORWARD) or not s.filter.check(name):
-                self._placeholder(prefix, cell, passed=s.filter.check(name))
+            passed = self.passed.pop(name, False)
+            s.filter.end(name)  # the end Cell of a scope is included whole
+            if svc.config.task == "structure" or not mode.direction(FORWARD) or not passed:
+                self._placeholder(prefix, cell, passed=passed)
                 return
             record: dict[str, Any] | None = None
             if mode.side("input"):
