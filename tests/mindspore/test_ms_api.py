@@ -276,3 +276,27 @@ def test_l0_scope_includes_the_end_cell_whole(tmp_path):
     # Block began before the window opened, so it is outside it, although it ends inside
     assert list(d) == ["Cell.block.relu.ReLU.forward.0", "Cell.fc.Dense.forward.0"]
     assert "output" in d["Cell.fc.Dense.forward.0"] and "parameters" in d["Cell.fc.Dense.forward.0"]
+
+
+def test_cell_without_float_input_has_empty_backward_output(tmp_path):
+    class EmbNet(nn.Cell):
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb = nn.Embedding(10, 4)
+            self.fc = nn.Dense(4, 2)
+
+        def construct(self, ids: Any) -> Any:
+            return self.fc(self.emb(ids))
+
+    cfg, out = _cfg(tmp_path, level="L0")
+    dbg = PrecisionDebugger(config_path=cfg)
+    net = EmbNet()
+    dbg.start(net)
+    ids = Tensor(np.array([[1, 2], [3, 4]], np.int32))
+    ms.value_and_grad(lambda i: ops.sum(net(i)), None, net.trainable_params())(ids)
+    dbg.stop()
+    d = _dump(out)["data"]
+    assert d["Cell.emb.Embedding.backward.0"]["output"] == []
+    assert d["Cell.emb.Embedding.forward.0"]["input_args"][0]["dtype"] == "Int32"
+    assert d["Cell.fc.Dense.backward.0"]["output"][0]["shape"] == [2, 2, 4]
+    assert d["Cell.emb.Embedding.parameters_grad"]["embedding_table"][0]["shape"] == [10, 4]

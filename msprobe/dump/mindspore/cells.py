@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+import mindspore as ms
+
 from msprobe.dump.mindspore.service import backward_name
 from msprobe.dump.naming import BACKWARD, FORWARD, CallCounter
 
@@ -59,6 +61,7 @@ class CellHooks:
         self.placed: set[str] = set()  # prefixes whose parameters_grad placeholder is in this step
         self.parent_of: dict[str, str | None] = {}  # forward record -> enclosing Cell forward record
         self.passed: dict[str, bool] = {}  # open forward record -> passed scope/list at its begin
+        self.float_input: dict[str, bool] = {}  # forward record -> had a floating-point tensor argument
         self.handles: list[Any] = []
         self._param_hooked: set[int] = set()
         service.step_reset.append(self._reset)
@@ -70,6 +73,7 @@ class CellHooks:
         self.placed.clear()
         self.parent_of.clear()
         self.passed.clear()
+        self.float_input.clear()
 
     def register(self, model: Any) -> int:
         cells = walk(model)
@@ -93,6 +97,9 @@ class CellHooks:
                 return
             name = f"{prefix}.{FORWARD}.{index}"
             self.passed[name] = svc.session.filter.begin(name)
+            self.float_input[name] = any(
+                isinstance(a, ms.Tensor) and a.dtype in ms.dtype.float_type for a in args
+            )
             self.parent_of[name] = svc.parent()
             svc.put_construct(name, self.parent_of[name])
             svc.cell_stack.append(name)
@@ -177,6 +184,8 @@ class CellHooks:
             if not svc.config.data_mode.direction(BACKWARD) or svc.config.task == "structure":
                 return
             gi = grad_input if isinstance(grad_input, tuple) else (grad_input,)
+            if not self.float_input.get(f"{prefix}.{FORWARD}.{index}", True):
+                gi = ()  # no differentiable input: upstream records ``output: []``
             go = grad_output if isinstance(grad_output, tuple) else (grad_output,)
             svc.put_backward(name, gi, go)
             svc.put_construct(name, backward_name(self.parent_of.get(f"{prefix}.{FORWARD}.{index}")))
