@@ -300,3 +300,17 @@ def test_cell_without_float_input_has_empty_backward_output(tmp_path):
     assert d["Cell.emb.Embedding.forward.0"]["input_args"][0]["dtype"] == "Int32"
     assert d["Cell.fc.Dense.backward.0"]["output"][0]["shape"] == [2, 2, 4]
     assert d["Cell.emb.Embedding.parameters_grad"]["embedding_table"][0]["shape"] == [10, 4]
+
+
+def test_astype_is_recorded_as_tensor_to_and_dtypes_as_mindspore_dtype(tmp_path):
+    cfg, out = _cfg(tmp_path)
+    dbg = PrecisionDebugger(config_path=cfg)
+    x = Tensor(np.ones((2, 2), np.float32))
+    dbg.start()
+    x.astype(ms.float16)
+    ops.zeros((2, 2), ms.float32)
+    dbg.stop()
+    d = _dump(out)["data"]
+    assert d["Tensor.to.0.forward"]["input_args"][1] == {"type": "mindspore.dtype", "value": "Float16"}
+    assert d["Tensor.to.0.forward"]["output"][0]["dtype"] == "Float16"
+    assert d["Functional.zeros.0.forward"]["input_args"][0] == [{"type": "int", "value": 2}] * 2
