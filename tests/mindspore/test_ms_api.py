@@ -314,3 +314,51 @@ def test_astype_is_recorded_as_tensor_to_and_dtypes_as_mindspore_dtype(tmp_path)
     assert d["Tensor.to.0.forward"]["input_args"][1] == {"type": "mindspore.dtype", "value": "Float16"}
     assert d["Tensor.to.0.forward"]["output"][0]["dtype"] == "Float16"
     assert d["Functional.zeros.0.forward"]["input_args"][0] == [{"type": "int", "value": 2}] * 2
+
+
+def test_a_failing_collection_goes_to_the_error_log_and_training_goes_on(tmp_path, monkeypatch):
+    from msprobe.dump.mindspore import encode
+
+    cfg, out = _cfg(tmp_path)
+    dbg = PrecisionDebugger(config_path=cfg)
+    real = encode.Encoder.args
+
+    def flaky(self: Any, args: Any, record: str, side: str = "input") -> Any:
+        if record.startswith("Functional.exp"):
+            raise RuntimeError("injected")
+        return real(self, args, record, side)
+
+    monkeypatch.setattr(encode.Encoder, "args", flaky)
+    x = data(0, (2, 2))
+    dbg.start()
+    y = ops.exp(x)
+    ops.neg(y)
+    dbg.stop()
+    np.testing.assert_allclose(y.asnumpy(), np.exp(x.asnumpy()), rtol=1e-5)
+    rank_dir = os.path.join(out, "step0", "rank")
+    with open(os.path.join(rank_dir, "dump_error_info.log")) as fh:
+        log_text = fh.read()
+    assert "forward_input_data_collect failed: name=Functional.exp.0.forward" in log_text
+    assert "RuntimeError: injected" in log_text
+    assert "Functional.neg.0.forward" in _dump(out)["data"]
+
+
+def test_model_given_before_the_first_selected_step_is_used_later(tmp_path):
+    out = str(tmp_path / "dump")
+    cfg = write_config(str(tmp_path / "cfg.json"), "statistics", "L0", out)
+    with open(cfg) as fh:
+        raw = json.load(fh)
+    raw["step"] = [1]
+    with open(cfg, "w") as fh:
+        json.dump(raw, fh)
+    dbg = PrecisionDebugger(config_path=cfg)
+    net = Net()
+    x = data(0, (2, 3, 4, 4))
+    dbg.start(net)  # step 0: not selected, nothing registered yet
+    net(x)
+    dbg.stop()
+    dbg.step()
+    dbg.start()  # step 1, as MsprobeStep calls it
+    net(x)
+    dbg.stop()
+    assert "Cell.fc.Dense.forward.0" in _dump(out, step=1)["data"]

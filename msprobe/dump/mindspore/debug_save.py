@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 import mindspore as ms
 
-from msprobe.dump.mindspore.service import current_rank
 from msprobe.dump.naming import CallCounter
 
 if TYPE_CHECKING:
@@ -136,4 +135,4 @@ class DebugSaver:
         return hook
 
 
-__all__ = ["DebugSaver", "current_rank"]
+__all__ = ["DebugSaver"]

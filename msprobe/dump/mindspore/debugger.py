@@ -14,7 +14,7 @@ from mindspore import nn
 from msprobe.dump.config import build_config
 from msprobe.dump.excepthook import install_excepthook
 from msprobe.dump.exceptions import MsprobeException
-from msprobe.dump.mindspore.cells import CellHooks, walk
+from msprobe.dump.mindspore.cells import CellHooks
 from msprobe.dump.mindspore.debug_save import DebugSaver
 from msprobe.dump.mindspore.jit import JitHooks
 from msprobe.dump.mindspore.primitives import PrimitiveHooks
@@ -128,6 +128,7 @@ class PrecisionDebugger:
         if config.level in ("L1", "mix"):
             self.jit.install()
         self._registered = False
+        self._model: Any = None
         self.tokens = TokenRange(self.service.session)
         self._initialized = True
         type(self)._instance = self
@@ -166,7 +167,9 @@ class PrecisionDebugger:
             raise MsprobeException(
                 _INVALID, "The 'model' parameter must be provided when token_range is not None"
             )
-        if model is None and level in ("L0", "mix") and not inst._registered:
+        if model is not None:
+            inst._model = model  # remembered: a later start() without it (MsprobeStep) registers with it
+        if inst._model is None and level in ("L0", "mix"):
             raise MsprobeException(
                 _INVALID, f'The model cannot be None, when level is "{level}": start(model=net)'
             )
@@ -176,7 +179,7 @@ class PrecisionDebugger:
             return
         if not inst._registered:
             inst._registered = True
-            inst._register(model)
+            inst._register(inst._model)
         if token_range is not None:
             inst.tokens.arm(model[0] if isinstance(model, list | tuple) else model, token_range)
 
@@ -235,4 +238,4 @@ class PrecisionDebugger:
         inst.service.patcher.restore(module, api_name)
 
 
-__all__ = ["PrecisionDebugger", "walk"]
+__all__ = ["PrecisionDebugger"]
