@@ -362,3 +362,17 @@ def test_model_given_before_the_first_selected_step_is_used_later(tmp_path):
     net(x)
     dbg.stop()
     assert "Cell.fc.Dense.forward.0" in _dump(out, step=1)["data"]
+
+
+def test_mix_list_naming_a_cell_dumps_everything_inside_it(tmp_path):
+    cfg, out = _cfg(tmp_path, level="mix", list=["Cell.block.Block.forward.0"])
+    run_fixture_net(PrecisionDebugger, seed_all, cfg, steps=1, level="mix")
+    names = [n for n in _dump(out)["data"] if not n.endswith("parameters_grad")]
+    assert names == [
+        "Primitive.conv2d.Conv2D.0.forward",
+        "Primitive.bias_add.BiasAdd.0.forward",
+        "Cell.block.conv.Conv2d.forward.0",
+        "Primitive.relu.ReLU.0.forward",
+        "Cell.block.relu.ReLU.forward.0",
+        "Cell.block.Block.forward.0",
+    ]

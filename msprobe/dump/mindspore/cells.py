@@ -88,6 +88,11 @@ class CellHooks:
             h.remove()
         self.handles.clear()
 
+    def names_whole(self, name: str) -> bool:
+        """At mix, a ``list`` entry inside a Cell forward name selects that whole Cell (spec §5.5)."""
+        cfg = self.service.config
+        return cfg.level == "mix" and any(s in name for s in cfg.list)
+
     # -- forward ----------------------------------------------------------------------------------
     def _pre(self, prefix: str) -> Any:
         def hook(cell: Any, args: Any) -> None:
@@ -96,7 +101,10 @@ class CellHooks:
             if not svc.running:
                 return
             name = f"{prefix}.{FORWARD}.{index}"
-            self.passed[name] = svc.session.filter.begin(name)
+            self.passed[name] = svc.session.filter.begin(name) or svc.whole_cells > 0
+            if self.names_whole(name):
+                svc.whole_cells += 1
+                self.passed[name] = True
             self.float_input[name] = any(
                 isinstance(a, ms.Tensor) and a.dtype in ms.dtype.float_type for a in args
             )
@@ -118,6 +126,8 @@ class CellHooks:
             mode = svc.config.data_mode
             passed = self.passed.pop(name, False)
             s.filter.end(name)  # the end Cell of a scope is included whole
+            if self.names_whole(name):
+                svc.whole_cells -= 1
             if svc.config.task == "structure" or not mode.direction(FORWARD) or not passed:
                 self._placeholder(prefix, cell, passed=passed)
                 return

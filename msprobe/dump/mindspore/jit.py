@@ -108,7 +108,7 @@ class JitHooks:
         bname = f"{base}.{index}.{BACKWARD}"
         call_args = args[1:] if getattr(executor, "obj", None) is not None and args else args
         record = None
-        if mode.direction(FORWARD) and s.filter.check(name) and mode.side("input"):
+        if mode.direction(FORWARD) and svc.check(name) and mode.side("input"):
             record = svc.encode_inputs(name, call_args, kwargs)
         parent = svc.parent()
         hook = None
@@ -124,7 +124,7 @@ class JitHooks:
         finally:
             svc.inside = False
         svc.finish_forward(
-            name, record, out, mode.direction(FORWARD) and s.filter.check(name) and mode.side("output")
+            name, record, out, mode.direction(FORWARD) and svc.check(name) and mode.side("output")
         )
         svc.put_construct(name, parent)
         return out

@@ -88,7 +88,7 @@ class PrimitiveHooks:
         bname = f"{base}.{index}.{BACKWARD}"
         fwd = mode.direction(FORWARD)
         record = None
-        if fwd and s.filter.check(name) and mode.side("input"):
+        if fwd and svc.check(name) and mode.side("input"):
             record = svc.encode_inputs(name, args, kwargs)
         parent = svc.parent()
         backward = mode.direction(BACKWARD) and grad_recording()
@@ -112,7 +112,7 @@ class PrimitiveHooks:
             svc.inside = False
         if backward:
             out = self._hook_outputs(out, bname, parent, grads_in, grads_out)
-        svc.finish_forward(name, record, out, fwd and s.filter.check(name) and mode.side("output"))
+        svc.finish_forward(name, record, out, fwd and svc.check(name) and mode.side("output"))
         svc.put_construct(name, parent)
         return out
 

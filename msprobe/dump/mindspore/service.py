@@ -80,6 +80,7 @@ class MsDumpService:
         self.encoder: Encoder | None = None
         self.inside = False  # True while the tool itself (or a wrapped API) runs: nested calls pass through
         self.cell_stack: list[str] = []  # open Cell forward records (construct.json parents at mix)
+        self.whole_cells = 0  # open Cells that a ``list`` entry names (mix: dump all inside them)
         self.session.step_reset_hooks.append(self._reset_step)
         self.step_reset: list[Callable[[], None]] = []
         self.batch = Batch(self._store_put, self._batch_error)
@@ -128,6 +129,7 @@ class MsDumpService:
     def _reset_step(self) -> None:
         self.encoder = None
         self.cell_stack.clear()
+        self.whole_cells = 0
         for hook in self.step_reset:
             hook()
 
@@ -145,6 +147,10 @@ class MsDumpService:
             for name in mutator_names(owner):
                 if not self.patcher.is_wrapped(owner, name):
                     self.patcher.wrap(owner, name, ("", name), flush_then_call)
+
+    def check(self, name: str) -> bool:
+        """scope/list filter; inside a Cell named by a ``list`` entry at mix everything passes."""
+        return self.session.filter.check(name) or self.whole_cells > 0
 
     # -- shared record helpers ----------------------------------------------------------------------
     def put(self, name: str, record: Any) -> None:
@@ -219,7 +225,7 @@ class MsDumpService:
         """``input`` = grads w.r.t. the outputs, ``output`` = grads w.r.t. the inputs; True if recorded."""
         s = self.session
         store = s.store
-        if store is None or self.encoder is None or not s.filter.check(name):
+        if store is None or self.encoder is None or not self.check(name):
             return False
         mode = self.config.data_mode
         self.inside = True
@@ -252,7 +258,7 @@ class MsDumpService:
         mode = self.config.data_mode
         fwd = mode.direction(FORWARD)
         record = None
-        if fwd and s.filter.check(name) and mode.side("input"):
+        if fwd and self.check(name) and mode.side("input"):
             record = self.encode_inputs(name, args, kwargs)
         parent = self.parent()
         hook = None
@@ -271,7 +277,7 @@ class MsDumpService:
                 out = func(*args, **kwargs)
         finally:
             self.inside = False
-        self.finish_forward(name, record, out, fwd and s.filter.check(name) and mode.side("output"))
+        self.finish_forward(name, record, out, fwd and self.check(name) and mode.side("output"))
         if record is not None or fwd:
             self.put_construct(name, parent)
         return out
