@@ -118,3 +118,34 @@ def test_jit_cell_at_l0_is_recorded_without_entering_it(tmp_path):
     names = list(_records(out, 0))
     assert "Cell.inner.Inner.forward.0" in names and "Cell.act.Tanh.backward.0" in names
     assert not any(n.startswith("Cell.inner.fc.") for n in names)
+
+
+def _train_losses(dbg: Any, steps: int = 3) -> tuple[list[float], np.ndarray]:
+    from nets import Net
+
+    ms.set_seed(0)
+    net = Net()
+    opt = nn.SGD(net.trainable_params(), learning_rate=0.1)
+    loss_fn = nn.MSELoss()
+    x, y = data(0, (2, 3, 4, 4)), data(1, (2, 5))
+    grad_fn = ms.value_and_grad(lambda a, b: loss_fn(net(a), b), None, opt.parameters)
+    losses = []
+    for _ in range(steps):
+        if dbg is not None:
+            dbg.start(net)
+        loss, grads = grad_fn(x, y)
+        opt(grads)
+        if dbg is not None:
+            dbg.stop()
+            dbg.step()
+        losses.append(float(loss.asnumpy()))
+    return losses, net.fc.weight.asnumpy().copy()
+
+
+def test_dumping_does_not_change_training(tmp_path):
+    ref_losses, ref_w = _train_losses(None)
+    cfg = write_config(str(tmp_path / "cfg.json"), "statistics", "mix", str(tmp_path / "dump"))
+    losses, w = _train_losses(PrecisionDebugger(config_path=cfg))
+    assert losses == ref_losses
+    assert np.array_equal(w, ref_w)
+    assert sorted(os.listdir(tmp_path / "dump")) == ["step0", "step1", "step2"]
