@@ -30,6 +30,8 @@ class MsApiFamily:
     prefix: str  # record-name prefix
     module: str  # importable module that holds the functions (or the Tensor class, see ``attr``)
     attr: str = ""  # attribute of ``module`` to patch instead of the module itself
+    collective: bool = False  # communication: async handles are waited on before the output is read
+    output_is_args: bool = False  # in-place collectives: ``output`` = the arguments after the call
 
 
 FAMILIES: tuple[MsApiFamily, ...] = (
@@ -37,9 +39,56 @@ FAMILIES: tuple[MsApiFamily, ...] = (
     MsApiFamily("tensor", "Tensor", "mindspore.common.tensor", "Tensor"),
     MsApiFamily("mint.ops", "Mint", "mindspore.mint"),
     MsApiFamily("mint.nn.functional", "MintFunctional", "mindspore.mint.nn.functional"),
-    MsApiFamily("communication.comm_func", "Distributed", "mindspore.communication.comm_func"),
-    MsApiFamily("mint.distributed", "MintDistributed", "mindspore.mint.distributed"),
+    MsApiFamily(
+        "communication.comm_func", "Distributed", "mindspore.communication.comm_func", collective=True
+    ),
+    MsApiFamily(
+        "mint.distributed",
+        "MintDistributed",
+        "mindspore.mint.distributed",
+        collective=True,
+        output_is_args=True,
+    ),
 )
+
+
+BY_PREFIX: dict[str, MsApiFamily] = {f.prefix: f for f in FAMILIES}
+_ASYNC_APIS = ("isend", "irecv")
+
+
+class _DoneHandle:
+    """Returned instead of a work handle that the dump already waited on."""
+
+    def wait(self) -> bool:
+        return True
+
+    def is_completed(self) -> bool:
+        return True
+
+
+def finish_collective(
+    family: MsApiFamily, api: str, out: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[Any, Any]:
+    """``(value returned to the caller, value recorded as output)`` of a communication call (spec §7.1).
+
+    With ``async_op=True`` (or for isend/irecv) the handle is waited on, so the recorded tensors are
+    final, and a completed handle is returned; ``batch_isend_irecv`` waits on each request.
+    """
+    if not family.collective:
+        return out, out
+    returned = out
+    if api == "batch_isend_irecv" and isinstance(out, list | tuple):
+        for work in out:
+            if hasattr(work, "wait"):
+                work.wait()
+        returned = [_DoneHandle() for _ in out]
+    elif (kwargs.get("async_op") or api in _ASYNC_APIS) and out is not None:
+        handle = out[-1] if isinstance(out, tuple) and out and hasattr(out[-1], "wait") else out
+        if hasattr(handle, "wait"):
+            handle.wait()
+            returned = (*out[:-1], _DoneHandle()) if handle is not out else _DoneHandle()
+    recorded = [*args, *kwargs.values()] if family.output_is_args else returned
+    return returned, recorded
 
 
 def api_list_path() -> str:

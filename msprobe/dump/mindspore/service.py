@@ -18,7 +18,7 @@ from msprobe.dump.config import DumpConfig
 from msprobe.dump.mindspore.backward import cell_backward_hook, grad_recording
 from msprobe.dump.mindspore.deferred import Batch, is_inplace, mutator_names
 from msprobe.dump.mindspore.encode import Encoder, TensorSaver
-from msprobe.dump.mindspore.families import ApiKey, Patcher, load_api_list
+from msprobe.dump.mindspore.families import BY_PREFIX, ApiKey, Patcher, finish_collective, load_api_list
 from msprobe.dump.naming import BACKWARD, FORWARD
 from msprobe.dump.session import DumpSession
 from msprobe.dump.stack import capture_stack
@@ -277,7 +277,11 @@ class MsDumpService:
                 out = func(*args, **kwargs)
         finally:
             self.inside = False
-        self.finish_forward(name, record, out, fwd and self.check(name) and mode.side("output"))
+        family = BY_PREFIX.get(prefix)
+        recorded = out
+        if family is not None and family.collective:
+            out, recorded = finish_collective(family, api, out, args, kwargs)
+        self.finish_forward(name, record, recorded, fwd and self.check(name) and mode.side("output"))
         if record is not None or fwd:
             self.put_construct(name, parent)
         return out
