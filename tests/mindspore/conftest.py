@@ -12,7 +12,15 @@ from collections.abc import Iterator
 
 import pytest
 
-HAVE_MINDSPORE = importlib.util.find_spec("mindspore") is not None
+
+def installed(module: str) -> bool:
+    """A real installed package (this folder itself looks like a namespace package "mindspore" when
+    ``tests/`` is on sys.path, which pytest does for the packages under tests/)."""
+    spec = importlib.util.find_spec(module)
+    return spec is not None and spec.origin is not None
+
+
+HAVE_MINDSPORE = installed("mindspore")
 collect_ignore_glob = [] if HAVE_MINDSPORE else ["test_ms_[!i]*.py"]
 
 sys.path.insert(0, os.path.dirname(__file__))  # fixture_compare, nets

@@ -19,13 +19,18 @@ def _loaded_after(import_line: str, module: str) -> bool:
     return proc.stdout.strip().splitlines()[-1] == "True"
 
 
-@pytest.mark.skipif(importlib.util.find_spec("mindspore") is None, reason="needs mindspore")
+def _installed(module: str) -> bool:
+    spec = importlib.util.find_spec(module)  # a namespace match (this folder) is not an installation
+    return spec is not None and spec.origin is not None
+
+
+@pytest.mark.skipif(not _installed("mindspore"), reason="needs mindspore")
 def test_mindspore_front_door_does_not_import_torch():
     assert not _loaded_after("import msprobe.mindspore", "torch")
     assert _loaded_after("import msprobe.mindspore", "mindspore")
 
 
-@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
+@pytest.mark.skipif(not _installed("torch"), reason="needs torch")
 def test_pytorch_front_door_does_not_import_mindspore():
     assert not _loaded_after("import msprobe.pytorch", "mindspore")
     assert _loaded_after("import msprobe.pytorch", "torch")
