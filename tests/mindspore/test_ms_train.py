@@ -149,3 +149,33 @@ def test_dumping_does_not_change_training(tmp_path):
     assert losses == ref_losses
     assert np.array_equal(w, ref_w)
     assert sorted(os.listdir(tmp_path / "dump")) == ["step0", "step1", "step2"]
+
+
+def test_module_save_and_save_grad_write_numbered_npy_files(tmp_path, monkeypatch):
+    import itertools
+
+    from msprobe.dump.mindspore import single_save
+    from msprobe.mindspore import save, save_grad
+
+    monkeypatch.setattr(single_save, "_seq", itertools.count())
+    x = data(0, (2, 2))
+    save(str(tmp_path / "s"), "x", x)
+    save(str(tmp_path / "s"), "d", {"a": x, "b": [x, ms.Tensor(np.ones(2), ms.bfloat16)]})
+
+    def f(v: Any) -> Any:
+        z = save_grad(str(tmp_path / "s"), "z", v * 3.0)
+        return ops.sum(z * z)
+
+    ms.value_and_grad(f)(x)
+    folder = tmp_path / "s" / "step0" / "rank0"
+    assert sorted(os.listdir(folder)) == sorted(
+        [
+            "x_float32_0.npy",
+            "d.a_float32_1.npy",
+            "d.b.0_float32_2.npy",
+            "d.b.1_float32_3.npy",
+            "z_grad_float32_4.npy",
+        ]
+    )
+    np.testing.assert_array_equal(np.load(folder / "x_float32_0.npy"), x.asnumpy())
+    np.testing.assert_allclose(np.load(folder / "z_grad_float32_4.npy"), 6.0 * x.asnumpy(), rtol=1e-6)
