@@ -55,7 +55,8 @@ def parse_api_record_name(name: str) -> tuple[str, str, int, str] | None:
 
 def data_file_name(record: str, side: str, path: Sequence[int | str]) -> str:
     """``("Torch.cat.0.forward", "input", (0, 1))`` -> ``Torch.cat.0.forward.input.0.1.pt``."""
-    return ".".join([record, side, *map(str, path)]) + ".pt"
+    parts = [record, side, *map(str, path)] if side else [record, *map(str, path)]
+    return ".".join(parts) + ".pt"
 
 
 class CallCounter:

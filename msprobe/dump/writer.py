@@ -52,8 +52,11 @@ def make_dirs(path: str) -> None:
 class RankStore:
     """In-memory content + journal of ``{dump_path}/step{N}/rank{R}/``."""
 
-    def __init__(self, rank_dir: str, header: dict[str, Any], data_file: str = DUMP_JSON) -> None:
+    def __init__(
+        self, rank_dir: str, header: dict[str, Any], data_file: str = DUMP_JSON, keep_data: bool = True
+    ) -> None:
         self.rank_dir = rank_dir
+        self.keep_data = keep_data  # task "structure": data stays {}, stack/construct are filled
         self.header = header
         self.data_file = data_file
         self.records: dict[str, str] = {}  # name -> value encoded at indent level 2
@@ -73,6 +76,8 @@ class RankStore:
         self.flush()
 
     def put(self, name: str, value: Any) -> None:
+        if not self.keep_data:
+            return
         text = jsonfmt.dumps(value, 2)
         self.records[name] = text
         self._dirty = True

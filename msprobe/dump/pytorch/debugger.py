@@ -139,7 +139,7 @@ class PrecisionDebugger:
                 f"For level {inst.config.level} or non-empty token_range, PrecisionDebugger or start "
                 "interface must receive a 'model' parameter: missing the parameter 'model'",
             )
-        inst.service.start(model)
+        inst.service.start(model, tuple(token_range) if token_range is not None else None)  # type: ignore[arg-type]
 
     @classmethod
     def stop(cls) -> None:
@@ -164,6 +164,11 @@ class PrecisionDebugger:
         inst.service.session.set_init_step(step)
 
     @classmethod
+    def save(cls, variable: Any, name: str, save_backward: bool = True) -> None:
+        """Level ``debug``: record ``variable`` (nested tensors/scalars) as ``{name}.{k}.debug``."""
+        cls._get().service.saver.save(variable, name, save_backward)
+
+    @classmethod
     def register_custom_api(cls, module: Any, api_name: str, api_prefix: str | None = None) -> None:
         inst = cls._get()
         if api_prefix is None:
@@ -180,3 +185,48 @@ class PrecisionDebugger:
         if not hasattr(module, api_name):
             raise MsprobeException(_INVALID, f"module {module!s} does not have {api_name}")
         inst.service.patcher.restore(module, api_name)
+
+
+def module_dump(module: Any, dump_name: str) -> None:
+    """Dump ``module`` as ``Module.{dump_name}.{Class}.*`` until :func:`module_dump_end`; the APIs called
+    inside it are not recorded meanwhile."""
+    inst = PrecisionDebugger._instance
+    if inst is None:
+        raise MsprobeException(
+            MsprobeException.INTERFACE_USAGE_ERROR,
+            "PrecisionDebugger must be instantiated before using module_dump interface",
+        )
+    if not isinstance(module, torch.nn.Module):
+        raise MsprobeException(
+            _INVALID, f"the module argument in module_dump must be a torch.nn.Module type, got {type(module)}"
+        )
+    if not isinstance(dump_name, str):
+        raise MsprobeException(
+            _INVALID, f"the dump_name argument in module_dump must be a str, got {dump_name!r}"
+        )
+    svc = inst.service
+    if svc.modules.registered and svc.modules_on:
+        log.warning(
+            "msprobe: %s is already hooked by level %s, module_dump is not available",
+            dump_name,
+            inst.config.level,
+        )
+        return
+    hooked = getattr(module, "_msprobe_module_dump", None)
+    if hooked is None:
+        svc.modules.hook_named(module, dump_name, lambda: svc.module_dump_on)
+        module._msprobe_module_dump = dump_name  # type: ignore[assignment]
+    svc.module_dump_on = True
+    svc.apis_suppressed = True
+
+
+def module_dump_end() -> None:
+    """End :func:`module_dump`: APIs are recorded again, the module hook stays but stops firing."""
+    inst = PrecisionDebugger._instance
+    if inst is None:
+        raise MsprobeException(
+            MsprobeException.INTERFACE_USAGE_ERROR,
+            "PrecisionDebugger must be instantiated before using module_dump_end interface",
+        )
+    inst.service.module_dump_on = False
+    inst.service.apis_suppressed = False

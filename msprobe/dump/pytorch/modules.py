@@ -73,6 +73,8 @@ _active: list[ModuleDumper] = []  # dumpers whose service must ignore the hook m
 
 def _allow_inplace_on_hooked_views() -> None:
     global _patched_backward_hook
+    # Our full backward hooks on modules whose inputs need no grad make torch warn on every step.
+    warnings.filterwarnings("ignore", message="Full backward hook is firing when gradients are computed")
     if _patched_backward_hook:
         return
     from torch.utils import hooks
@@ -116,8 +118,6 @@ class ModuleDumper:
         self.registered = True
         _allow_inplace_on_hooked_views()
         _active.append(self)
-        # Our full backward hooks on modules whose inputs need no grad make torch warn on every step.
-        warnings.filterwarnings("ignore", message="Full backward hook is firing when gradients are computed")
         models = list(model) if isinstance(model, list | tuple) else [model]
         indexed = isinstance(model, list | tuple)
         for i, root in enumerate(models):
@@ -131,13 +131,20 @@ class ModuleDumper:
             self.handles.append(opt.register_optimizer_step_pre_hook(self._optimizer_pre))
             self.handles.append(opt.register_optimizer_step_post_hook(self._optimizer_post))
 
-    def _hook(self, module: torch.nn.Module, path: str) -> None:
+    def hook_named(self, module: torch.nn.Module, dump_name: str, active: Callable[[], bool]) -> None:
+        """``module_dump(module, name)``: a non-recursive hook named by the user, live while ``active()``."""
+        _allow_inplace_on_hooked_views()
+        if self not in _active:
+            _active.append(self)
+        self._hook(module, dump_name, active)
+
+    def _hook(self, module: torch.nn.Module, path: str, active: Callable[[], bool] | None = None) -> None:
         prefix = f"Module.{path}.{type(module).__name__}"
         pending: list[tuple[str, str | None, bool]] = []  # (name, parent, passes the filter)
         bpending: list[tuple[str, str | None]] = []
 
         def pre(mod: Any, args: Any, kwargs: Any) -> None:
-            if self._off():
+            if self._off() or (active is not None and not active()):
                 return
             name = f"{prefix}.{FORWARD}.{self.svc.session.counter.next(prefix + '.' + FORWARD)}"
             ok = self.svc.session.filter.begin(name)
@@ -158,7 +165,7 @@ class ModuleDumper:
                 self._guarded(self._record_forward, prefix, name, mod, args, kwargs, output)
 
         def bpre(mod: Any, grad_output: Any) -> None:
-            if self._off():
+            if self._off() or (active is not None and not active()):
                 return
             name = f"{prefix}.{BACKWARD}.{self.svc.session.counter.next(prefix + '.' + BACKWARD)}"
             bpending.append((name, self.backward_stack[-1] if self.backward_stack else None))

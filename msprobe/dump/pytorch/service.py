@@ -24,6 +24,7 @@ from msprobe.dump.config import DumpConfig
 from msprobe.dump.naming import BACKWARD, FORWARD
 from msprobe.dump.pytorch.callsite import recover_call_args
 from msprobe.dump.pytorch.capture import ApiKey, ApiTracer, Patcher, build_mode_table, pop_mode, push_mode
+from msprobe.dump.pytorch.debug_save import DebugSaver
 from msprobe.dump.pytorch.encode import Encoder
 from msprobe.dump.pytorch.modules import ModuleDumper
 from msprobe.dump.pytorch.stats import SummaryCache
@@ -83,15 +84,24 @@ class TorchDumpService:
         self.is_recompute = False
         self.modules_on, self.apis_on, self.api_parents = LEVELS[config.level]
         self.modules = ModuleDumper(self)
+        self.saver = DebugSaver(self)
+        self.apis_suppressed = False  # between module_dump() and module_dump_end()
+        self.module_dump_on = False
+        self._token_range: tuple[int, int] | None = None
+        self._token_count = 0
+        self._token_handle: Any = None
+        self._token_root: Any = None
         self._recent_grads: Any = None
 
     # -- switch -----------------------------------------------------------------------------------
-    def start(self, model: Any = None) -> bool:
+    def start(self, model: Any = None, token_range: tuple[int, int] | None = None) -> bool:
         on = self.session.start(current_rank)
         if on:
             self._open_encoder()
             if self.modules_on and model is not None:
                 self.modules.register(model)
+            if token_range is not None:
+                self._arm_tokens(model, token_range)
             if self.apis_on and not self._mode_pushed:
                 for owner, attr, key in self._operators:
                     self.patcher.wrap(owner, attr, key)
@@ -99,7 +109,45 @@ class TorchDumpService:
                 self._mode_pushed = True
         return on
 
+    def open_for_save(self) -> bool:
+        """debug level: make sure this step's folder and encoder exist (no start() needed)."""
+        s = self.session
+        if s.finished or not s.step_selected():
+            return False
+        s.resolve_rank(current_rank)
+        if s.rank_excluded:
+            return False
+        s.ensure_store()
+        self._open_encoder()
+        return True
+
+    def _arm_tokens(self, model: Any, token_range: tuple[int, int]) -> None:
+        """Spec §5.7: count the root model's forward calls; dump only calls start..end (inclusive)."""
+        root = model[0] if isinstance(model, list | tuple) else model
+        if isinstance(model, list | tuple) and len(model) > 1:
+            log.warning("msprobe: token_range counts the forward calls of the first model of the list")
+        self._token_range = token_range
+        self._token_count = 0
+        self.session.running = False  # start() itself does not turn dumping on
+        if self._token_handle is None or self._token_root is not root:
+            if self._token_handle is not None:
+                self._token_handle.remove()
+            self._token_handle = root.register_forward_pre_hook(self._token_pre)
+            self._token_root = root
+
+    def _token_pre(self, module: Any, args: Any) -> None:
+        if self._token_range is None or self.session.finished or self.session.store is None:
+            return
+        n = self._token_count
+        self._token_count += 1
+        start, end = self._token_range
+        if n == start:
+            self.session.running = True
+        elif n == end + 1:
+            self.session.running = False
+
     def stop(self) -> None:
+        self._token_range = None
         self._pop()
         self.session.stop()
 
@@ -135,6 +183,7 @@ class TorchDumpService:
 
     def _reset_step(self) -> None:
         self._recent_grads = None
+        self.saver.reset_step()
         self.modules.reset_step()
         self.cache.clear()
         self.writer = None
@@ -145,7 +194,7 @@ class TorchDumpService:
         self, key: ApiKey, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         s = self.session
-        if self._inside or not s.running or self.encoder is None or self.config.task == "structure":
+        if self._inside or not s.running or self.encoder is None or self.apis_suppressed:
             return func(*args, **kwargs)
         self._inside = True  # our own tensor code and the API's internals record nothing
         try:

@@ -1,0 +1,172 @@
+"""token_range, debugger.save (level debug), module_dump, task structure: end to end on small models."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from msprobe.dump.exceptions import MsprobeException
+from tests.dump.conftest import load_dump
+
+RANK = Path("dump") / "step0" / "rank"
+
+
+class TinyLM(nn.Module):
+    def __init__(self, vocab: int = 11, d: int = 8) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.proj = nn.Linear(d, vocab)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.proj(torch.tanh(self.emb(idx)))
+
+
+def greedy(model: nn.Module, steps: int) -> list[int]:
+    idx = torch.tensor([[1]])
+    out = []
+    with torch.no_grad():
+        for _ in range(steps):
+            nxt = int(model(idx)[0, -1].argmax())
+            out.append(nxt)
+            idx = torch.cat([idx, torch.tensor([[nxt]])], dim=1)
+    return out
+
+
+def test_token_range_dumps_only_those_forward_passes(tmp_path: Path, debugger: Any) -> None:
+    torch.manual_seed(0)
+    model = TinyLM()
+    ref = greedy(model, 5)
+    dbg = debugger()
+    dbg.start(model=model, token_range=[1, 2])
+    assert greedy(model, 5) == ref  # generation unchanged
+    dbg.stop()
+    dbg.step()
+    data = load_dump(tmp_path / RANK)["data"]
+    # two forward passes (tokens 1 and 2): counters start at 0 at the first selected token; the switch is
+    # on from the pre-hook of pass 1 to the pre-hook of pass 3, so the loop's argmax/cat in between count
+    model_calls = [n for n in data if n.split(".")[1] in ("embedding", "tanh", "linear")]
+    assert model_calls == [
+        "Functional.embedding.0.forward",
+        "Torch.tanh.0.forward",
+        "Functional.linear.0.forward",
+        "Functional.embedding.1.forward",
+        "Torch.tanh.1.forward",
+        "Functional.linear.1.forward",
+    ]
+    assert next(iter(data)) == "Functional.embedding.0.forward" and "Tensor.argmax.0.forward" in data
+    shapes = [data[f"Functional.embedding.{i}.forward"]["input_args"][0]["shape"] for i in (0, 1)]
+    assert shapes == [[1, 2], [1, 3]]  # the prompt grew by one token per pass: tokens 1 and 2
+
+
+@pytest.mark.parametrize(
+    ("token_range", "match"),
+    [((1,), "2 items"), ([1.0, 2], "integer"), ([3, 1], "less than the end"), ("1-2", "list or tuple")],
+)
+def test_token_range_validation(debugger: Any, token_range: Any, match: str) -> None:
+    dbg = debugger()
+    with pytest.raises(MsprobeException, match=match):
+        dbg.start(model=TinyLM(), token_range=token_range)
+
+
+def test_token_range_needs_model(debugger: Any) -> None:
+    dbg = debugger()
+    with pytest.raises(MsprobeException, match="'model'"):
+        dbg.start(token_range=[0, 1])
+
+
+def test_l0_needs_model_and_a_module(debugger: Any) -> None:
+    dbg = debugger(level="L0")
+    with pytest.raises(MsprobeException, match="'model'"):
+        dbg.start()
+    with pytest.raises(MsprobeException, match=r"torch\.nn\.Module"):
+        dbg.start(model=[TinyLM(), "not a module"])
+
+
+def test_save_debug_json(tmp_path: Path, debugger: Any) -> None:
+    dbg = debugger(task="tensor", level="debug")
+    x = torch.randn(2, 3, requires_grad=True)
+    for _ in range(2):
+        y = x * 2
+        dbg.save(y, "y_var")
+        dbg.save({"a": x, "b": [x + 1, 3], "c": "s"}, "nested", save_backward=False)
+        dbg.save(object(), "bad")  # unsupported: warning, skipped
+        y.sum().backward()
+        dbg.step()
+    rank = tmp_path / RANK
+    assert sorted(os.listdir(rank)) == ["debug.json", "dump_tensor_data"]
+    debug = json.loads((rank / "debug.json").read_text())
+    assert (debug["task"], debug["level"], debug["framework"]) == ("tensor", "debug", "pytorch")
+    data = debug["data"]
+    assert list(data) == ["y_var.0.debug", "y_var_grad.0.debug", "nested.0.debug"]
+    assert data["y_var.0.debug"]["data_name"] == "y_var.0.debug.pt"
+    assert data["y_var_grad.0.debug"]["Max"] == 1.0 and data["y_var_grad.0.debug"]["shape"] == [2, 3]
+    assert data["nested.0.debug"]["b"][1] == {"type": "int", "value": 3}
+    assert data["nested.0.debug"]["c"] == {"type": "str", "value": "s"}
+    files = set(os.listdir(rank / "dump_tensor_data"))
+    assert {
+        "y_var.0.debug.pt",
+        "y_var_grad.0.debug.pt",
+        "nested.0.debug.a.pt",
+        "nested.0.debug.b.0.pt",
+    } <= files
+    got = torch.load(rank / "dump_tensor_data" / "nested.0.debug.a.pt", weights_only=True)
+    assert torch.equal(got, x.detach())
+    assert (tmp_path / "dump" / "step1" / "rank" / "debug.json").exists()
+
+
+def test_save_is_silent_outside_debug_level(tmp_path: Path, debugger: Any) -> None:
+    dbg = debugger()
+    dbg.save(torch.ones(2), "x")
+    assert not (tmp_path / "dump").exists()
+
+
+def test_module_dump(tmp_path: Path, debugger: Any) -> None:
+    from msprobe.pytorch import module_dump, module_dump_end
+
+    dbg = debugger()
+    net = TinyLM()
+    idx = torch.tensor([[1, 2]])
+    dbg.start()
+    module_dump(net, "MyNet")
+    net(idx).sum().backward()
+    module_dump_end()
+    F.relu(torch.ones(2))
+    net(idx)  # after module_dump_end: the hook stays but does not fire
+    dbg.stop()
+    data = load_dump(tmp_path / RANK)["data"]
+    names = list(data)
+    assert "Module.MyNet.TinyLM.forward.0" in names and "Module.MyNet.TinyLM.backward.0" in names
+    assert "Module.MyNet.TinyLM.forward.1" not in names
+    assert not any(n.startswith("Functional.embedding.0") for n in names[:3])  # APIs inside: not recorded
+    assert "Functional.relu.0.forward" in names
+
+
+def test_module_dump_needs_instance() -> None:
+    from msprobe.pytorch import PrecisionDebugger, module_dump
+
+    PrecisionDebugger._shutdown()
+    with pytest.raises(MsprobeException, match="instantiated before using module_dump"):
+        module_dump(TinyLM(), "x")
+
+
+def test_structure_task(tmp_path: Path, debugger: Any) -> None:
+    dbg = debugger(task="structure", level="mix")
+    net = nn.Sequential(nn.Linear(3, 2))
+    dbg.start(model=net)
+    net(torch.ones(1, 3))
+    dbg.stop()
+    rank = tmp_path / RANK
+    assert load_dump(rank)["data"] == {}
+    construct = json.loads((rank / "construct.json").read_text())
+    assert construct == {
+        "Functional.linear.0.forward": "Module.0.Linear.forward.0",
+        "Module.0.Linear.forward.0": None,
+    }
+    assert json.loads((rank / "stack.json").read_text())
