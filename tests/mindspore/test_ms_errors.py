@@ -109,3 +109,36 @@ def test_singleton_ignores_second_arguments(tmp_path):
     data(0, (2,)) * 2.0
     first.stop()
     assert (tmp_path / "a" / "step0" / "rank" / "dump.json").is_file()
+
+
+@pytest.mark.parametrize(("batch", "survivors"), [("1", 3), ("64", 0)])
+def test_records_survive_sigkill_and_rebuild(tmp_path, batch, survivors):
+    """With MSPROBE_MS_STAT_BATCH=1 every finished record is in the journal; rebuild writes dump.json."""
+    import os
+
+    from msprobe.dump.cli import main as rebuild_main
+
+    out = tmp_path / "d"
+    script = tmp_path / "crash.py"
+    script.write_text(
+        textwrap.dedent(f"""
+        import os, signal
+        import numpy as np
+        from mindspore import Tensor, ops
+        from msprobe.mindspore import PrecisionDebugger
+        d = PrecisionDebugger(dump_path={str(out)!r})
+        x = Tensor(np.ones((2, 2), np.float32))
+        d.start()
+        ops.neg(ops.exp(ops.abs(x)))
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    )
+    env = dict(os.environ, MSPROBE_MS_STAT_BATCH=batch, GLOG_v="3")
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -9
+    assert rebuild_main([str(out)]) == 0
+    with open(out / "step0" / "rank" / "dump.json") as fh:
+        names = list(json.load(fh)["data"])
+    assert len(names) == survivors
+    if survivors:
+        assert names == ["Functional.abs.0.forward", "Functional.exp.0.forward", "Functional.neg.0.forward"]

@@ -7,17 +7,35 @@ is full or at a point after which a tensor could change: ``stop()``/``step()``/e
 in-place API, before a ``jit`` call (optimizers update parameters in place there). Parameters are
 never deferred (optimizers and ``set_data`` mutate them outside any op we see), and records that save
 tensor files are summarised at once. Up to :data:`BATCH` records are therefore held in memory; they
-reach the journal when their batch is written.
+reach the journal when their batch is written. ``MSPROBE_MS_STAT_BATCH=1`` writes every record as it
+completes (crash-safe like the PyTorch dump, slower).
 """
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
 from msprobe.dump.jsonfmt import Summary
 
-BATCH = 64
+
+def _batch_size() -> int:
+    raw = os.environ.get("MSPROBE_MS_STAT_BATCH", "64")
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        logging.getLogger("msprobe").warning(
+            "msprobe: MSPROBE_MS_STAT_BATCH=%r is not a positive integer, using 64", raw
+        )
+        return 64
+    return value
+
+
+BATCH = _batch_size()
 
 
 class Pending:
