@@ -1,0 +1,84 @@
+"""Backward capture for PyNative MindSpore: the two identity ops MindSpore offers for gradients.
+
+* :func:`cell_backward_hook` - one ``CellBackwardHook`` applied to a call's positional inputs and to
+  its outputs (what an ``nn.Cell`` backward hook does internally). Its callback receives the grads of
+  *all* tensor inputs at once, in argument order, plus the grads of the outputs; used for API records.
+* :func:`hook_backward` - ``ops.HookBackward`` on one tensor: its callback gets that tensor's grad as it
+  arrives; used for Primitive records, whose backward ``output`` is in arrival order (spec §7.2).
+
+Both only make sense while MindSpore records a graph for autodiff (:func:`grad_recording`).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+import mindspore as ms
+from mindspore import ops
+
+try:  # MindSpore >= 2.9
+    from mindspore.graph.api import _pynative_executor
+except ImportError:  # pragma: no cover - older MindSpore
+    from mindspore.common.api import _pynative_executor
+
+try:
+    from mindspore.ops.operations._inner_ops import CellBackwardHook
+except ImportError:  # pragma: no cover
+    CellBackwardHook = None
+
+BackwardFn = Callable[[tuple[Any, ...], tuple[Any, ...]], object]
+
+
+def grad_recording() -> bool:
+    """Whether the current PyNative call is recorded for a gradient (inside ``value_and_grad``)."""
+    try:
+        return bool(_pynative_executor.requires_grad())
+    except Exception:  # pragma: no cover - defensive
+        return False
+
+
+def has_tensor(value: Any) -> bool:
+    if isinstance(value, ms.Tensor):
+        return True
+    if isinstance(value, tuple | list):
+        return any(isinstance(v, ms.Tensor) for v in value)
+    return False
+
+
+class _Hooks(OrderedDict):  # type: ignore[type-arg]
+    """CellBackwardHook keeps a weak reference to its hook dict; a plain dict cannot be weak-referenced."""
+
+
+def cell_backward_hook(name: str, on_backward: BackwardFn) -> Callable[[Any], Any] | None:
+    """An identity ``f(args) -> args`` to apply to the inputs tuple and then to the output.
+
+    ``on_backward(grad_inputs, grad_outputs)`` runs once the grads of the inputs are known.
+    The returned callable owns the hook dict (kept alive by the closure).
+    """
+    if CellBackwardHook is None:
+        return None
+    hooks = _Hooks()
+
+    def fn(_cell: Any, grad_input: Any, grad_output: Any) -> None:
+        gi = grad_input if isinstance(grad_input, tuple) else (grad_input,)
+        go = grad_output if isinstance(grad_output, tuple) else (grad_output,)
+        on_backward(gi, go)
+
+    hooks[0] = fn
+    prim = CellBackwardHook(name, None, hooks)
+    prim.register_backward_hook()
+    # ``prim`` holds only a weak reference to the dict; the prim itself lives as long as the autodiff
+    # graph that uses it, so it keeps the dict alive until the backward has run.
+    object.__setattr__(prim, "_msprobe_hooks", hooks)
+    return prim  # type: ignore[no-any-return]
+
+
+def hook_backward(tensor: Any, on_grad: Callable[[Any], None]) -> Any:
+    """``tensor`` passed through ``ops.HookBackward``; ``on_grad(grad)`` when its grad arrives."""
+
+    def fn(grad: Any) -> None:
+        on_grad(grad[0] if isinstance(grad, tuple) and len(grad) == 1 else grad)
+
+    return ops.HookBackward(fn)(tensor)

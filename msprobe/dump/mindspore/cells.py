@@ -1,0 +1,203 @@
+"""Cell records (L0/mix): ``Cell.{[i.]path}.{Class}.{forward|backward}.{n}`` and ``…parameters_grad``.
+
+Hooks are MindSpore's own: a forward pre-hook (counter, construct stack), a forward hook with kwargs
+(the forward record with direct parameters), ``register_backward_hook`` (grads of inputs and
+outputs) and ``Parameter.register_hook`` for the parameter gradients. The model passed to
+``start()`` is not recorded, only its descendants (spec dump_mindspore.md §6, §7.3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import mindspore as ms
+
+from msprobe.dump.mindspore.service import backward_name
+from msprobe.dump.naming import BACKWARD, FORWARD, CallCounter
+
+if TYPE_CHECKING:
+    from msprobe.dump.mindspore.service import MsDumpService
+
+
+def is_jit_cell(cell: Any) -> bool:
+    """A Cell whose ``construct`` is decorated with ``mindspore.jit`` (compiled as one graph)."""
+    return bool(getattr(type(cell).construct, "__wrapped_by_jit__", False))
+
+
+def _descend(cell: Any, path: str) -> Iterator[tuple[str, Any]]:
+    """Sub-Cells with their dotted paths; a jit Cell is yielded but not entered (its children run
+    inside a compiled graph, where Python hooks cannot run)."""
+    for name, child in cell._cells.items():
+        if child is None:
+            continue
+        sub = f"{path}.{name}" if path else name
+        yield sub, child
+        if not is_jit_cell(child):
+            yield from _descend(child, sub)
+
+
+def walk(model: Any) -> list[tuple[str, Any]]:
+    """``(prefix, cell)`` for every hooked Cell; a list/tuple model gets ``{i}.`` path prefixes."""
+    roots = list(model) if isinstance(model, list | tuple) else [model]
+    out: list[tuple[str, Any]] = []
+    seen: set[int] = set()
+    for i, root in enumerate(roots):
+        lead = f"{i}." if isinstance(model, list | tuple) else ""
+        for path, cell in _descend(root, ""):
+            if id(cell) in seen:
+                continue
+            seen.add(id(cell))
+            out.append((f"Cell.{lead}{path}.{type(cell).__name__}", cell))
+    return out
+
+
+class CellHooks:
+    def __init__(self, service: MsDumpService) -> None:
+        self.service = service
+        self.counter = CallCounter()
+        self.pending: dict[str, list[int]] = {}  # prefix -> forward indices awaiting their backward
+        self.param_grads: dict[str, dict[str, Any]] = {}  # prefix -> {param: [summary]}
+        self.placed: set[str] = set()  # prefixes whose parameters_grad placeholder is in this step
+        self.parent_of: dict[str, str | None] = {}  # forward record -> enclosing Cell forward record
+        self.passed: dict[str, bool] = {}  # open forward record -> passed scope/list at its begin
+        self.float_input: dict[str, bool] = {}  # forward record -> had a floating-point tensor argument
+        self.handles: list[Any] = []
+        self._param_hooked: set[int] = set()
+        service.step_reset.append(self._reset)
+
+    def _reset(self) -> None:
+        self.counter.reset()
+        self.pending.clear()
+        self.param_grads.clear()
+        self.placed.clear()
+        self.parent_of.clear()
+        self.passed.clear()
+        self.float_input.clear()
+
+    def register(self, model: Any) -> int:
+        cells = walk(model)
+        for prefix, cell in cells:
+            self.handles.append(cell.register_forward_pre_hook(self._pre(prefix)))
+            self.handles.append(cell.register_forward_hook(self._post(prefix), with_kwargs=True))
+            self.handles.append(cell.register_backward_hook(self._backward(prefix)))
+        return len(cells)
+
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+        self.handles.clear()
+
+    def names_whole(self, name: str) -> bool:
+        """At mix, a ``list`` entry inside a Cell forward name selects that whole Cell (spec §5.5)."""
+        cfg = self.service.config
+        return cfg.level == "mix" and any(s in name for s in cfg.list)
+
+    # -- forward ----------------------------------------------------------------------------------
+    def _pre(self, prefix: str) -> Any:
+        def hook(cell: Any, args: Any) -> None:
+            svc = self.service
+            index = self.counter.next(prefix)
+            if not svc.running:
+                return
+            name = f"{prefix}.{FORWARD}.{index}"
+            self.passed[name] = svc.session.filter.begin(name) or svc.whole_cells > 0
+            if self.names_whole(name):
+                svc.whole_cells += 1
+                self.passed[name] = True
+            self.float_input[name] = any(
+                isinstance(a, ms.Tensor) and a.dtype in ms.dtype.float_type for a in args
+            )
+            self.parent_of[name] = svc.parent()
+            svc.put_construct(name, self.parent_of[name])
+            svc.cell_stack.append(name)
+            self.pending.setdefault(prefix, []).append(index)
+
+        return hook
+
+    def _post(self, prefix: str) -> Any:
+        def hook(cell: Any, args: Any, kwargs: Any, output: Any) -> None:
+            svc = self.service
+            stack = svc.cell_stack
+            if not svc.running or not stack or not stack[-1].startswith(prefix + f".{FORWARD}."):
+                return
+            name = stack.pop()
+            s = svc.session
+            mode = svc.config.data_mode
+            passed = self.passed.pop(name, False)
+            s.filter.end(name)  # the end Cell of a scope is included whole
+            if self.names_whole(name):
+                svc.whole_cells -= 1
+            if svc.config.task == "structure" or not mode.direction(FORWARD) or not passed:
+                self._placeholder(prefix, cell, passed=passed)
+                return
+            record: dict[str, Any] | None = None
+            if mode.side("input"):
+                record = svc.encode_inputs(name, tuple(args), dict(kwargs or {}))
+
+            def extra(rec: dict[str, Any]) -> None:
+                assert svc.encoder is not None
+                rec["parameters"] = svc.encoder.named(dict(cell._params), name, "parameters")
+
+            svc.finish_forward(name, record, output, mode.side("output"), extra)
+            self._placeholder(prefix, cell, passed=True)
+
+        return hook
+
+    def _placeholder(self, prefix: str, cell: Any, passed: bool) -> None:
+        """``parameters_grad`` placeholder right after the first forward record of the step."""
+        svc = self.service
+        if svc.config.task == "structure":
+            return
+        params = {k: p for k, p in cell._params.items() if getattr(p, "requires_grad", False)}
+        if not params or not passed or not svc.config.data_mode.direction(BACKWARD) or prefix in self.placed:
+            return
+        store = svc.session.store
+        if store is None:
+            return
+        self.placed.add(prefix)
+        grads = self.param_grads.setdefault(prefix, {k: [None] for k in params})
+        svc.put(f"{prefix}.parameters_grad", grads)
+        for pname, param in params.items():
+            if id(param) not in self._param_hooked:
+                self._param_hooked.add(id(param))
+                param.register_hook(self._param_hook(prefix, pname))
+
+    def _param_hook(self, prefix: str, pname: str) -> Any:
+        def hook(grad: Any) -> None:
+            svc = self.service
+            store = svc.session.store
+            if store is None or svc.encoder is None or prefix not in self.placed:
+                return
+            name = f"{prefix}.parameters_grad"
+            svc.inside = True
+            try:
+                self.param_grads[prefix].update(svc.encoder.named({pname: grad}, prefix, "parameters_grad"))
+                self.param_grads[prefix][pname] = [self.param_grads[prefix][pname]]
+                svc.put(name, dict(self.param_grads[prefix]))
+            except Exception as exc:
+                svc.session.record_error("param_grad_data_collect", name, exc, f", param_name={pname}")
+            finally:
+                svc.inside = False
+
+        return hook
+
+    # -- backward ---------------------------------------------------------------------------------
+    def _backward(self, prefix: str) -> Any:
+        def hook(cell: Any, grad_input: Any, grad_output: Any) -> None:
+            svc = self.service
+            pending = self.pending.get(prefix)
+            if not pending:
+                return
+            index = pending.pop()
+            name = f"{prefix}.{BACKWARD}.{index}"
+            if not svc.config.data_mode.direction(BACKWARD) or svc.config.task == "structure":
+                return
+            gi = grad_input if isinstance(grad_input, tuple) else (grad_input,)
+            if not self.float_input.get(f"{prefix}.{FORWARD}.{index}", True):
+                gi = ()  # no differentiable input: upstream records ``output: []``
+            go = grad_output if isinstance(grad_output, tuple) else (grad_output,)
+            svc.put_backward(name, gi, go)
+            svc.put_construct(name, backward_name(self.parent_of.get(f"{prefix}.{FORWARD}.{index}")))
+
+        return hook

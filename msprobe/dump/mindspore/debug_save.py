@@ -1,0 +1,138 @@
+"""``PrecisionDebugger.save(variable, name, save_backward)`` at level debug (spec §3.4 / dump.md §1.6).
+
+Records ``{name}.{k}.debug`` (and ``{name}_grad.{k}.debug``, filled by ``Tensor.register_hook`` when
+the gradients arrive) into ``debug.json``; tensor task writes ``{name}.{k}.debug[.{index}].npy``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import mindspore as ms
+
+from msprobe.dump.naming import CallCounter
+
+if TYPE_CHECKING:
+    from msprobe.dump.mindspore.service import MsDumpService
+
+log = logging.getLogger("msprobe")
+MAX_DEPTH = 50
+
+
+def check_variable(value: Any, depth: int = 0) -> str | None:
+    """Why ``value`` cannot be saved (None when it can): Tensor/int/float/str in dict/list/tuple."""
+    if depth > MAX_DEPTH:
+        return f"nesting deeper than {MAX_DEPTH}"
+    if isinstance(value, ms.Tensor | bool | int | float | str):
+        return None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                return f"dict key {k!r} is not a str"
+            why = check_variable(v, depth + 1)
+            if why:
+                return why
+        return None
+    if isinstance(value, list | tuple):
+        for v in value:
+            why = check_variable(v, depth + 1)
+            if why:
+                return why
+        return None
+    return f"unsupported type {type(value).__name__}"
+
+
+def _nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _nulls(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_nulls(v) for v in value]
+    return None
+
+
+class DebugSaver:
+    def __init__(self, service: MsDumpService) -> None:
+        self.service = service
+        self.counter = CallCounter()
+        service.step_reset.append(self.counter.reset)
+
+    def save(self, variable: Any, name: Any, save_backward: Any = True) -> None:
+        svc = self.service
+        cfg = svc.config
+        if cfg.level != "debug" or cfg.task not in ("statistics", "tensor"):
+            return
+        if not isinstance(name, str):
+            log.warning("msprobe: save() skipped: name must be a str, got %r", name)
+            return
+        if not isinstance(save_backward, bool):
+            log.warning("msprobe: save() skipped for %s: save_backward must be a bool", name)
+            return
+        why = check_variable(variable)
+        if why:
+            log.warning("msprobe: save() skipped for %s: %s", name, why)
+            return
+        if not svc.start():
+            return
+        svc.session.running = False  # save() records directly; no API hooks run at level debug
+        assert svc.encoder is not None
+        store = svc.session.store
+        assert store is not None
+        k = self.counter.next(name)
+        record = f"{name}.{k}.debug"
+        svc.inside = True
+        try:
+            store.put(record, svc.encoder.debug(variable, record))
+        except Exception as exc:
+            svc.session.record_error("debug_data_collect", record, exc)
+        finally:
+            svc.inside = False
+        if save_backward:
+            self._attach_grads(variable, f"{name}_grad.{k}.debug")
+
+    def _attach_grads(self, variable: Any, record: str) -> None:
+        svc = self.service
+        store = svc.session.store
+        assert store is not None
+        holder = {"v": _nulls(variable)}
+        store.put(record, holder["v"])
+
+        def leaves(value: Any, path: tuple[Any, ...]) -> list[tuple[tuple[Any, ...], Any]]:
+            if isinstance(value, ms.Tensor):
+                return [(path, value)]
+            if isinstance(value, dict):
+                return [x for k, v in value.items() for x in leaves(v, (*path, k))]
+            if isinstance(value, list | tuple):
+                return [x for i, v in enumerate(value) for x in leaves(v, (*path, i))]
+            return []
+
+        for path, tensor in leaves(variable, ()):
+            tensor.register_hook(self._grad_hook(record, path, holder))
+
+    def _grad_hook(self, record: str, path: tuple[Any, ...], holder: dict[str, Any]) -> Any:
+        def hook(grad: Any) -> None:
+            svc = self.service
+            store = svc.session.store
+            if store is None or svc.encoder is None:
+                return
+            stem = ".".join([record, *map(str, path)])
+            svc.inside = True
+            try:
+                encoded = svc.encoder.debug(grad, stem)
+                if not path:
+                    holder["v"] = encoded
+                else:
+                    node = holder["v"]
+                    for p in path[:-1]:
+                        node = node[p]
+                    node[path[-1]] = encoded
+                store.put(record, holder["v"])
+            except Exception as exc:
+                svc.session.record_error("debug_grad_collect", record, exc)
+            finally:
+                svc.inside = False
+
+        return hook
+
+
+__all__ = ["DebugSaver"]

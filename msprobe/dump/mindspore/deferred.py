@@ -1,0 +1,105 @@
+"""Batched statistics: tensor summaries are computed a batch of records at a time, not per tensor.
+
+Reading a PyNative tensor on the host (``asnumpy``) waits for MindSpore's asynchronous op queue; one
+wait per recorded tensor costs more than the op itself on small nets. So statistics-only records keep
+a reference to their tensors (:class:`Pending`) and are summarised, in collection order, when the batch
+is full or at a point after which a tensor could change: ``stop()``/``step()``/exit, before an
+in-place API, before a ``jit`` call (optimizers update parameters in place there). Parameters are
+never deferred (optimizers and ``set_data`` mutate them outside any op we see), and records that save
+tensor files are summarised at once. Up to :data:`BATCH` records are therefore held in memory; they
+reach the journal when their batch is written. ``MSPROBE_MS_STAT_BATCH=1`` writes every record as it
+completes (crash-safe like the PyTorch dump, slower).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from typing import Any
+
+from msprobe.dump.jsonfmt import Summary
+
+
+def _batch_size() -> int:
+    raw = os.environ.get("MSPROBE_MS_STAT_BATCH", "64")
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        logging.getLogger("msprobe").warning(
+            "msprobe: MSPROBE_MS_STAT_BATCH=%r is not a positive integer, using 64", raw
+        )
+        return 64
+    return value
+
+
+BATCH = _batch_size()
+
+
+class Pending:
+    """A tensor whose summary is computed when its record is written."""
+
+    __slots__ = ("make", "tensor")
+
+    def __init__(self, tensor: Any, make: Callable[[Any], Summary]) -> None:
+        self.tensor = tensor
+        self.make = make
+
+
+def resolve(value: Any) -> Any:
+    """``value`` with every :class:`Pending` replaced by its summary (new containers; input untouched)."""
+    t = type(value)
+    if t is Pending:
+        return value.make(value.tensor)
+    if t is dict:
+        return {k: resolve(v) for k, v in value.items()}
+    if t is list:
+        return [resolve(v) for v in value]
+    return value
+
+
+_NOT_MUTATORS = {"requires_grad_", "parent_tensor_", "index_of_parent_", "delete_"}
+# Tensor methods that change a tensor without being recorded APIs; a batch is written before they run.
+MUTATORS = ("__setitem__", "assign_value", "set_data", "copy_", "fill_", "zero_", "set_")
+
+
+def mutator_names(cls: type) -> list[str]:
+    """In-place methods of ``cls`` (``add_``, ``__iadd__``...) plus :data:`MUTATORS`."""
+    names = [n for n in dir(cls) if (is_inplace(n) and not n.startswith("_")) or n in MUTATORS]
+    names += [n for n in dir(cls) if n.startswith("__i") and n.endswith("__") and is_inplace(n)]
+    return sorted(set(names) - _NOT_MUTATORS)
+
+
+def is_inplace(api: str) -> bool:
+    """APIs that change an argument in place: a batch must be written before they run."""
+    if api.startswith("__i") and api.endswith("__"):
+        return api not in ("__init__", "__init_subclass__", "__index__", "__int__", "__invert__", "__iter__")
+    if api.startswith("__"):
+        return False
+    return api.endswith("_") or api.startswith(("assign", "inplace_", "scatter_")) or api in ("copy_",)
+
+
+class Batch:
+    """The queue of ``(name, record)`` puts waiting for their statistics."""
+
+    def __init__(
+        self, put: Callable[[str, Any], None], on_error: Callable[[str, BaseException], None]
+    ) -> None:
+        self.put = put
+        self.on_error = on_error
+        self.queue: list[tuple[str, Any]] = []
+
+    def add(self, name: str, record: Any) -> None:
+        self.queue.append((name, record))
+        if len(self.queue) >= BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        queue, self.queue = self.queue, []
+        for name, record in queue:
+            try:
+                self.put(name, resolve(record))
+            except Exception as exc:
+                self.on_error(name, exc)

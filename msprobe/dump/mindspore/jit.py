@@ -1,0 +1,130 @@
+"""``mindspore.jit`` under the dump (L1/mix): the call runs with every wrapper removed, one record.
+
+A jit function is compiled from its Python source; msprobe's API wrappers and hooked Primitive
+classes must not be visible to the compiler (upstream 8.1.1 patches the pre-2.9 executor location, so
+on MindSpore 2.10 compilation sees its wrappers and fails). Here ``_JitExecutor.__call__`` of the
+running MindSpore is wrapped: during the call the API wrappers and Primitive hooks are suspended,
+and the call is recorded as ``Jit.{function | Cell class}.{n}.forward``; its backward record holds the
+real gradients (grads of the outputs as ``input``, of the inputs as ``output``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from mindspore.nn import Optimizer
+
+from msprobe.dump.mindspore.backward import cell_backward_hook, grad_recording
+from msprobe.dump.mindspore.service import _tensor_leaves, hook_outputs
+from msprobe.dump.naming import BACKWARD, FORWARD
+
+if TYPE_CHECKING:
+    from msprobe.dump.mindspore.service import MsDumpService
+
+_EXECUTOR_MODULES = ("mindspore.graph.api", "mindspore.common.api")
+
+
+def _executor_class() -> Any:
+    for mod_name in _EXECUTOR_MODULES:
+        try:
+            mod = importlib.import_module(mod_name)
+        except ImportError:
+            continue
+        for cls_name in ("_JitExecutor", "_MindsporeFunctionExecutor"):
+            cls = getattr(mod, cls_name, None)
+            if cls is not None:
+                return cls
+    return None
+
+
+class JitHooks:
+    def __init__(self, service: MsDumpService) -> None:
+        self.service = service
+        self.suspend_hooks: list[Callable[[], Callable[[], None]]] = []
+        self._cls: Any = None
+        self._original: Any = None
+
+    def install(self) -> bool:
+        cls = _executor_class()
+        if cls is None or getattr(cls.__call__, "__msprobe_jit__", False):
+            return False
+        original = cls.__call__
+        hooks = self
+
+        def __call__(executor: Any, *args: Any, **kwargs: Any) -> Any:
+            return hooks.call(executor, original, args, kwargs)
+
+        __call__.__msprobe_jit__ = True  # type: ignore[attr-defined]
+        cls.__call__ = __call__
+        self._cls, self._original = cls, original
+        return True
+
+    def uninstall(self) -> None:
+        if self._cls is not None:
+            self._cls.__call__ = self._original
+            self._cls = None
+
+    def _name(self, executor: Any) -> str:
+        obj = getattr(executor, "obj", None)
+        if obj is not None:
+            return type(obj).__name__
+        fn = getattr(executor, "fn", None)
+        return getattr(fn, "__name__", "jit")
+
+    def call(self, executor: Any, original: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        svc = self.service
+        # The optimizer's jit-compiled update is not part of the model's forward/backward (8.1.1's
+        # fixtures record none of it either); its compilation still must not see the wrappers.
+        record = (
+            svc.running
+            and not svc.inside
+            and svc.config.task != "structure"
+            and not isinstance(getattr(executor, "obj", None), Optimizer)
+        )
+        svc.batch.flush()  # a jit call may update queued tensors in place (optimizers do)
+        suspended = svc.patcher.suspend()
+        resumes = [hook() for hook in self.suspend_hooks]
+        inside, svc.inside = svc.inside, True
+        try:
+            if record:
+                svc.inside = inside
+                return self._record(executor, original, args, kwargs)
+            return original(executor, *args, **kwargs)
+        finally:
+            svc.inside = inside
+            for resume in resumes:
+                resume()
+            svc.patcher.resume(suspended)
+
+    def _record(self, executor: Any, original: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        svc = self.service
+        s = svc.session
+        mode = svc.config.data_mode
+        base = f"Jit.{self._name(executor)}"
+        index = s.counter.next(base)
+        name = f"{base}.{index}.{FORWARD}"
+        bname = f"{base}.{index}.{BACKWARD}"
+        call_args = args[1:] if getattr(executor, "obj", None) is not None and args else args
+        record = None
+        if mode.direction(FORWARD) and svc.check(name) and mode.side("input"):
+            record = svc.encode_inputs(name, call_args, kwargs)
+        parent = svc.parent()
+        hook = None
+        if mode.direction(BACKWARD) and grad_recording() and _tensor_leaves(args):
+            hook = cell_backward_hook(bname, lambda gi, go: svc.put_backward(bname, gi, go))
+        svc.inside = True
+        try:
+            if hook is not None:
+                out = original(executor, *hook(args), **kwargs)
+                out = hook_outputs(hook, out)
+            else:
+                out = original(executor, *args, **kwargs)
+        finally:
+            svc.inside = False
+        svc.finish_forward(
+            name, record, out, mode.direction(FORWARD) and svc.check(name) and mode.side("output")
+        )
+        svc.put_construct(name, parent)
+        return out

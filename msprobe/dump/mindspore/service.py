@@ -1,0 +1,298 @@
+"""The MindSpore dump service: turns wrapped API calls, Primitive calls and Cell hooks into records.
+
+All dump state lives in the core :class:`~msprobe.dump.session.DumpSession` (steps, switch, rank,
+counters, scope/list filter, the rank folder and its json writers); this class only knows how to
+observe MindSpore. A failure while recording goes to dump_error_info.log; the user's call always runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import mindspore as ms
+
+from msprobe.dump.config import DumpConfig
+from msprobe.dump.mindspore.backward import cell_backward_hook, grad_recording
+from msprobe.dump.mindspore.deferred import Batch, is_inplace, mutator_names
+from msprobe.dump.mindspore.encode import Encoder, TensorSaver
+from msprobe.dump.mindspore.families import BY_PREFIX, ApiKey, Patcher, finish_collective, load_api_list
+from msprobe.dump.naming import BACKWARD, FORWARD
+from msprobe.dump.session import DumpSession
+from msprobe.dump.stack import capture_stack
+
+log = logging.getLogger("msprobe")
+
+
+def current_rank() -> int | None:
+    """``get_rank()`` when MindSpore communication is initialised, else None (folder ``rank``)."""
+    try:
+        from mindspore.communication import GlobalComm, get_rank
+
+        if GlobalComm.INITED:
+            return int(get_rank())
+    except Exception:  # no communication support in this build
+        return None
+    return None
+
+
+def _tensor_leaves(value: Any) -> list[Any]:
+    if isinstance(value, ms.Tensor):
+        return [value]
+    if isinstance(value, tuple | list):
+        return [leaf for v in value for leaf in _tensor_leaves(v)]
+    if isinstance(value, dict):
+        return [leaf for v in value.values() for leaf in _tensor_leaves(v)]
+    return []
+
+
+def _replace_leaves(value: Any, new: list[Any]) -> Any:
+    """Rebuild ``value`` with its tensor leaves taken in order from ``new`` (consumed)."""
+    if isinstance(value, ms.Tensor):
+        return new.pop(0)
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return tuple(_replace_leaves(v, new) for v in value)
+    if isinstance(value, list):
+        return [_replace_leaves(v, new) for v in value]
+    if isinstance(value, dict):
+        return {k: _replace_leaves(v, new) for k, v in value.items()}
+    return value
+
+
+def hook_outputs(apply: Callable[[Any], Any], out: Any) -> Any:
+    """Pass the tensor leaves of ``out`` through ``apply`` (an identity that sees their grads)."""
+    if isinstance(out, ms.Tensor):
+        return apply(out)
+    leaves = _tensor_leaves(out)
+    if not leaves:
+        return out
+    hooked = apply(tuple(leaves))
+    return _replace_leaves(out, list(hooked))
+
+
+class MsDumpService:
+    def __init__(self, config: DumpConfig) -> None:
+        self.config = config
+        self.session = DumpSession(config, framework="mindspore")
+        self.patcher = Patcher(self.on_api_call)
+        self.encoder: Encoder | None = None
+        self.inside = False  # True while the tool itself (or a wrapped API) runs: nested calls pass through
+        self.cell_stack: list[str] = []  # open Cell forward records (construct.json parents at mix)
+        self.whole_cells = 0  # open Cells that a ``list`` entry names (mix: dump all inside them)
+        self.session.step_reset_hooks.append(self._reset_step)
+        self.step_reset: list[Callable[[], None]] = []
+        self.batch = Batch(self._store_put, self._batch_error)
+        if config.level in ("L1", "mix"):
+            self.api_count = self.patcher.patch_families(load_api_list())
+        else:
+            self.api_count = 0
+        if config.level in ("L0", "L1", "mix"):
+            self._guard_mutators()
+
+    # -- switch -----------------------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self.session.running and self.encoder is not None
+
+    def start(self) -> bool:
+        on = self.session.start(current_rank)
+        if on:
+            self._open_encoder()
+        return on
+
+    def stop(self) -> None:
+        self.batch.flush()
+        self.session.stop()
+
+    def step(self) -> None:
+        self.batch.flush()
+        self.session.step()
+
+    def close(self) -> None:
+        self.batch.flush()
+        self.session.running = False
+        self.session.close_store()
+
+    def _open_encoder(self) -> None:
+        if self.encoder is not None:
+            return
+        saver = TensorSaver(self.session.tensor_dir()) if self.config.saves_tensors else None
+        save_filter = None
+        if self.config.task == "statistics" and self.config.tensor_list:
+            names = self.config.tensor_list
+            save_filter = lambda record: any(s in record for s in names)  # noqa: E731
+        defer = self.config.level in ("L0", "L1", "mix") and self.config.task != "tensor"
+        self.encoder = Encoder(self.config.md5, saver, save_filter, defer=defer)
+
+    def _reset_step(self) -> None:
+        self.encoder = None
+        self.cell_stack.clear()
+        self.whole_cells = 0
+        for hook in self.step_reset:
+            hook()
+
+    def _guard_mutators(self) -> None:
+        """In-place Tensor methods that are not recorded still write the pending batch first."""
+
+        def flush_then_call(
+            key: ApiKey, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+        ) -> Any:
+            if self.batch.queue:
+                self.batch.flush()
+            return func(*args, **kwargs)
+
+        for owner in (ms.Tensor, ms.Parameter):
+            for name in mutator_names(owner):
+                if not self.patcher.is_wrapped(owner, name):
+                    self.patcher.wrap(owner, name, ("", name), flush_then_call)
+
+    def check(self, name: str) -> bool:
+        """scope/list filter; inside a Cell named by a ``list`` entry at mix everything passes."""
+        return self.session.filter.check(name) or self.whole_cells > 0
+
+    # -- shared record helpers ----------------------------------------------------------------------
+    def put(self, name: str, record: Any) -> None:
+        """Queue a record (its statistics are computed with its batch, in collection order)."""
+        if self.encoder is not None and self.encoder.defer:
+            self.batch.add(name, record)
+        else:
+            self._store_put(name, record)
+
+    def _store_put(self, name: str, record: Any) -> None:
+        store = self.session.store
+        if store is not None:
+            store.put(name, record)
+
+    def _batch_error(self, name: str, exc: BaseException) -> None:
+        self.session.record_error("statistics_data_collect", name, exc)
+
+    @property
+    def records_structure(self) -> bool:
+        return self.config.level == "mix" or self.config.level == "L0"
+
+    def parent(self) -> str | None:
+        return self.cell_stack[-1] if self.cell_stack else None
+
+    def put_construct(self, name: str, parent: str | None) -> None:
+        store = self.session.store
+        if store is not None and self.records_structure:
+            store.put_construct(name, parent)
+
+    def encode_inputs(self, name: str, args: Any, kwargs: dict[str, Any]) -> dict[str, Any] | None:
+        assert self.encoder is not None
+        self.inside = True
+        try:
+            return {
+                "input_args": self.encoder.args(args, name),
+                "input_kwargs": self.encoder.kwargs(kwargs, name),
+            }
+        except Exception as exc:
+            self.session.record_error("forward_input_data_collect", name, exc)
+            return None
+        finally:
+            self.inside = False
+
+    def finish_forward(
+        self,
+        name: str,
+        record: dict[str, Any] | None,
+        out: Any,
+        out_ok: bool,
+        extra: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        store = self.session.store
+        if store is None or self.encoder is None:
+            return
+        self.inside = True
+        try:
+            if out_ok:
+                try:
+                    record = {} if record is None else record
+                    record["output"] = self.encoder.output(out, name)
+                    if extra is not None:
+                        extra(record)
+                except Exception as exc:
+                    self.session.record_error("forward_output_data_collect", name, exc)
+            if record is not None:
+                self.put(name, record)
+                store.put_stack(name, capture_stack(sys._getframe(1)))
+        finally:
+            self.inside = False
+
+    def put_backward(self, name: str, grad_inputs: Any, grad_outputs: Any) -> bool:
+        """``input`` = grads w.r.t. the outputs, ``output`` = grads w.r.t. the inputs; True if recorded."""
+        s = self.session
+        store = s.store
+        if store is None or self.encoder is None or not self.check(name):
+            return False
+        mode = self.config.data_mode
+        self.inside = True
+        try:
+            record: dict[str, Any] = {}
+            if mode.side("input"):
+                record["input"] = self.encoder.args(list(grad_outputs), name, "input")
+            if mode.side("output"):
+                record["output"] = self.encoder.args(list(grad_inputs), name, "output")
+            self.put(name, record)
+            return True
+        except Exception as exc:
+            s.record_error("backward_data_collect", name, exc)
+            return False
+        finally:
+            self.inside = False
+
+    # -- wrapped APIs -------------------------------------------------------------------------------
+    def on_api_call(
+        self, key: ApiKey, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        s = self.session
+        if self.inside or not self.running or self.config.task == "structure":
+            return func(*args, **kwargs)
+        prefix, api = key
+        if is_inplace(api):
+            self.batch.flush()  # queued records may hold the tensor this call is about to change
+        index = s.counter.next(f"{prefix}.{api}")
+        name = f"{prefix}.{api}.{index}.{FORWARD}"
+        mode = self.config.data_mode
+        fwd = mode.direction(FORWARD)
+        record = None
+        if fwd and self.check(name) and mode.side("input"):
+            record = self.encode_inputs(name, args, kwargs)
+        parent = self.parent()
+        hook = None
+        bname = f"{prefix}.{api}.{index}.{BACKWARD}"
+        if mode.direction(BACKWARD) and grad_recording() and _tensor_leaves(args):
+            try:
+                hook = cell_backward_hook(bname, lambda gi, go: self._api_backward(bname, parent, gi, go))
+            except Exception as exc:
+                s.record_error("backward_hook_register", name, exc)
+        self.inside = True
+        try:
+            if hook is not None:
+                out = func(*hook(args), **kwargs)
+                out = hook_outputs(hook, out)
+            else:
+                out = func(*args, **kwargs)
+        finally:
+            self.inside = False
+        family = BY_PREFIX.get(prefix)
+        recorded = out
+        if family is not None and family.collective:
+            out, recorded = finish_collective(family, api, out, args, kwargs)
+        self.finish_forward(name, record, recorded, fwd and self.check(name) and mode.side("output"))
+        if record is not None or fwd:
+            self.put_construct(name, parent)
+        return out
+
+    def _api_backward(self, name: str, fwd_parent: str | None, gi: Any, go: Any) -> None:
+        if self.put_backward(name, gi, go):
+            self.put_construct(name, backward_name(fwd_parent))
+
+
+def backward_name(forward_record: str | None) -> str | None:
+    """``Cell.fc.Dense.forward.0`` -> ``Cell.fc.Dense.backward.0`` (construct parents of backward nodes)."""
+    if forward_record is None:
+        return None
+    return forward_record.replace(f".{FORWARD}.", f".{BACKWARD}.")
