@@ -5,7 +5,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench clean
+.PHONY: demo test test-torch test-fast test-mindspore lint bench clean
+
+# pytest exits 5 when it collected nothing: a suite that silently ran no test is a failure.
+define PYTEST
+	$(1) -m pytest $(2) || { rc=$$?; [ $$rc -ne 5 ] || echo "pytest collected no tests (exit 5)" >&2; exit $$rc; }
+endef
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
@@ -16,11 +21,28 @@ $(STAMP): pyproject.toml constraints.txt
 demo: $(STAMP)
 	$(BIN)/msprobe demo --out msprobe_demo
 
-test: $(STAMP)
-	$(BIN)/python -m pytest -n auto -q
+# The whole suite: the PyTorch venv, then the MindSpore venv (MindSpore, no torch).
+test: test-torch test-mindspore
+
+test-torch: $(STAMP)
+	$(call PYTEST,$(BIN)/python,-n auto -q)
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -n auto -q -m "not slow"
+	$(call PYTEST,$(BIN)/python,-n auto -q -m "not slow")
+
+# MindSpore tests run in their own venv with MindSpore and without torch: that is how we know
+# `import msprobe.mindspore` never needs torch.
+MS_VENV := .venv-ms
+MS_STAMP := $(MS_VENV)/.installed
+
+$(MS_STAMP): pyproject.toml
+	$(PY) -m venv $(MS_VENV)
+	$(MS_VENV)/bin/pip install -q mindspore==2.10.0 'numpy<2' pytest pytest-xdist hypothesis
+	$(MS_VENV)/bin/pip install -q --no-deps -e .
+	touch $(MS_STAMP)
+
+test-mindspore: $(MS_STAMP)
+	$(call PYTEST,$(MS_VENV)/bin/python,-n auto -q tests/ms_dump)
 
 lint: $(STAMP)
 	$(BIN)/ruff check msprobe tests benchmarks
@@ -33,4 +55,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/compare_speed.py
 
 clean:
-	rm -rf $(VENV) msprobe_demo
+	rm -rf $(VENV) $(MS_VENV) msprobe_demo
