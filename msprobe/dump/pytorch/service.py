@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 import types
 from collections.abc import Callable
 from typing import Any
@@ -83,6 +84,8 @@ class TorchDumpService:
         self.encoder: Encoder | None = None
         self.session.step_reset_hooks.append(self._reset_step)
         self.is_recompute = False
+        self._owner_thread = threading.get_ident()
+        self._owner_pid = os.getpid()
         self.modules_on, self.apis_on, self.api_parents = LEVELS[config.level]
         self.modules = ModuleDumper(self)
         self.saver = DebugSaver(self)
@@ -96,6 +99,10 @@ class TorchDumpService:
 
     # -- switch -----------------------------------------------------------------------------------
     def start(self, model: Any = None, token_range: tuple[int, int] | None = None) -> bool:
+        # Forward calls are recorded in the thread and process that called start(): the function mode
+        # is per thread anyway, and a forked DataLoader worker must not write into our files.
+        self._owner_thread = threading.get_ident()
+        self._owner_pid = os.getpid()
         on = self.session.start(current_rank)
         if on:
             self._open_encoder()
@@ -195,7 +202,14 @@ class TorchDumpService:
         self, key: ApiKey, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         s = self.session
-        if self._inside or not s.running or self.encoder is None or self.apis_suppressed:
+        if (
+            self._inside
+            or not s.running
+            or self.encoder is None
+            or self.apis_suppressed
+            or threading.get_ident() != self._owner_thread
+            or os.getpid() != self._owner_pid
+        ):
             return func(*args, **kwargs)
         self._inside = True  # our own tensor code and the API's internals record nothing
         try:
