@@ -113,3 +113,28 @@ def test_deprecated_model_argument(tmp_path: Path) -> None:
         assert "Module.0.Linear.forward.0" in load_dump(tmp_path / "dump" / "step0" / "rank")["data"]
     finally:
         PrecisionDebugger._shutdown()
+
+
+def test_rank_list_without_distributed_dumps_nothing(tmp_path: Path, debugger: Any) -> None:
+    dbg = debugger(rank=[0])
+    dbg.start()
+    torch.relu(torch.ones(1))
+    dbg.stop()
+    assert not (tmp_path / "dump").exists()
+
+
+def test_start_at_debug_level_records_nothing(tmp_path: Path, debugger: Any) -> None:
+    dbg = debugger(level="debug")
+    dbg.start()
+    torch.relu(torch.ones(1))
+    dbg.stop()
+    dbg.save(torch.ones(2), "only_me")
+    dbg.step()
+    data = load_dump_debug(tmp_path / "dump" / "step0" / "rank")
+    assert list(data) == ["only_me.0.debug"]
+
+
+def load_dump_debug(rank: Path) -> dict[str, Any]:
+    import json
+
+    return json.loads((rank / "debug.json").read_text())["data"]

@@ -103,6 +103,8 @@ class TorchDumpService:
         # is per thread anyway, and a forked DataLoader worker must not write into our files.
         self._owner_thread = threading.get_ident()
         self._owner_pid = os.getpid()
+        if self.config.level == "debug":
+            return False  # level debug records save() calls only
         on = self.session.start(current_rank)
         if on:
             self._open_encoder()
