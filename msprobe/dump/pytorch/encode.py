@@ -23,6 +23,16 @@ MAX_DEPTH = 50
 Path = tuple[int | str, ...]
 
 
+_DTYPE_NAMES: dict[torch.dtype, str] = {}
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype)
+    return name
+
+
 def _scalar_type(v: Any) -> dict[str, Any]:
     return {"type": type(v).__name__, "value": v}
 

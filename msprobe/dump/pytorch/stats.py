@@ -17,12 +17,26 @@ import torch
 Stats = tuple[Any, Any, Any, Any]
 _NONE4: Stats = (None, None, None, None)
 _CAST_TO_FLOAT = {torch.float64}
-_NUMPY_MINMAX = (torch.float32, torch.float16)
+_NUMPY_MINMAX = frozenset((torch.float32, torch.float16))
+_vector_norm = torch.linalg.vector_norm
+
+
+def _float_stats_cpu(d: torch.Tensor) -> Stats | None:
+    """Max/Min with numpy (exact in any order, ~4x faster than torch's on CPU), Mean/Norm by torch."""
+    try:
+        a = d.numpy()
+    except (RuntimeError, TypeError):
+        return None
+    return (a.max().item(), a.min().item(), d.mean().item(), _vector_norm(d).item())
 
 
 def tensor_stats(t: torch.Tensor) -> Stats:
     """(Max, Min, Mean, Norm) as upstream 8.1.1 computes them (values via ``.item()`` semantics)."""
     d = t.detach()
+    if d.dtype in _NUMPY_MINMAX and d.is_cpu and d.dim() > 0 and d.numel() > 0:
+        fast = _float_stats_cpu(d)  # the common case first, with the fewest checks
+        if fast is not None:
+            return fast
     if d.is_meta or d.numel() == 0 or (d.device.type != "meta" and d.data_ptr() == 0 and not d.is_sparse):
         return _NONE4
     if d.dtype == torch.bool:
@@ -40,14 +54,10 @@ def tensor_stats(t: torch.Tensor) -> Stats:
         d = d.float()
     elif d.dtype not in (torch.float32, torch.float16, torch.bfloat16):
         d = d.float()  # float8 and other exotic floats
-    if d.device.type == "cpu" and d.dtype in _NUMPY_MINMAX:
-        # Max/Min are exact whatever the reduction order; numpy's are ~4x faster than torch's on CPU.
-        try:
-            a = d.numpy()
-        except (RuntimeError, TypeError):
-            a = None
-        if a is not None:
-            return (a.max().item(), a.min().item(), d.mean().item(), torch.linalg.vector_norm(d).item())
+    if d.is_cpu and d.dtype in _NUMPY_MINMAX:
+        fast = _float_stats_cpu(d)
+        if fast is not None:
+            return fast
     mn, mx = torch.aminmax(d)
     vals = torch.stack((mx, mn, d.mean(), torch.linalg.vector_norm(d))).tolist()
     return (vals[0], vals[1], vals[2], vals[3])
