@@ -33,10 +33,6 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return name
 
 
-def _scalar_type(v: Any) -> dict[str, Any]:
-    return {"type": type(v).__name__, "value": v}
-
-
 def _slice_value(v: Any) -> Any:
     if isinstance(v, torch.Tensor):
         return int(v.item())
