@@ -222,3 +222,18 @@ def test_summary_cache_shares_stats_of_same_element_sequence() -> None:
     finally:
         st.tensor_stats = saved
     assert calls == [(64, 128), (128, 64), (8192,)]
+
+
+def test_core_imports_no_torch() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, msprobe, msprobe.dump.config, msprobe.dump.session, msprobe.dump.writer, "
+        "msprobe.dump.cli, msprobe.dump.api_families, msprobe.dump.filters, msprobe.dump.journal; "
+        "print('torch' in sys.modules)"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert res.stdout.strip() == "False"
