@@ -24,6 +24,10 @@ if TYPE_CHECKING:
     from msprobe.dump.pytorch.service import TorchDumpService
 
 OPTIMIZER = "optimizer"
+# Our hooks are never traced by torch.compile (dynamo would compile the recorder, and recompile it).
+no_compile: Callable[[Callable[..., Any]], Callable[..., Any]] = getattr(
+    torch.compiler, "disable", lambda f: f
+)
 CLIP_GRAD = "clip_grad"
 
 
@@ -186,11 +190,11 @@ class ModuleDumper:
             if self.svc.session.filter.check(name):
                 self._guarded(self._record_backward, name, grad_input, grad_output)
 
-        self.handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
-        self.handles.append(module.register_forward_hook(post, with_kwargs=True, prepend=True))
+        self.handles.append(module.register_forward_pre_hook(no_compile(pre), with_kwargs=True))
+        self.handles.append(module.register_forward_hook(no_compile(post), with_kwargs=True, prepend=True))
         if self.svc.config.data_mode.direction(BACKWARD):
-            self.handles.append(module.register_full_backward_pre_hook(bpre))
-            self.handles.append(module.register_full_backward_hook(bpost))
+            self.handles.append(module.register_full_backward_pre_hook(no_compile(bpre)))
+            self.handles.append(module.register_full_backward_hook(no_compile(bpost)))
 
     def _off(self) -> bool:
         return not self.svc.session.running or self.svc._inside
@@ -257,7 +261,7 @@ class ModuleDumper:
                 return
             self._guarded(self._record_param_grad, record, pname, grad)
 
-        return hook
+        return no_compile(hook)
 
     def _record_param_grad(self, record: str, pname: str, grad: torch.Tensor) -> None:
         value = self._grad_records.get(record)

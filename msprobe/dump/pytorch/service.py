@@ -27,7 +27,7 @@ from msprobe.dump.pytorch.callsite import recover_call_args
 from msprobe.dump.pytorch.capture import ApiKey, ApiTracer, Patcher, build_mode_table, pop_mode, push_mode
 from msprobe.dump.pytorch.debug_save import DebugSaver
 from msprobe.dump.pytorch.encode import Encoder
-from msprobe.dump.pytorch.modules import ModuleDumper
+from msprobe.dump.pytorch.modules import ModuleDumper, no_compile
 from msprobe.dump.pytorch.stats import SummaryCache
 from msprobe.dump.pytorch.tensor_io import TensorWriter
 from msprobe.dump.session import DumpSession
@@ -73,8 +73,9 @@ class TorchDumpService:
         self.session = DumpSession(config, framework="pytorch")
         self.cache = SummaryCache()
         self.api_lists = load_api_list()
-        self.tracer = ApiTracer(build_mode_table(self.api_lists), self.on_api_call)
-        self.patcher = Patcher(self.on_api_call)
+        handler = no_compile(self.on_api_call)
+        self.tracer = ApiTracer(build_mode_table(self.api_lists), handler)
+        self.patcher = Patcher(handler)
         self.patcher.patch_families(self.api_lists)
         self._operators = self.patcher.patch_dunders(self.api_lists)
         self._collective_prefixes = {f.prefix for f in FAMILIES if f.collective}
@@ -142,7 +143,7 @@ class TorchDumpService:
         if self._token_handle is None or self._token_root is not root:
             if self._token_handle is not None:
                 self._token_handle.remove()
-            self._token_handle = root.register_forward_pre_hook(self._token_pre)
+            self._token_handle = root.register_forward_pre_hook(no_compile(self._token_pre))
             self._token_root = root
 
     def _token_pre(self, module: Any, args: Any) -> None:
@@ -325,7 +326,7 @@ class TorchDumpService:
         def hook(grad_inputs: Any, grad_outputs: Any) -> None:
             self.on_backward(name, grad_inputs, grad_outputs)
 
-        node.register_hook(hook)
+        node.register_hook(no_compile(hook))
 
     def on_backward(self, name: str, grad_inputs: Any, grad_outputs: Any) -> None:
         was_inside = self._inside
