@@ -131,7 +131,7 @@ def main() -> int:
     )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--configs", default="statistics-L1,tensor-L1,md5-L1")
+    parser.add_argument("--configs", default="statistics-L1,tensor-L1,md5-L1,statistics-L0,statistics-mix")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -15,34 +15,34 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, TextIO
+from typing import Any
 
 JOURNAL_NAME = ".msprobe_journal.jsonl"
 
 
 class Journal:
+    """Append-only, unbuffered: every line is one ``write(2)``, in the kernel when append returns."""
+
     def __init__(self, path: str) -> None:
         self.path = path
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
-        self._fh: TextIO | None = os.fdopen(fd, "w", encoding="utf-8")
+        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
 
     def append(self, entry: dict[str, Any]) -> None:
-        if self._fh is None:
-            return
-        self._fh.write(json.dumps(entry, separators=(",", ":")) + "\n")
-        self._fh.flush()
+        self.append_raw(json.dumps(entry, separators=(",", ":")))
 
     def append_raw(self, line: str) -> None:
         """Append an already-encoded one-line JSON object."""
-        if self._fh is None:
+        if self._fd is None:
             return
-        self._fh.write(line + "\n")
-        self._fh.flush()
+        data = (line + "\n").encode("utf-8")
+        written = os.write(self._fd, data)
+        while written < len(data):  # a short write (signals, full pipes): finish the line
+            written += os.write(self._fd, data[written:])
 
     def close(self, remove: bool) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
         if remove:
             try:
                 os.remove(self.path)

@@ -94,7 +94,8 @@ class DumpSession:
         if not self.rank_known:
             self.rank = provider()
             self.rank_known = True
-            if self.config.rank and (self.rank if self.rank is not None else 0) not in self.config.rank:
+            # a non-empty rank list never matches a process without torch.distributed (8.1.1)
+            if self.config.rank and (self.rank is None or self.rank not in self.config.rank):
                 self.rank_excluded = True
                 log.info(
                     "msprobe: rank %s is not in the rank list %s, nothing is dumped here",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
 from msprobe.dump import jsonfmt
@@ -82,7 +83,9 @@ class RankStore:
         self.records[name] = text
         self._dirty = True
         if self.journal is not None:
-            self.journal.append_raw('{"d":' + json.dumps(name) + ',"v":' + text.replace("\n", "") + "}")
+            self.journal.append_raw(
+                '{"d":' + encode_basestring_ascii(name) + ',"v":' + text.replace("\n", "") + "}"
+            )
 
     def value(self, name: str) -> Any:
         """The stored value of a record (decoded; for tests and updates)."""

@@ -284,3 +284,21 @@ def test_step_and_nan_literals(tmp_path: Path, debugger: Any) -> None:
     text = (tmp_path / "dump" / "step1" / "rank" / "dump.json").read_text()
     assert '"Max": NaN' in text
     assert text.startswith('{\n "task": "statistics",\n "level": "L1",')  # indent=1
+
+
+def test_other_threads_are_not_recorded(tmp_path: Path, debugger: Any) -> None:
+    import threading
+
+    x = torch.ones(3)
+
+    def elsewhere() -> None:
+        torch.relu(x)
+        _ = x + 1  # operators are patched process-wide; still only the starting thread records
+
+    def body() -> None:
+        th = threading.Thread(target=elsewhere)
+        th.start()
+        th.join()
+        torch.tanh(x)
+
+    assert list(run(tmp_path, debugger, body)["data"]) == ["Torch.tanh.0.forward"]

@@ -170,3 +170,33 @@ def test_structure_task(tmp_path: Path, debugger: Any) -> None:
         "Module.0.Linear.forward.0": None,
     }
     assert json.loads((rank / "stack.json").read_text())
+
+
+def test_mix_parents_optimizer_and_clip_grad(tmp_path: Path, debugger: Any) -> None:
+    dbg = debugger(level="mix")
+    net = nn.Sequential(nn.Linear(3, 2))
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    dbg.start(model=net)
+    net(torch.ones(1, 3)).sum().backward()
+    torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+    opt.step()
+    dbg.stop()
+    construct = json.loads((tmp_path / RANK / "construct.json").read_text())
+    assert construct["optimizer"] is None and construct["clip_grad"] is None
+    assert construct["Tensor.add_.0.forward"] == "optimizer"  # SGD's param.add_
+    clip = [k for k, v in construct.items() if v == "clip_grad"]
+    assert clip and all(not k.startswith("Module") for k in clip)
+    assert construct["Functional.linear.0.forward"] == "Module.0.Linear.forward.0"
+
+
+def test_enable_dataloader(tmp_path: Path, debugger: Any) -> None:
+    dbg = debugger(enable_dataloader=True)
+    loader = torch.utils.data.DataLoader(torch.arange(6.0).reshape(3, 2), batch_size=1)
+    dbg.start()  # skipped with a warning: the loader drives the steps
+    for batch in loader:
+        torch.relu(batch)
+    dbg.service.stop()
+    steps = sorted(p.name for p in (tmp_path / "dump").iterdir())
+    assert steps == ["step0", "step1", "step2"]
+    for s in steps:
+        assert list(load_dump(tmp_path / "dump" / s / "rank")["data"]) == ["Torch.relu.0.forward"]

@@ -85,3 +85,22 @@ def test_dump_does_not_change_training(tmp_path: Path, debugger: Any, level: str
         # known and documented (as upstream): no backward record for an in-place module and the one
         # feeding it, since the in-place op rewrites the hooked view's autograd history
         assert "Module.blocks.0.act.ReLU.backward.0" not in data
+
+
+@pytest.mark.slow
+def test_torch_compile_region_still_works(
+    tmp_path: Path, debugger: Any, recwarn: pytest.WarningsRecorder
+) -> None:
+    dbg = debugger(level="mix")
+    net = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    compiled = torch.compile(net, backend="eager")
+    x = torch.randn(2, 4)
+    expect = net(x)
+    dbg.start(model=net)
+    y = compiled(x)
+    y.sum().backward()
+    dbg.stop()
+    assert torch.equal(y, expect)
+    data = load_dump(tmp_path / "dump" / "step0" / "rank")["data"]
+    assert "Module.0.Linear.forward.0" in data and "Functional.linear.0.forward" in data
+    assert not [w for w in recwarn if "recompil" in str(w.message)]  # our hooks are not traced

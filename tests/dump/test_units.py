@@ -196,3 +196,44 @@ def test_api_list_file() -> None:
         parse_api_list("functional:\nrelu\n", "f")
     with pytest.raises(MsprobeError, match=r"f:1: expected '  - api_name'"):
         parse_api_list("  - relu\n", "f")
+
+
+def test_summary_cache_shares_stats_of_same_element_sequence() -> None:
+    from msprobe.dump.pytorch import stats as st
+
+    calls = []
+    real = st.tensor_stats
+
+    def counting(t: torch.Tensor) -> st.Stats:
+        calls.append(tuple(t.shape))
+        return real(t)
+
+    cache = SummaryCache()
+    st.tensor_stats, saved = counting, st.tensor_stats
+    try:
+        x = torch.randn(64, 128)
+        cache.get(x, md5=False)
+        v = x.view(8, 8, 128)  # same elements, same order: no new summary
+        assert cache.get(v, md5=False)[0] == real(v)
+        t = x.t()  # other order (Mean/Norm would sum differently): summarised
+        cache.get(t, md5=False)
+        x.add_(1)  # version bump: the view is summarised again
+        cache.get(x.view(-1), md5=False)
+    finally:
+        st.tensor_stats = saved
+    assert calls == [(64, 128), (128, 64), (8192,)]
+
+
+def test_core_imports_no_torch() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, msprobe, msprobe.dump.config, msprobe.dump.session, msprobe.dump.writer, "
+        "msprobe.dump.cli, msprobe.dump.api_families, msprobe.dump.filters, msprobe.dump.journal; "
+        "print('torch' in sys.modules)"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert res.stdout.strip() == "False"

@@ -106,6 +106,30 @@ class PrecisionDebugger:
         self._initialized = True
         type(self)._instance = self
         atexit.register(self.service.close)
+        if self.config.async_dump:
+            log.warning("msprobe: async_dump is accepted but this dump writes synchronously (no OOM risk)")
+        if self.config.enable_dataloader:
+            self._patch_dataloader()
+
+    def _patch_dataloader(self) -> None:
+        """Deprecated 8.1.1 mode: every ``next(loader)`` ends the previous step and starts the next."""
+        from torch.utils.data import dataloader
+
+        orig = dataloader._BaseDataLoaderIter.__next__
+        service = self.service
+        state = {"first": True}
+
+        def __next__(it: Any) -> Any:
+            if not state["first"]:
+                service.stop()
+                service.step()
+            state["first"] = False
+            batch = orig(it)  # StopIteration: the last step is closed, no empty step is opened
+            service.start(self.model)
+            return batch
+
+        dataloader._BaseDataLoaderIter.__next__ = __next__  # type: ignore[method-assign,assignment]
+        self._dataloader_orig = orig
 
     @classmethod
     def _shutdown(cls) -> None:
@@ -114,6 +138,11 @@ class PrecisionDebugger:
         if inst is None:
             return
         inst.service.close()
+        orig = getattr(inst, "_dataloader_orig", None)
+        if orig is not None:
+            from torch.utils.data import dataloader
+
+            dataloader._BaseDataLoaderIter.__next__ = orig  # type: ignore[method-assign]
         inst.service.patcher.restore_all()
         inst.service.modules.remove()
         atexit.unregister(inst.service.close)
@@ -129,6 +158,9 @@ class PrecisionDebugger:
     @classmethod
     def start(cls, model: Any = None, token_range: Sequence[int] | None = None) -> None:
         inst = cls._get()
+        if inst.config.enable_dataloader:
+            log.warning("DataLoader is enabled, start() skipped.")
+            return
         _check_token_range(token_range)
         model = model if model is not None else inst.model
         if model is not None:
@@ -143,7 +175,11 @@ class PrecisionDebugger:
 
     @classmethod
     def stop(cls) -> None:
-        cls._get().service.stop()
+        inst = cls._get()
+        if inst.config.enable_dataloader:
+            log.warning("DataLoader is enabled, stop() skipped.")
+            return
+        inst.service.stop()
 
     @classmethod
     def forward_backward_dump_end(cls) -> None:

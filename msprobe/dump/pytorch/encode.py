@@ -23,8 +23,14 @@ MAX_DEPTH = 50
 Path = tuple[int | str, ...]
 
 
-def _scalar_type(v: Any) -> dict[str, Any]:
-    return {"type": type(v).__name__, "value": v}
+_DTYPE_NAMES: dict[torch.dtype, str] = {}
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype)
+    return name
 
 
 def _slice_value(v: Any) -> Any:

@@ -24,6 +24,11 @@ if TYPE_CHECKING:
     from msprobe.dump.pytorch.service import TorchDumpService
 
 OPTIMIZER = "optimizer"
+# Our hooks are never traced by torch.compile (dynamo would compile the recorder, and recompile it).
+no_compile: Callable[[Callable[..., Any]], Callable[..., Any]] = getattr(
+    torch.compiler, "disable", lambda f: f
+)
+CLIP_GRAD = "clip_grad"
 
 
 def _reset_views(value: Any) -> Any:
@@ -110,6 +115,7 @@ class ModuleDumper:
         self.handles: list[Any] = []
         self._grad_records: dict[str, dict[str, Any]] = {}  # parameters_grad record -> value (this step)
         self._params_hooked: set[int] = set()
+        self._restore: list[tuple[Any, str, Any]] = []
 
     # -- registration -----------------------------------------------------------------------------
     def register(self, model: Any) -> None:
@@ -130,6 +136,7 @@ class ModuleDumper:
 
             self.handles.append(opt.register_optimizer_step_pre_hook(self._optimizer_pre))
             self.handles.append(opt.register_optimizer_step_post_hook(self._optimizer_post))
+            self._wrap_clip_grad()
 
     def hook_named(self, module: torch.nn.Module, dump_name: str, active: Callable[[], bool]) -> None:
         """``module_dump(module, name)``: a non-recursive hook named by the user, live while ``active()``."""
@@ -183,11 +190,11 @@ class ModuleDumper:
             if self.svc.session.filter.check(name):
                 self._guarded(self._record_backward, name, grad_input, grad_output)
 
-        self.handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
-        self.handles.append(module.register_forward_hook(post, with_kwargs=True, prepend=True))
+        self.handles.append(module.register_forward_pre_hook(no_compile(pre), with_kwargs=True))
+        self.handles.append(module.register_forward_hook(no_compile(post), with_kwargs=True, prepend=True))
         if self.svc.config.data_mode.direction(BACKWARD):
-            self.handles.append(module.register_full_backward_pre_hook(bpre))
-            self.handles.append(module.register_full_backward_hook(bpost))
+            self.handles.append(module.register_full_backward_pre_hook(no_compile(bpre)))
+            self.handles.append(module.register_full_backward_hook(no_compile(bpost)))
 
     def _off(self) -> bool:
         return not self.svc.session.running or self.svc._inside
@@ -254,7 +261,7 @@ class ModuleDumper:
                 return
             self._guarded(self._record_param_grad, record, pname, grad)
 
-        return hook
+        return no_compile(hook)
 
     def _record_param_grad(self, record: str, pname: str, grad: torch.Tensor) -> None:
         value = self._grad_records.get(record)
@@ -289,6 +296,38 @@ class ModuleDumper:
         if self.forward_stack and self.forward_stack[-1] == OPTIMIZER:
             self.forward_stack.pop()
 
+    def _wrap_clip_grad(self) -> None:
+        """APIs inside ``torch.nn.utils.clip_grad_*`` get the parent ``clip_grad`` at mix (spec §3.4)."""
+        import torch.nn.utils as nn_utils
+
+        for attr in ("clip_grad_norm_", "clip_grad_norm", "clip_grad_value_"):
+            orig = getattr(nn_utils, attr, None)
+            if orig is None or getattr(orig, "_msprobe_clip", False):
+                continue
+
+            def make(orig: Callable[..., Any]) -> Callable[..., Any]:
+                @functools.wraps(orig)
+                def wrapper(*args: Any, **kwargs: Any) -> Any:
+                    store = self.svc.session.store
+                    pushed = False
+                    if self.svc.session.running and store is not None:
+                        if CLIP_GRAD not in store.construct:
+                            store.put_construct(CLIP_GRAD, None)
+                        self.forward_stack.append(CLIP_GRAD)
+                        pushed = True
+                    try:
+                        return orig(*args, **kwargs)
+                    finally:
+                        if pushed and self.forward_stack and self.forward_stack[-1] == CLIP_GRAD:
+                            self.forward_stack.pop()
+
+                wrapper._msprobe_clip = True  # type: ignore[attr-defined]
+                return wrapper
+
+            wrapped = make(orig)
+            setattr(nn_utils, attr, wrapped)
+            self._restore.append((nn_utils, attr, orig))
+
     # -- per step ---------------------------------------------------------------------------------
     def reset_step(self) -> None:
         self.forward_stack.clear()
@@ -305,3 +344,6 @@ class ModuleDumper:
         for h in self.handles:
             h.remove()
         self.handles.clear()
+        for owner, attr, orig in self._restore:
+            setattr(owner, attr, orig)
+        self._restore.clear()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 import types
 from collections.abc import Callable
 from typing import Any
@@ -26,7 +27,7 @@ from msprobe.dump.pytorch.callsite import recover_call_args
 from msprobe.dump.pytorch.capture import ApiKey, ApiTracer, Patcher, build_mode_table, pop_mode, push_mode
 from msprobe.dump.pytorch.debug_save import DebugSaver
 from msprobe.dump.pytorch.encode import Encoder
-from msprobe.dump.pytorch.modules import ModuleDumper
+from msprobe.dump.pytorch.modules import ModuleDumper, no_compile
 from msprobe.dump.pytorch.stats import SummaryCache
 from msprobe.dump.pytorch.tensor_io import TensorWriter
 from msprobe.dump.session import DumpSession
@@ -72,8 +73,9 @@ class TorchDumpService:
         self.session = DumpSession(config, framework="pytorch")
         self.cache = SummaryCache()
         self.api_lists = load_api_list()
-        self.tracer = ApiTracer(build_mode_table(self.api_lists), self.on_api_call)
-        self.patcher = Patcher(self.on_api_call)
+        handler = no_compile(self.on_api_call)
+        self.tracer = ApiTracer(build_mode_table(self.api_lists), handler)
+        self.patcher = Patcher(handler)
         self.patcher.patch_families(self.api_lists)
         self._operators = self.patcher.patch_dunders(self.api_lists)
         self._collective_prefixes = {f.prefix for f in FAMILIES if f.collective}
@@ -83,6 +85,8 @@ class TorchDumpService:
         self.encoder: Encoder | None = None
         self.session.step_reset_hooks.append(self._reset_step)
         self.is_recompute = False
+        self._owner_thread = threading.get_ident()
+        self._owner_pid = os.getpid()
         self.modules_on, self.apis_on, self.api_parents = LEVELS[config.level]
         self.modules = ModuleDumper(self)
         self.saver = DebugSaver(self)
@@ -96,6 +100,12 @@ class TorchDumpService:
 
     # -- switch -----------------------------------------------------------------------------------
     def start(self, model: Any = None, token_range: tuple[int, int] | None = None) -> bool:
+        # Forward calls are recorded in the thread and process that called start(): the function mode
+        # is per thread anyway, and a forked DataLoader worker must not write into our files.
+        self._owner_thread = threading.get_ident()
+        self._owner_pid = os.getpid()
+        if self.config.level == "debug":
+            return False  # level debug records save() calls only
         on = self.session.start(current_rank)
         if on:
             self._open_encoder()
@@ -133,7 +143,7 @@ class TorchDumpService:
         if self._token_handle is None or self._token_root is not root:
             if self._token_handle is not None:
                 self._token_handle.remove()
-            self._token_handle = root.register_forward_pre_hook(self._token_pre)
+            self._token_handle = root.register_forward_pre_hook(no_compile(self._token_pre))
             self._token_root = root
 
     def _token_pre(self, module: Any, args: Any) -> None:
@@ -195,7 +205,14 @@ class TorchDumpService:
         self, key: ApiKey, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         s = self.session
-        if self._inside or not s.running or self.encoder is None or self.apis_suppressed:
+        if (
+            self._inside
+            or not s.running
+            or self.encoder is None
+            or self.apis_suppressed
+            or threading.get_ident() != self._owner_thread
+            or os.getpid() != self._owner_pid
+        ):
             return func(*args, **kwargs)
         self._inside = True  # our own tensor code and the API's internals record nothing
         try:
@@ -309,7 +326,7 @@ class TorchDumpService:
         def hook(grad_inputs: Any, grad_outputs: Any) -> None:
             self.on_backward(name, grad_inputs, grad_outputs)
 
-        node.register_hook(hook)
+        node.register_hook(no_compile(hook))
 
     def on_backward(self, name: str, grad_inputs: Any, grad_outputs: Any) -> None:
         was_inside = self._inside

@@ -1,0 +1,140 @@
+"""PrecisionDebugger front door: singleton, precedence, set_init_step, seed_all, custom-API errors."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from msprobe.dump.exceptions import MsprobeException
+from msprobe.pytorch import PrecisionDebugger, seed_all
+from tests.dump.conftest import load_dump, write_config
+
+
+def test_singleton_ignores_second_arguments(tmp_path: Path, debugger: Any) -> None:
+    first = debugger()
+    second = PrecisionDebugger(dump_path=str(tmp_path / "elsewhere"))
+    assert second is first
+    assert first.config.dump_path == str(tmp_path / "dump")
+
+
+def test_no_instance_errors() -> None:
+    PrecisionDebugger._shutdown()
+    with pytest.raises(Exception, match="PrecisionDebugger instance is not created"):
+        PrecisionDebugger.start()
+    with pytest.raises(Exception, match="PrecisionDebugger instance is not created"):
+        PrecisionDebugger.set_init_step(1)
+
+
+def test_constructor_arguments_win(tmp_path: Path) -> None:
+    PrecisionDebugger._shutdown()
+    try:
+        dbg = PrecisionDebugger(config_path=write_config(tmp_path), task="tensor", level="L1", step=[3])
+        assert (dbg.config.task, dbg.config.step, dbg.config.saves_tensors) == ("tensor", (3,), True)
+    finally:
+        PrecisionDebugger._shutdown()
+
+
+def test_set_init_step(tmp_path: Path, debugger: Any) -> None:
+    dbg = debugger(step=[5, 6])
+    with pytest.raises(MsprobeException, match="must be an integer"):
+        dbg.set_init_step("1")
+    with pytest.raises(MsprobeException, match="greater than or equal to 0"):
+        dbg.set_init_step(-1)
+    dbg.set_init_step(5)
+    x = torch.ones(2)
+    for _ in range(3):
+        dbg.start()
+        torch.relu(x)
+        dbg.stop()
+        dbg.step()
+    assert sorted(p.name for p in (tmp_path / "dump").iterdir()) == ["step5", "step6"]
+    assert dbg.service.session.finished
+
+
+def test_forward_backward_dump_end_is_stop(tmp_path: Path, debugger: Any) -> None:
+    dbg = debugger()
+    dbg.start()
+    torch.relu(torch.ones(1))
+    dbg.forward_backward_dump_end()
+    torch.tanh(torch.ones(1))  # off now
+    assert list(load_dump(tmp_path / "dump" / "step0" / "rank")["data"]) == ["Torch.relu.0.forward"]
+
+
+def test_custom_api_errors(debugger: Any) -> None:
+    import types
+
+    dbg = debugger()
+    mod = types.ModuleType("m")
+    with pytest.raises(MsprobeException, match="does not have nope"):
+        dbg.register_custom_api(mod, "nope")
+    mod.f = lambda x: x  # type: ignore[attr-defined]
+    with pytest.raises(MsprobeException, match="api_prefix must be string"):
+        dbg.register_custom_api(mod, "f", api_prefix=3)  # type: ignore[arg-type]
+
+
+def test_seed_all_reproduces_and_removes_dropout() -> None:
+    original = F.dropout
+    try:
+        seed_all(7)
+        a = (random.random(), np.random.rand(), torch.rand(1).item())
+        seed_all(7)
+        b = (random.random(), np.random.rand(), torch.rand(1).item())
+        assert a == b
+        x = torch.ones(100)
+        assert torch.equal(torch.nn.Dropout(0.5)(x), x)  # rm_dropout=True: p forced to 0
+        with pytest.raises(MsprobeException, match="Seed must be between"):
+            seed_all(-1)
+        with pytest.raises(MsprobeException, match="Seed must be integer"):
+            seed_all(1.5)  # type: ignore[arg-type]
+        with pytest.raises(MsprobeException, match="mode must be bool"):
+            seed_all(1, mode=1)  # type: ignore[arg-type]
+    finally:
+        torch.nn.functional.dropout = original
+        torch.nn.functional.dropout2d = getattr(F.dropout2d, "_msprobe_original", F.dropout2d)
+        torch.nn.functional.dropout3d = getattr(F.dropout3d, "_msprobe_original", F.dropout3d)
+        torch.use_deterministic_algorithms(False)
+
+
+def test_deprecated_model_argument(tmp_path: Path) -> None:
+    PrecisionDebugger._shutdown()
+    net = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    try:
+        with pytest.warns(DeprecationWarning, match="start"):
+            dbg = PrecisionDebugger(config_path=write_config(tmp_path, level="L0"), model=net)
+        dbg.start()  # uses the constructor's model
+        net(torch.ones(1, 2))
+        dbg.stop()
+        assert "Module.0.Linear.forward.0" in load_dump(tmp_path / "dump" / "step0" / "rank")["data"]
+    finally:
+        PrecisionDebugger._shutdown()
+
+
+def test_rank_list_without_distributed_dumps_nothing(tmp_path: Path, debugger: Any) -> None:
+    dbg = debugger(rank=[0])
+    dbg.start()
+    torch.relu(torch.ones(1))
+    dbg.stop()
+    assert not (tmp_path / "dump").exists()
+
+
+def test_start_at_debug_level_records_nothing(tmp_path: Path, debugger: Any) -> None:
+    dbg = debugger(level="debug")
+    dbg.start()
+    torch.relu(torch.ones(1))
+    dbg.stop()
+    dbg.save(torch.ones(2), "only_me")
+    dbg.step()
+    data = load_dump_debug(tmp_path / "dump" / "step0" / "rank")
+    assert list(data) == ["only_me.0.debug"]
+
+
+def load_dump_debug(rank: Path) -> dict[str, Any]:
+    import json
+
+    return json.loads((rank / "debug.json").read_text())["data"]
