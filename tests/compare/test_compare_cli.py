@@ -93,3 +93,12 @@ def test_a_closed_stdout_ends_quietly(tmp_path, argv):
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) in (0, 141), err  # argparse's --help ignores a failed write itself
     assert err == ""
+
+
+def test_a_cut_details_file_is_one_line_error(tmp_path, capsys):
+    cut = tmp_path / "t.csv"
+    cut.write_bytes(DETAILS.read_bytes()[:3000])  # head -c 3000 details.csv > t.csv
+    assert cli.main(["-npu", str(cut), "-gpu", str(DETAILS), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"msprobe: error: {cut}:") and "cells, the header has 23" in err
+    assert "\n" not in err and not (tmp_path / "out").exists()
