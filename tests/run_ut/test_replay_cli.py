@@ -101,3 +101,17 @@ def test_quiet_has_no_accuracy_warning_blocks(tmp_path: Path, capsys: pytest.Cap
     assert read_csv(csv_pair(out)[0])[1][1] == "Warning"
     assert "(1 Warning)" in text  # the result line of the terminal summary counts it
     assert "AccuracyWarning" not in text and "warnings summary" not in text
+
+
+def test_quiet_prints_one_line_per_failing_api(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = {
+        "Torch.exp.0.forward": forward(tensor("torch.float16", [64], -1.0, 12.0)),
+        "Torch.tanh.0.forward": forward(tensor("torch.float32", [8], -1.0, 1.0)),
+    }
+    dump = write_dump(tmp_path / "d", data)
+    assert msprobe_main(["run_ut", "-api_info", str(dump), "-o", str(tmp_path / "out"), "-q"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    failing = [line for line in lines if "Torch.exp.0" in line]
+    assert len(failing) == 1, lines
+    assert failing[0].startswith("dump.json:0: Torch.exp.0.forward.output.0: cosine similarity")
+    assert "Torch.tanh.0" not in "\n".join(lines)
