@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -46,7 +47,32 @@ def _drop_framework(args: list[str]) -> list[str]:
     return args
 
 
+def closed_stdout() -> int:
+    """The reader of stdout went away (``msprobe ... | head -1``): stop quietly, no traceback.
+
+    stdout is pointed at the null device so the interpreter's final flush cannot fail again; the
+    status is the shell's for a process ended by SIGPIPE.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout without a file descriptor (captured, replaced)
+        pass
+    return 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        try:
+            return _main(argv)
+        finally:
+            sys.stdout.flush()  # also after argparse's --help / usage exit
+    except BrokenPipeError:
+        return closed_stdout()
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     args = _drop_framework(list(sys.argv[1:] if argv is None else argv))
     if not args or args[0] in ("-h", "--help"):
         print(USAGE)

@@ -1,4 +1,5 @@
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -47,3 +48,33 @@ def test_reads_upstream_short_result_rows(tmp_path):
     header = "API name,Forward Test Success,Backward Test Success,Message"
     path.write_bytes(f"\ufeff{header}\r\nTensor.add_.0,pass, \r\n".encode())
     assert ac.read_rows(path, ac.RUN_UT_RESULT_HEADER) == [["Tensor.add_.0", "pass", " ", ""]]
+
+
+UPSTREAM_DETAILS = (
+    Path(__file__).parent
+    / "data"
+    / "compare"
+    / "upstream_v811_cnn"
+    / "accuracy_checking_details_20261201061155.csv"
+)
+
+
+def test_a_cut_details_file_is_refused_naming_the_line(tmp_path):
+    cut = tmp_path / "t.csv"
+    cut.write_bytes(UPSTREAM_DETAILS.read_bytes()[:3000])  # head -c 3000: the last row ends mid-cell
+    rows, lines = ac.read_rows_with_lines(UPSTREAM_DETAILS, ac.RUN_UT_DETAILS_HEADER)
+    assert all(len(r) == len(ac.RUN_UT_DETAILS_HEADER) for r in rows)
+    with pytest.raises(MsprobeError) as exc:
+        ac.read_rows(cut, ac.RUN_UT_DETAILS_HEADER)
+    message = str(exc.value)
+    assert "\n" not in message
+    line = int(message.split(":")[1])
+    assert message.startswith(f"{cut}:{line}: ") and "cells, the header has 23" in message
+    assert line == max(i for i in lines if i <= cut.read_bytes().count(b"\n") + 1)
+
+
+def test_a_short_compare_details_row_is_refused(tmp_path):
+    path = tmp_path / "d.csv"
+    ac.write_rows(path, ac.COMPARE_DETAILS_HEADER, [["Torch.add.0.forward.output.0", "1.0"]])
+    with pytest.raises(MsprobeError, match=r"d\.csv:2: 2 cells, the header has 28"):
+        ac.read_rows(path, ac.COMPARE_DETAILS_HEADER)

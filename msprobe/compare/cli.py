@@ -90,6 +90,18 @@ class CompareCommand:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from msprobe.cli import closed_stdout
+
+    try:
+        try:
+            return _main(argv)
+        finally:
+            sys.stdout.flush()  # also after argparse's --help / usage exit
+    except BrokenPipeError:
+        return closed_stdout()
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     command = CompareCommand()
     parser = argparse.ArgumentParser(
         prog="msprobe-compare",

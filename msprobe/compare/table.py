@@ -52,6 +52,10 @@ def load_details(path: str | os.PathLike[str]) -> DetailsTable:
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError, Warning) as exc:
         raise MsprobeError(f"{path}: malformed CSV ({str(exc).strip().splitlines()[-1]})") from None
     frame = frame.astype(object).fillna("")
+    if len(frame) and (frame.iloc[:, -1] == "").any():
+        # pandas pads a short row with "" (run_ut writes blanks as " "): a row without its last cell
+        # may be a file cut mid-row; the csv reader refuses such a row naming its line.
+        ac.read_rows_with_lines(path, ac.RUN_UT_DETAILS_HEADER)
     frame.columns = list(ac.RUN_UT_DETAILS_HEADER)
     frame[LINE] = -1
     return _table(frame, path)

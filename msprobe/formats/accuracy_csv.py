@@ -92,6 +92,10 @@ COMPARE_DETAILS_HEADER: tuple[str, ...] = (
     "Message",
 )
 
+#: Files whose rows may be shorter than the header (upstream writes 3-cell result rows); they are padded.
+#: A short row in any other file (every details row has all its cells) is a cut or damaged file.
+SHORT_ROWS_ALLOWED: frozenset[tuple[str, ...]] = frozenset({RUN_UT_RESULT_HEADER, COMPARE_RESULT_HEADER})
+
 KNOWN_HEADERS: dict[tuple[str, ...], str] = {
     RUN_UT_RESULT_HEADER: "accuracy_checking_result",
     RUN_UT_DETAILS_HEADER: "accuracy_checking_details",
@@ -128,8 +132,9 @@ def write_rows(path: str | os.PathLike[str], header: Sequence[str], rows: Iterab
 def read_rows(path: str | os.PathLike[str], header: Sequence[str]) -> list[list[str]]:
     """Read a CSV written by us or by upstream, refusing a file whose header is not ``header``.
 
-    Cells are returned as the raw strings (``" "`` blanks included); short rows (upstream's 3-cell
-    result rows) are padded with ``""`` to the header's width.
+    Cells are returned as the raw strings (``" "`` blanks included); short rows of a result file
+    (upstream's 3-cell result rows) are padded with ``""`` to the header's width, a short row of any
+    other file (e.g. a details file cut by ``head -c``) is refused naming its line.
     """
     return read_rows_with_lines(path, header)[0]
 
@@ -179,6 +184,7 @@ def read_rows_with_lines(
     """
     path = Path(path)
     width = len(header)
+    pad = tuple(header) in SHORT_ROWS_ALLOWED
     rows: list[list[str]] = []
     starts: list[int] = []
     with _reader(path, header) as reader:
@@ -187,6 +193,10 @@ def read_rows_with_lines(
             if row:
                 if len(row) > width:
                     raise MsprobeError(f"{path}:{line_no}: {len(row)} cells, the header has {width}")
+                if len(row) < width and not pad:
+                    raise MsprobeError(
+                        f"{path}:{line_no}: {len(row)} cells, the header has {width} (a cut or damaged file?)"
+                    )
                 rows.append(row + [""] * (width - len(row)))
                 starts.append(line_no)
             line_no = reader.line_num + 1

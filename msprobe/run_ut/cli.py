@@ -15,6 +15,9 @@ from pathlib import Path
 from msprobe.errors import MsprobeError
 from msprobe.run_ut.results import check_resume_file
 
+#: ``-q`` hides pytest's warnings summary of the Warning verdicts (``msprobe.run_ut.collect``).
+ACCURACY_WARNING_FILTER = "ignore::msprobe.run_ut.collect.AccuracyWarning"
+
 DESCRIPTION = """Replay a dump (every API call a pytest item) on a device against a CPU benchmark.
 
 example:
@@ -92,7 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="pytest -v")
     parser.add_argument(
-        "-q", "--quiet", action="store_true", help="only pytest's summary line (no per-API failure lines)"
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="the summary, and one line per failing API or collection error",
     )
     return parser
 
@@ -127,7 +133,9 @@ def pytest_args(argv: Sequence[str]) -> list[str]:
     if str(ns.workers) not in ("0", ""):
         args += ["-n", str(ns.workers)]
     if ns.quiet:
-        args += ["-q", "-q", "--tb=no", "-rN"]
+        # One line per failure or collection error (its reason), no traceback; the Warning verdicts
+        # are in the CSVs and the summary line, so pytest's warnings summary does not repeat them.
+        args += ["-q", "-q", "--tb=line", "-rN", "-W", ACCURACY_WARNING_FILTER]
     else:
         args.append("-v" if ns.verbose else "-q")
     return args

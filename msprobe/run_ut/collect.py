@@ -34,6 +34,13 @@ class AccuracyWarning(UserWarning):
     """An API's verdict is ``Warning`` (it passes, but the relative error is above the warning band)."""
 
 
+def _one_line(where: str, index: int, text: str) -> Any:
+    """``--tb=line``'s failure: the crash line alone (a plain string would also print its 50-char cut)."""
+    from _pytest._code.code import ExceptionChainRepr, ReprFileLocation, ReprTraceback
+
+    return ExceptionChainRepr([(ReprTraceback([], None, "line"), ReprFileLocation(where, index, text), None)])
+
+
 def dedupe_key(record: ApiRecord) -> tuple[str, str]:
     """``-f`` de-duplication key (spec §4.5): name without index plus args without Max/Min."""
     args = [
@@ -128,7 +135,10 @@ class ApiItem(pytest.Item):
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, (AccuracyError, BrokenRecord)):
-            return self._named(str(excinfo.value))
+            text = self._named(str(excinfo.value))
+            if (style or self.config.getoption("tbstyle", "auto")) == "line":
+                return _one_line(self.nodeid.split("::")[0], self.record.index, text)
+            return text
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self) -> tuple[Path, int, str]:

@@ -3,11 +3,18 @@
 Without ``--msprobe-device`` the best available one is taken (cuda, then npu, then cpu). Under xdist
 each worker takes card ``worker_index % device_count``, so ``-n 8`` spreads over the cards; with an
 explicit id list (upstream ``-d 0 1``) worker ``i`` takes ``ids[i % len(ids)]``.
+
+torch_npu is looked up with ``importlib.util.find_spec`` before it is imported: where it is absent it
+is never imported. Where it is installed but fails to import (RuntimeError/OSError on a host without
+CANN is common) the default probe falls back to cuda/cpu with one warning, and an explicit
+``--msprobe-device=npu`` is a one-line error naming the import error.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+from collections.abc import Callable
 from typing import Any
 
 CHOICES = ("cpu", "cuda", "npu")
@@ -17,11 +24,29 @@ class DeviceError(Exception):
     """The requested device is not available on this host."""
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def _npu_installed() -> bool:
+    try:
+        return importlib.util.find_spec("torch_npu") is not None
+    except (ImportError, ValueError):  # a half-imported torch_npu in sys.modules without a spec
+        return True
+
+
 def _npu() -> Any | None:
+    """``torch.npu`` when torch_npu imports and sees a card; None when absent or without a card.
+
+    Raises ``DeviceError`` when torch_npu is installed but its import fails.
+    """
+    if not _npu_installed():
+        return None
     try:
         importlib.import_module("torch_npu")
-    except ImportError:
-        return None
+    except Exception as exc:  # whatever a broken torch_npu raises is named on one line
+        raise DeviceError(f"torch_npu is installed but failed to import ({_first_line(exc)})") from None
     import torch
 
     npu = getattr(torch, "npu", None)
@@ -29,15 +54,50 @@ def _npu() -> Any | None:
 
 
 def available(kind: str) -> bool:
-    import torch
-
+    """Whether ``kind`` can be used here; ``DeviceError`` for an installed but broken torch_npu."""
     if kind == "cpu":
         return True
+    import torch
+
     if kind == "cuda":
         return bool(torch.cuda.is_available())
     if kind == "npu":
         return _npu() is not None
     return False
+
+
+def _unavailable(kind: str) -> str:
+    if kind == "cuda":
+        return "no CUDA device is available on this host (torch.cuda.is_available() is False)"
+    if not _npu_installed():
+        return "torch_npu is not installed on this host"
+    return "no NPU device is available on this host (torch.npu.is_available() is False)"
+
+
+def resolve(requested: str | None, warn: Callable[[str], None] = lambda message: None) -> str:
+    """The device kind to replay on, checked once before anything runs.
+
+    ``requested`` None takes the best available kind; a torch_npu that fails to import is reported
+    through ``warn`` (one line) and skipped. A requested kind that is not usable raises ``DeviceError``
+    with the one-line reason, prefixed with the option that asked for it.
+    """
+    if requested is None:
+        for kind in ("cuda", "npu"):
+            try:
+                if available(kind):
+                    return kind
+            except DeviceError as exc:
+                warn(f"{exc}; not replaying on npu")
+        return "cpu"
+    if requested not in CHOICES:
+        raise DeviceError(f"unknown device {requested!r}; choose one of {', '.join(CHOICES)}")
+    try:
+        usable = available(requested)
+    except DeviceError as exc:
+        raise DeviceError(f"--msprobe-device={requested}: {exc}") from None
+    if not usable:
+        raise DeviceError(f"--msprobe-device={requested}: {_unavailable(requested)}")
+    return requested
 
 
 def choose(
@@ -48,11 +108,7 @@ def choose(
 
     if ids:
         worker_index = ids[worker_index % len(ids)]
-    kind = requested or next(k for k in ("cuda", "npu", "cpu") if available(k))
-    if kind not in CHOICES:
-        raise DeviceError(f"unknown device {kind!r}; choose one of {', '.join(CHOICES)}")
-    if not available(kind):
-        raise DeviceError(f"--msprobe-device={kind}: no {kind} device is available on this host")
+    kind = resolve(requested)
     if kind == "cpu":
         return "cpu"
     if kind == "cuda":

@@ -12,6 +12,7 @@ tensor; ``.npy`` files are read without pickle. Nothing from the dump is evaluat
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -115,6 +116,37 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float))  # bool counts: bool tensors carry true/false Max/Min
 
 
+UNPICKLER_MARKER = "WeightsUnpickler error:"
+MAX_REASON = 200
+#: torch's boilerplate and advice around a weights_only refusal (e.g. to re-run with weights_only=False):
+#: a security tool never passes that on; any clause containing one of these is dropped.
+TORCH_ADVICE = (
+    "weights_only",
+    "weights only load failed",
+    "re-running",
+    "trust",
+    "please",
+    "documentation",
+    "alternatively",
+    "can still be loaded",
+    "do it only",
+    "allowlist",
+)
+
+
+def _refusal(exc: Exception) -> str:
+    """The first clause of why ``torch.load(weights_only=True)`` refused a file, without torch's advice."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
+    if UNPICKLER_MARKER in text:
+        text = text.split(UNPICKLER_MARKER, 1)[1]
+    for line in text.splitlines():
+        for clause in line.split(". "):
+            clause = clause.strip().rstrip(".")
+            if clause and not any(word in clause.lower() for word in TORCH_ADVICE):
+                return clause[:MAX_REASON]
+    return type(exc).__name__
+
+
 def load_tensor(data_dir: Path, name: str) -> torch.Tensor:
     """Load one saved tensor, refusing paths that leave ``data_dir`` and files that are not tensors."""
     path = data_dir / name
@@ -136,8 +168,9 @@ def load_tensor(data_dir: Path, name: str) -> torch.Tensor:
             warnings.simplefilter("ignore")
             value = torch.load(resolved, map_location="cpu", weights_only=True)
     except Exception as exc:  # weights_only refuses pickled objects with UnpicklingError and friends
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InputError(f"{path}: not a tensor file (safe load refused it: {first})") from None
+        raise InputError(
+            f"{path}: not a plain tensor file (weights_only=True refused it: {_refusal(exc)})"
+        ) from None
     if not isinstance(value, torch.Tensor):
         raise InputError(f"{path}: holds a {type(value).__name__}, not a tensor")
     return value
@@ -153,7 +186,7 @@ def random_tensor(spec: Mapping[str, Any], gen: torch.Generator) -> torch.Tensor
     if 0 in shape:
         return torch.empty(shape, dtype=dtype)
     if not (_is_number(low) and _is_number(high)):
-        raise InputError(f"tensor {spec.get('data_name', '')} has no numeric Max/Min, cannot generate it")
+        raise InputError("the tensor has no numeric Max/Min (and no data_name), cannot generate it")
     if dtype == torch.bool:
         blo, bhi = int(low), int(high)
         return torch.randint(min(blo, bhi), max(blo, bhi) + 1, shape, generator=gen) > 0
@@ -190,9 +223,17 @@ def random_tensor(spec: Mapping[str, Any], gen: torch.Generator) -> torch.Tensor
 class ArgBuilder:
     """Turns the JSON argument descriptions of one record into Python values (tensors on CPU)."""
 
-    def __init__(self, data_dir: Path, gen: torch.Generator) -> None:
+    def __init__(self, data_dir: Path, gen: torch.Generator, owner: str = "") -> None:
         self.data_dir = data_dir
         self.gen = gen
+        self.owner = owner  # the record's name, prefixed to each argument's error
+
+    def _at(self, where: str, spec: Any, *, grad_ok: bool) -> Any:
+        """``value`` of the argument at ``where``; its ``InputError`` names the record and argument."""
+        try:
+            return self.value(spec, grad_ok=grad_ok)
+        except InputError as exc:
+            raise InputError(f"{self.owner} {where}: {exc}".lstrip()) from None
 
     def tensor(self, spec: Mapping[str, Any]) -> torch.Tensor:
         name = spec.get("data_name") or spec.get("datapath")
@@ -246,9 +287,13 @@ class ArgBuilder:
         """
         kwargs_spec = record.get("input_kwargs", {}) or {}
         grad_ok = "out" not in kwargs_spec
-        args = [self.value(a, grad_ok=grad_ok) for a in record.get("input_args", []) or []]
+        args = [
+            self._at(f"input_args[{i}]", a, grad_ok=grad_ok)
+            for i, a in enumerate(record.get("input_args", []) or [])
+        ]
         kwargs = {
-            k: self.value(v, grad_ok=grad_ok and not isinstance(v, list)) for k, v in kwargs_spec.items()
+            k: self._at(f"input_kwargs[{k!r}]", v, grad_ok=grad_ok and not isinstance(v, list))
+            for k, v in kwargs_spec.items()
         }
         return args, kwargs
 
@@ -258,4 +303,7 @@ class ArgBuilder:
         first = inputs[0] if inputs else None
         if not isinstance(first, Mapping):
             return None
-        return self.tensor(first)
+        try:
+            return self.tensor(first)
+        except InputError as exc:
+            raise InputError(f"{self.owner} backward input[0]: {exc}".lstrip()) from None

@@ -24,7 +24,7 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
         {"metavar": "DIR", "help": "folder for accuracy_checking_{result,details}_{ts}.csv (default: .)"},
     ),
     ("device", {"choices": DEVICES, "help": "device side: cpu, cuda or npu (default: the best available)"}),
-    ("device-ids", {"metavar": "IDS", "help": "cards to use, e.g. 0,1: worker i takes ids[i % len(ids)]"}),
+    ("device-ids", {"metavar": "IDS", "help": "cards to use, e.g. 0,1: worker i takes ids[i %% len(ids)]"}),
     ("config", {"metavar": "CONFIG_JSON", "help": "msprobe config.json with a 'run_ut' white/black list"}),
     (
         "resume",

@@ -102,7 +102,7 @@ def replay(
         info.prepare_spec(forward)
     seed = api_seed(name)
     gen = torch.Generator().manual_seed(seed)
-    builder = ArgBuilder(data_dir, gen)
+    builder = ArgBuilder(data_dir, gen, name)
     try:
         args, kwargs = builder.build(forward)
         if info.prepare is not None:

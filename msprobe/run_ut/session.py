@@ -60,6 +60,19 @@ class ReplaySession:
                 f"--msprobe-device-ids={opt('msprobe_device_ids')}: ids must be unique, >= 0"
             )
         self.device_ids = ids
+        self.device_warnings: list[str] = []
+        if getattr(config, "workerinput", None) is None:
+            # Checked here, before any item runs or any CSV is written: an absent device is one
+            # usage error, not a failure of every item. Workers take the kind the controller chose.
+            from msprobe.run_ut.device import DeviceError, resolve
+
+            try:
+                self.device_kind = resolve(self.requested_device, self.device_warnings.append)
+            except DeviceError as exc:
+                raise pytest.UsageError(str(exc)) from None
+        else:
+            shared_device = getattr(config, "workerinput", {}).get("msprobe", {}).get("device")
+            self.device_kind = shared_device or self.requested_device
         self.out_dir = Path(opt("msprobe_out") or ".").resolve()
         self.worker_input: dict[str, Any] | None = getattr(config, "workerinput", None)
         self._device: str | None = None
@@ -133,7 +146,7 @@ class ReplaySession:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        node.workerinput["msprobe"] = {"ts": self.ts, "done": self.done}
+        node.workerinput["msprobe"] = {"ts": self.ts, "done": self.done, "device": self.device_kind}
 
     # ------------------------------------------------------------------ per process
     def device(self) -> str:
@@ -142,7 +155,7 @@ class ReplaySession:
 
             index = int(str(self.worker_input.get("workerid", "gw0"))[2:] or 0) if self.worker_input else 0
             try:
-                self._device = choose(self.requested_device, index, self.device_ids, self.jit_compile)
+                self._device = choose(self.device_kind, index, self.device_ids, self.jit_compile)
             except DeviceError as exc:
                 raise pytest.UsageError(str(exc)) from None
         return self._device
@@ -157,6 +170,12 @@ class ReplaySession:
         if result.saved and error_data.needs_saving(result.result):
             error_data.save(self.error_dir(), result.name, result.saved)
         result.saved = {}
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        for message in self.device_warnings:
+            if reporter is not None:
+                reporter.write_line(f"msprobe: warning: {message}")
 
     # ------------------------------------------------------------------ collection
     def pytest_collect_directory(self, path: Path, parent: pytest.Collector) -> pytest.Collector | None:

@@ -69,3 +69,36 @@ def test_console_script_runs(tmp_path):
     result = next(tmp_path.glob("api_precision_compare_result_*.csv"))
     assert result.read_bytes() == next(DATA.glob("api_precision_compare_result_*.csv")).read_bytes()
     assert ac.read_rows(result, ac.COMPARE_RESULT_HEADER)[0][0] == "Functional.conv2d.0"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["-m", "msprobe.compare.cli", "-npu", str(DETAILS), "-gpu", str(DETAILS), "-o", "OUT"],
+        ["-m", "msprobe.compare.cli", "--help"],
+        ["-m", "msprobe", "compare", "-npu", str(DETAILS), "-gpu", str(DETAILS), "-o", "OUT"],
+        ["-m", "msprobe", "--help"],
+    ],
+)
+def test_a_closed_stdout_ends_quietly(tmp_path, argv):
+    argv = [str(tmp_path / "out") if a == "OUT" else a for a in argv]
+    proc = subprocess.Popen(
+        [sys.executable, *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # like `| head -0`: the reader is gone before anything is written
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) in (0, 141), err  # argparse's --help ignores a failed write itself
+    assert err == ""
+
+
+def test_a_cut_details_file_is_one_line_error(tmp_path, capsys):
+    cut = tmp_path / "t.csv"
+    cut.write_bytes(DETAILS.read_bytes()[:3000])  # head -c 3000 details.csv > t.csv
+    assert cli.main(["-npu", str(cut), "-gpu", str(DETAILS), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"msprobe: error: {cut}:") and "cells, the header has 23" in err
+    assert "\n" not in err and not (tmp_path / "out").exists()

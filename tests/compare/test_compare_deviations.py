@@ -134,17 +134,13 @@ def test_no_silent_overwrite(tmp_path):
         run_compare(npu, npu, tmp_path / "out", ts="20260101000000")
 
 
-def test_short_rows_are_padded_and_long_rows_refused(tmp_path):
+def test_short_and_long_rows_are_refused(tmp_path):
+    # A details row always has all 23 cells: a short one is a file cut mid-row (head -c).
     header = ",".join(ac.RUN_UT_DETAILS_HEADER)
     short = tmp_path / "short.csv"
     short.write_text(f"{header}\nTorch.a.0.forward.output.0,torch.float64,torch.float32\n", encoding="utf-8")
-    table = load_details(short)
-    assert table.frame.iloc[0].tolist()[:4] == [
-        "Torch.a.0.forward.output.0",
-        "torch.float64",
-        "torch.float32",
-        "",
-    ]
+    with pytest.raises(MsprobeError, match=r"short\.csv:2: 3 cells, the header has 23"):
+        load_details(short)
     long = tmp_path / "long.csv"
     long.write_text(f"{header}\n" + ",".join(["x"] * 24) + "\n", encoding="utf-8")
     with pytest.raises(MsprobeError, match=r"long\.csv: malformed CSV \("):

@@ -160,6 +160,8 @@ def test_html_holds_what_the_csvs_say(tmp_path):
         [f"Torch.sum.0.{F}.0", "dtype differs: NPU torch.bfloat16, GPU torch.float32"]
     ]
     assert len(page.images) == 2 and all(src.startswith("data:image/png;base64,") for src in page.images)
+    assert "worst NPU/GPU ratio per API (÷ its error bound), by API family" in html
+    assert "verdict</h3>" not in html
     assert "http://" not in html and "https://" not in html and "<script" not in html
 
     md = out.report_md.read_text(encoding="utf-8")
@@ -178,3 +180,47 @@ def test_a_broken_stack_json_is_named(tmp_path):
     (dump / "step0" / "rank0" / "stack.json").write_text("{not json")
     with pytest.raises(MsprobeError, match=r"stack\.json: unreadable stack\.json"):
         run_compare(npu, gpu, tmp_path / "out", dump_dir=dump)
+
+
+def _report(tmp_path: Path):
+    from msprobe.compare.report.model import build_report
+    from msprobe.compare.run import analyse
+    from msprobe.compare.table import load_details
+
+    npu, gpu, _ = _inputs(tmp_path)
+    return build_report(analyse(load_details(npu), load_details(gpu)))
+
+
+def test_family_plot_data_is_each_apis_worst_ratio_over_its_bound(tmp_path):
+    families = {name: sorted(values.tolist()) for name, values in _report(tmp_path).family_ratios}
+    # Torch.exp: RMSE ratio 50 / bound 2; tanh and sum: worst 1 / 2. Functional.linear: ULP ratio 2 / 1.
+    # Tensor.add_ is judged by absolute thresholds: no ratio, no point.
+    assert families == {"Torch": [0.5, 0.5, 25.0], "Functional": [2.0]}
+
+
+def test_plots_label_axes_and_mark_zero_ratios():
+    import numpy as np
+
+    from msprobe.compare.report.plots import family_figure, histogram_figure, zero_position
+
+    ratios = {"均方根误差比值": np.array([0.0, 0.0, 0.01, 1.0, 50.0])}
+    fig = histogram_figure(ratios, {"均方根误差比值": 2.0}, {"均方根误差比值": "RMSE ratio"})
+    (ax,) = fig.axes
+    assert zero_position(ratios["均方根误差比值"]) == -3.0  # a decade left of 10^-2
+    ticks = dict(zip((t.get_text() for t in ax.get_xticklabels()), ax.get_xticks()))
+    assert ticks["0"] == -3.0 and "$10^{0}$" in ticks
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "ratio > 0",
+        "error above",
+        "ratio = 0 (2 rows)",
+    ]
+    assert "ratio" in ax.get_xlabel() and ax.get_ylabel() == "output rows"
+    assert sum(p.get_height() for p in ax.patches if p.get_x() < -2.5) == 2  # the grey zero bar
+
+    fig = family_figure([("Torch", np.array([0.0, 0.5, 25.0])), ("Functional", np.array([2.0]))])
+    (ax,) = fig.axes
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["Functional (1)", "Torch (3)"]
+    assert ax.get_ylabel() == "API family (APIs)" and "error bound" in ax.get_xlabel()
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels[0] == "0" and ax.get_xticks()[0] == zero_position(np.array([0.0, 0.5, 25.0, 2.0]))
+    assert sum(len(c.get_offsets()) for c in ax.collections) == 4  # one point per API

@@ -47,8 +47,12 @@ def test_pickled_object_is_refused_and_never_runs(pytester: pytest.Pytester) -> 
     torch.save({"x": Boom()}, dump / "dump_tensor_data" / "evil.pt")
     result = run(pytester, dump, "-rs")
     result.assert_outcomes(skipped=1)
-    result.stdout.fnmatch_lines(["*evil.pt: not a tensor file*"])
+    result.stdout.fnmatch_lines(["*evil.pt: not a plain tensor file (weights_only=True refused it: *"])
     assert not (pytester.path / "PWNED").exists() and not Path("PWNED").exists()
+    reason = read_csv(csv_pair(pytester.path / "out")[0])[1][3]
+    assert reason.startswith("Torch.exp.0 input_args[0]: ") and "system" in reason, reason
+    for advice in ("weights_only set to False", "weights_only=False", "Re-running", "add_safe_globals"):
+        assert advice not in reason and advice not in result.stdout.str()
 
 
 def test_dotdot_data_name_is_a_broken_record(pytester: pytest.Pytester) -> None:
@@ -82,8 +86,10 @@ def test_pt_holding_a_non_tensor_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="holds a list, not a tensor"):
         load_tensor(tmp_path, "list.pt")
     (tmp_path / "raw.pt").write_bytes(pickle.dumps({"a": 1}))
-    with pytest.raises(InputError, match="not a tensor file"):
+    with pytest.raises(InputError) as exc:
         load_tensor(tmp_path, "raw.pt")
+    assert str(exc.value).startswith(f"{tmp_path / 'raw.pt'}: not a plain tensor file (weights_only=True ")
+    assert "False" not in str(exc.value) and "\n" not in str(exc.value)
 
 
 def test_broken_records_fail_alone_and_the_rest_runs(pytester: pytest.Pytester) -> None:
@@ -104,8 +110,10 @@ def test_broken_records_fail_alone_and_the_rest_runs(pytester: pytest.Pytester) 
         ]
     )
     rows = {r[0]: r for r in read_csv(csv_pair(pytester.path / "out")[0])[1:]}
-    assert rows["Torch.cos.0"][3] == "Dtype is not supported: torch.complex64"
-    assert "no numeric Max/Min" in rows["Torch.abs.0"][3]
+    assert rows["Torch.cos.0"][3] == "Torch.cos.0 input_args[0]: Dtype is not supported: torch.complex64"
+    assert rows["Torch.abs.0"][3] == (
+        "Torch.abs.0 input_args[0]: the tensor has no numeric Max/Min (and no data_name), cannot generate it"
+    )
     assert rows["Torch.exp.0"][1] == "SKIP"
     assert not any("Traceback" in line for line in result.outlines)
 
@@ -117,3 +125,14 @@ def test_csv_formula_names_are_not_written(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*spreadsheet formula*"])
     assert read_csv(csv_pair(pytester.path / "out")[0])[1:] == []
+
+
+def test_a_refused_global_is_named_without_torchs_advice(tmp_path: Path) -> None:
+    torch.save({"f": print}, tmp_path / "global.pt")  # an allowed-globals refusal, not a blocked module
+    with pytest.raises(InputError) as exc:
+        load_tensor(tmp_path, "global.pt")
+    message = str(exc.value)
+    assert message == (
+        f"{tmp_path / 'global.pt'}: not a plain tensor file (weights_only=True refused it: "
+        "Unsupported global: GLOBAL print was not an allowed global by default)"
+    )

@@ -76,3 +76,42 @@ def test_run_ut_writes_both_csvs_and_saves_error_data(tmp_path: Path) -> None:
         "Torch.exp.0.forward.output.bench.0.pt",
         "Torch.exp.0.forward.output.device.0.pt",
     ]
+
+
+def test_quiet_still_shows_the_reason_of_a_collection_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "d" / "dump.json"
+    bad.parent.mkdir()
+    bad.write_text('{"task": "statistics", "data": ', encoding="utf-8")
+    code = msprobe_main(["run_ut", "-api_info", str(bad), "-o", str(tmp_path / "out"), "-q"])
+    assert code == pytest.ExitCode.INTERRUPTED
+    out = capsys.readouterr().out
+    assert f"{bad}: not a dump (invalid JSON" in out
+    assert "Traceback" not in out
+
+
+def test_quiet_has_no_accuracy_warning_blocks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # bf16 erf of values in [0, 0.6]: a Warning verdict (see test_replay_plugin).
+    data = {"Torch.erf.0.forward": forward(tensor("torch.bfloat16", [4096], 0.0, 0.6))}
+    dump = write_dump(tmp_path / "d", data)
+    out = tmp_path / "out"
+    assert msprobe_main(["run_ut", "-api_info", str(dump), "-o", str(out), "-q"]) == 0
+    text = capsys.readouterr().out
+    assert read_csv(csv_pair(out)[0])[1][1] == "Warning"
+    assert "(1 Warning)" in text  # the result line of the terminal summary counts it
+    assert "AccuracyWarning" not in text and "warnings summary" not in text
+
+
+def test_quiet_prints_one_line_per_failing_api(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = {
+        "Torch.exp.0.forward": forward(tensor("torch.float16", [64], -1.0, 12.0)),
+        "Torch.tanh.0.forward": forward(tensor("torch.float32", [8], -1.0, 1.0)),
+    }
+    dump = write_dump(tmp_path / "d", data)
+    assert msprobe_main(["run_ut", "-api_info", str(dump), "-o", str(tmp_path / "out"), "-q"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    failing = [line for line in lines if "Torch.exp.0" in line]
+    assert len(failing) == 1, lines
+    assert failing[0].startswith("dump.json:0: Torch.exp.0.forward.output.0: cosine similarity")
+    assert "Torch.tanh.0" not in "\n".join(lines)

@@ -21,7 +21,7 @@ def test_default_device_is_the_best_available() -> None:
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="only meaningful without CUDA")
 def test_asking_for_absent_cuda_is_a_clear_error() -> None:
-    with pytest.raises(DeviceError, match="no cuda device is available"):
+    with pytest.raises(DeviceError, match="no CUDA device is available"):
         choose("cuda")
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from html import escape
 
 from msprobe.compare.report.model import ENGLISH, FailingApi, Report, severity_text
-from msprobe.compare.report.plots import family_bars, ratio_histograms
+from msprobe.compare.report.plots import family_ratios, ratio_histograms
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:1200px;color:#222}
@@ -134,7 +134,10 @@ def render_html(report: Report) -> str:
     titles = {k: ENGLISH.get(k, k) for k in report.ratios}
     for alt, uri in (
         ("NPU/GPU ratio per metric", ratio_histograms(report.ratios, report.bounds, titles)),
-        ("output rows per API family and verdict", family_bars(report.families)),
+        (
+            "worst NPU/GPU ratio per API (÷ its error bound), by API family",
+            family_ratios(report.family_ratios),
+        ),
     ):
         if uri:
             parts.append(f"<h3>{escape(alt)}</h3><img class='plot' alt='{escape(alt)}' src='{uri}'>")

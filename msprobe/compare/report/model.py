@@ -50,6 +50,13 @@ RATIO_PLOTS: tuple[tuple[str, float], ...] = (
     ("ULP误差大于阈值占比比值", 1.0),
 )
 
+# the counted ratios (EB is not counted in 8.1.1): an API's worst ratio / bound is plotted per family
+COUNTED_RATIOS: tuple[tuple[str, float], ...] = (
+    *((r.value, float(r.bound or 0)) for _, r in R.BENCHMARK if r.counted),
+    ("ULP误差大于阈值占比比值", 1.0),
+)
+MAX_FAMILIES = 25
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -97,7 +104,9 @@ class Report:
     flagged_total: int
     ratios: dict[str, np.ndarray] = field(default_factory=dict)  # metric → finite ratios (plots)
     bounds: dict[str, float] = field(default_factory=dict)
-    families: tuple[tuple[str, dict[str, int]], ...] = ()  # API family → details rows by verdict
+    # API family (first segment of the name: Functional, Tensor, Torch, NPU, ...) → each API's worst
+    # counted NPU/GPU ratio divided by its error bound (> 1 fails that bound)
+    family_ratios: tuple[tuple[str, np.ndarray], ...] = ()
 
 
 def _ordered(counts: dict[str, int]) -> tuple[tuple[str, int], ...]:
@@ -131,6 +140,26 @@ def severity_text(value: float) -> str:
 
 def _sort_key(sev: float) -> float:
     return -sev if not math.isnan(sev) else math.inf
+
+
+def _family_ratios(evaluated: pd.DataFrame) -> tuple[tuple[str, np.ndarray], ...]:
+    """Per API family, each API's worst counted ratio / bound (APIs with no finite ratio left out)."""
+    if not len(evaluated):
+        return ()
+    scaled = [
+        pd.to_numeric(evaluated[metric], errors="coerce").to_numpy(dtype=np.float64) / bound
+        for metric, bound in COUNTED_RATIOS
+        if bound > 0
+    ]
+    stacked = np.vstack(scaled)
+    finite = np.where(np.isfinite(stacked), stacked, -np.inf)
+    per_row = pd.Series(finite.max(axis=0), index=evaluated.index)
+    apis = evaluated["_full"].astype(str)
+    worst = per_row.groupby(apis.to_numpy()).max()
+    worst = worst[np.isfinite(worst.to_numpy())]
+    family = pd.Series([name.split(".", 1)[0] for name in worst.index], index=worst.index)
+    groups = sorted(worst.groupby(family.to_numpy()), key=lambda kv: (-len(kv[1]), kv[0]))[:MAX_FAMILIES]
+    return tuple((str(name), values.to_numpy(dtype=np.float64)) for name, values in groups)
 
 
 def build_report(analysis: Analysis, dump_dir: Path | None = None) -> Report:
@@ -173,9 +202,7 @@ def build_report(analysis: Analysis, dump_dir: Path | None = None) -> Report:
         values = values[np.isfinite(values)]
         if len(values):
             ratios[metric] = values
-    fam = details[details["_api"] != ""].groupby("_api")["比对结果"].value_counts().unstack(fill_value=0)
-    fam = fam.loc[fam.sum(axis=1).sort_values(ascending=False, kind="stable").index[:25]]
-    families = tuple((str(k), {str(c): int(v) for c, v in row.items() if v}) for k, row in fam.iterrows())
+    family_ratios = _family_ratios(evaluated)
     return Report(
         npu_csv=str(analysis.npu.path),
         gpu_csv=str(analysis.gpu.path),
@@ -193,5 +220,5 @@ def build_report(analysis: Analysis, dump_dir: Path | None = None) -> Report:
         flagged=tuple((str(n), str(f)) for n, f in zip(flagged["API Name"], flagged["_flag"])),
         ratios=ratios,
         bounds=dict(RATIO_PLOTS),
-        families=families,
+        family_ratios=family_ratios,
     )
