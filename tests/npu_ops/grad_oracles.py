@@ -74,11 +74,19 @@ def oracle_grads(loss_fn: Callable[..., torch.Tensor], inputs: Sequence[torch.Te
     return [None if t is None else next(it) for t in leaves]
 
 
-def assert_grads_close(got: Sequence, want: Sequence, dtypes: Sequence[torch.dtype], what: str = "") -> None:
+def assert_grads_close(
+    got: Sequence,
+    want: Sequence,
+    dtypes: Sequence[torch.dtype],
+    what: str = "",
+    floors: Sequence[float] | None = None,
+) -> None:
     """Each reference gradient has its input's dtype and matches the fp64 oracle (a missing reference
-    gradient counts as zeros)."""
+    gradient counts as zeros). ``floors``: per gradient, the size of the terms its entries are sums
+    of, where those may cancel far below it (atol is relative to the larger of that and the entries)."""
     assert len(got) == len(want)
-    for i, (g, w, dt) in enumerate(zip(got, want, dtypes)):
+    floors = [0.0] * len(want) if floors is None else floors
+    for i, (g, w, dt, floor) in enumerate(zip(got, want, dtypes, floors)):
         if w is None and g is None:  # no such input, or neither side depends on it
             continue
         w = torch.zeros_like(g, dtype=torch.float64) if w is None else w.detach().double()
@@ -87,7 +95,7 @@ def assert_grads_close(got: Sequence, want: Sequence, dtypes: Sequence[torch.dty
         else:
             assert g.dtype == dt, f"{what} grad {i}: dtype {g.dtype}, expected {dt}"
         rtol, atol = GRAD_TOLERANCE[dt]
-        scale = max(float(w.abs().max()) if w.numel() else 0.0, SCALE_FLOOR)
+        scale = max(float(w.abs().max()) if w.numel() else 0.0, floor, SCALE_FLOOR)
         torch.testing.assert_close(
             g.detach().double(), w, rtol=rtol, atol=atol * scale, msg=lambda m, i=i: f"{what} grad {i}: {m}"
         )
@@ -145,6 +153,15 @@ def rms_norm_vjp(
         dx = dx - x * r**3 / n * drstd
     dgamma = (dy * x * r).reshape(-1, *gamma.shape).sum(dim=0)
     return dx, dgamma
+
+
+def rms_norm_term_sizes(x: torch.Tensor, gamma: torch.Tensor, eps: float, dy: torch.Tensor) -> list[float]:
+    """Sizes of the terms of ``rms_norm_vjp``'s sums: ``r h`` for dx (over one element, dx = r h ε/(x²+ε)
+    cancels to ~0), ``Σ|dy x r|`` for dγ."""
+    dims = tuple(range(x.dim() - gamma.dim(), x.dim()))
+    r = 1.0 / torch.sqrt((x * x).mean(dim=dims, keepdim=True) + eps)
+    dgamma_terms = (dy * x * r).abs().reshape(-1, *gamma.shape).sum(dim=0)
+    return [float((r * dy * gamma).abs().max()), float(dgamma_terms.max())]
 
 
 # --- rotary ----------------------------------------------------------------------------------------
