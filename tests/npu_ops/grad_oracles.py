@@ -332,3 +332,49 @@ def varlen_attention_loss(
             o = head_attention(q[qs:qe, h], k[ks:ke, kvh], v[ks:ke, kvh], None, mask, scale, True)
             total = total + (dy[qs:qe, h].double() * o).sum()
     return total
+
+
+def dense_attention_vjp(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    pse: torch.Tensor | None,
+    dy: torch.Tensor,
+    *,
+    layout: str,
+    dims: tuple[int, int, int, int, int, int, int],
+    mask: torch.Tensor | None,
+    scale: float,
+    pse_first: bool,
+) -> list[torch.Tensor | None]:
+    """Closed-form gradients (no autograd) of ``dense_attention_loss``, head by head (fp64):
+    P = softmax(S), O = P V:  dV = Pᵀ dO,  dS = P ∘ (dO Vᵀ − rowsum(dO ∘ O)),
+    dQ = c dS K,  dK = c dSᵀ Q  (c = scale),  dpse = c dS (pse before the scale) or dS (after),
+    summed over the query heads sharing a kv head and over pse's broadcast axes."""
+    b, n, nkv, sq, skv, d, dv = dims
+    q, k, v, dy = q.double(), k.double(), v.double(), dy.double()
+    grads = [torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)]
+    dpse = torch.zeros(b, n, sq, skv, dtype=torch.float64)
+    for bi in range(b):
+        for h in range(n):
+            kvh = h // (n // nkv)
+            qh, kh, vh = head(q, layout, bi, h, d), head(k, layout, bi, kvh, d), head(v, layout, bi, kvh, dv)
+            p = None if pse is None else pse.double().expand(b, n, sq, skv)[bi, h]
+            s = qh @ kh.T
+            if p is None:
+                s = s * scale
+            elif pse_first:
+                s = (s + p) * scale
+            else:
+                s = s * scale + p
+            if mask is not None:
+                s = s + mask[bi, h].double() * ATTENTION_MASK_VALUE
+            e = torch.exp(s - s.max(dim=-1, keepdim=True).values)
+            probs = e / e.sum(dim=-1, keepdim=True)
+            do = head(dy, layout, bi, h, dv)
+            ds = probs * (do @ vh.T - (do * (probs @ vh)).sum(dim=-1, keepdim=True))
+            head(grads[0], layout, bi, h, d).add_(scale * ds @ kh)
+            head(grads[1], layout, bi, kvh, d).add_(scale * ds.T @ qh)
+            head(grads[2], layout, bi, kvh, dv).add_(probs.T @ do)
+            dpse[bi, h] = scale * ds if pse_first else ds
+    return [*grads, None if pse is None else sum_to(dpse, pse.shape)]

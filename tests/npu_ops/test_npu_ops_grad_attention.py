@@ -2,7 +2,8 @@
 composite fp64 formulation read straight from each layout, with masks written element by element from
 the sparse_mode descriptions (``npu_oracles.masked``): q, k, v and pse gradients for a random upstream
 gradient, over layouts, GQA, sparse modes, bands, prefixes, pse shapes and order, scales, dtypes and
-the blocked (checkpointed) evaluation; plus every (layout, sparse_mode, API) once in fp64."""
+the blocked (checkpointed) evaluation; plus every (layout, sparse_mode, API) once in fp64. Dense
+layouts are also checked against the closed-form attention backward (``dense_attention_vjp``)."""
 
 from __future__ import annotations
 
@@ -108,6 +109,11 @@ def check_dense(case: Dense, seed: int, dtype: torch.dtype) -> None:
         got = go.reference_vjp(reference, [q, k, v, pse], [dy])
     want = go.oracle_grads(composite, [q, k, v, pse])
     go.assert_grads_close(got, want, [dtype] * 4, f"{case} {dtype}")
+    closed_form = go.dense_attention_vjp(
+        q, k, v, pse, dy, layout=layout, dims=case.dims, mask=mask, scale=case.scale,
+        pse_first=case.api != "mindspeed pse_type=0",
+    )  # fmt: skip
+    go.assert_grads_close(got, closed_form, [dtype] * 4, f"{case} {dtype} (closed form)")
 
 
 @settings(max_examples=60, deadline=None)
