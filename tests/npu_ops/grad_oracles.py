@@ -334,6 +334,34 @@ def varlen_attention_loss(
     return total
 
 
+def head_attention_vjp(
+    qh: torch.Tensor,
+    kh: torch.Tensor,
+    vh: torch.Tensor,
+    pse: torch.Tensor | None,
+    mask: torch.Tensor | None,
+    scale: float,
+    pse_first: bool,
+    do: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Closed-form gradients (no autograd) of ``<do, head_attention(...)>`` in fp64, P = softmax(S):
+    dV = Pᵀ dO,  dS = P ∘ (dO Vᵀ − rowsum(dO ∘ P V)),  dQ = c dS K,  dK = c dSᵀ Q  (c = scale),
+    dpse = c dS (pse before the scale) or dS (after)."""
+    s = qh @ kh.T
+    if pse is None:
+        s = s * scale
+    elif pse_first:
+        s = (s + pse) * scale
+    else:
+        s = s * scale + pse
+    if mask is not None:
+        s = s + mask.double() * ATTENTION_MASK_VALUE
+    e = torch.exp(s - s.max(dim=-1, keepdim=True).values)
+    probs = e / e.sum(dim=-1, keepdim=True)
+    ds = probs * (do @ vh.T - (do * (probs @ vh)).sum(dim=-1, keepdim=True))
+    return scale * ds @ kh, scale * ds.T @ qh, probs.T @ do, scale * ds if pse_first else ds
+
+
 def dense_attention_vjp(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -347,9 +375,7 @@ def dense_attention_vjp(
     scale: float,
     pse_first: bool,
 ) -> list[torch.Tensor | None]:
-    """Closed-form gradients (no autograd) of ``dense_attention_loss``, head by head (fp64):
-    P = softmax(S), O = P V:  dV = Pᵀ dO,  dS = P ∘ (dO Vᵀ − rowsum(dO ∘ O)),
-    dQ = c dS K,  dK = c dSᵀ Q  (c = scale),  dpse = c dS (pse before the scale) or dS (after),
+    """Closed-form gradients of ``dense_attention_loss``: ``head_attention_vjp`` per (batch, head),
     summed over the query heads sharing a kv head and over pse's broadcast axes."""
     b, n, nkv, sq, skv, d, dv = dims
     q, k, v, dy = q.double(), k.double(), v.double(), dy.double()
@@ -358,23 +384,43 @@ def dense_attention_vjp(
     for bi in range(b):
         for h in range(n):
             kvh = h // (n // nkv)
-            qh, kh, vh = head(q, layout, bi, h, d), head(k, layout, bi, kvh, d), head(v, layout, bi, kvh, dv)
             p = None if pse is None else pse.double().expand(b, n, sq, skv)[bi, h]
-            s = qh @ kh.T
-            if p is None:
-                s = s * scale
-            elif pse_first:
-                s = (s + p) * scale
-            else:
-                s = s * scale + p
-            if mask is not None:
-                s = s + mask[bi, h].double() * ATTENTION_MASK_VALUE
-            e = torch.exp(s - s.max(dim=-1, keepdim=True).values)
-            probs = e / e.sum(dim=-1, keepdim=True)
-            do = head(dy, layout, bi, h, dv)
-            ds = probs * (do @ vh.T - (do * (probs @ vh)).sum(dim=-1, keepdim=True))
-            head(grads[0], layout, bi, h, d).add_(scale * ds @ kh)
-            head(grads[1], layout, bi, kvh, d).add_(scale * ds.T @ qh)
-            head(grads[2], layout, bi, kvh, dv).add_(probs.T @ do)
-            dpse[bi, h] = scale * ds if pse_first else ds
+            dq, dk, dvv, dpse[bi, h] = head_attention_vjp(
+                head(q, layout, bi, h, d),
+                head(k, layout, bi, kvh, d),
+                head(v, layout, bi, kvh, dv),
+                p,
+                None if mask is None else mask[bi, h],
+                scale,
+                pse_first,
+                head(dy, layout, bi, h, dv),
+            )
+            head(grads[0], layout, bi, h, d).add_(dq)
+            head(grads[1], layout, bi, kvh, d).add_(dk)
+            head(grads[2], layout, bi, kvh, dv).add_(dvv)
     return [*grads, None if pse is None else sum_to(dpse, pse.shape)]
+
+
+def varlen_attention_vjp(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    dy: torch.Tensor,
+    *,
+    spans: Sequence[tuple[int, int, int, int, torch.Tensor | None]],
+    scale: float,
+) -> list[torch.Tensor]:
+    """Closed-form gradients of ``varlen_attention_loss`` (rows outside every sequence get 0)."""
+    q, k, v, dy = q.double(), k.double(), v.double(), dy.double()
+    n, nkv = q.shape[1], k.shape[1]
+    dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    for qs, qe, ks, ke, mask in spans:
+        for h in range(n):
+            kvh = h // (n // nkv)
+            gq, gk, gv, _ = head_attention_vjp(
+                q[qs:qe, h], k[ks:ke, kvh], v[ks:ke, kvh], None, mask, scale, True, dy[qs:qe, h]
+            )
+            dq[qs:qe, h] += gq
+            dk[ks:ke, kvh] += gk
+            dv[ks:ke, kvh] += gv
+    return [dq, dk, dv]

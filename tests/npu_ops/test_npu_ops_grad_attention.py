@@ -3,7 +3,7 @@ composite fp64 formulation read straight from each layout, with masks written el
 the sparse_mode descriptions (``npu_oracles.masked``): q, k, v and pse gradients for a random upstream
 gradient, over layouts, GQA, sparse modes, bands, prefixes, pse shapes and order, scales, dtypes and
 the blocked (checkpointed) evaluation; plus every (layout, sparse_mode, API) once in fp64. Dense
-layouts are also checked against the closed-form attention backward (``dense_attention_vjp``)."""
+and TND gradients are also checked against the closed-form attention backward (``*_attention_vjp``)."""
 
 from __future__ import annotations
 
@@ -228,6 +228,8 @@ def check_varlen(case: Varlen, seed: int, dtype: torch.dtype) -> None:
         lambda q, k, v: go.varlen_attention_loss(q, k, v, dy, spans=spans, scale=0.5), [q, k, v]
     )
     go.assert_grads_close(got, want, [dtype] * 3, f"{case} {dtype}")
+    closed_form = go.varlen_attention_vjp(q, k, v, dy, spans=spans, scale=0.5)
+    go.assert_grads_close(got, closed_form, [dtype] * 3, f"{case} {dtype} (closed form)")
 
 
 @settings(max_examples=40, deadline=None)
