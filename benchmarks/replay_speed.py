@@ -1,10 +1,9 @@
 """Replay speed: APIs per second for a 50-API tensor dump of a small real model, 1 worker and -n 2.
 
-The dump is made here (the dump stage is built separately): a tiny transformer block runs one
-training step under a ``TorchFunctionMode`` that records every public torch API call in upstream's
-``dump.json`` layout (task ``tensor``, level ``L1``: forward records with ``.pt`` inputs, backward
-records with the output gradient caught by a tensor hook). Then ``pytest --msprobe-dump`` replays it
-in fresh processes, side by side:
+The dump is made by msprobe's own dump stage (``PrecisionDebugger``, task ``tensor``, level ``L1``)
+from one training step of a small two-layer transformer, cut to its first 50 API calls (forward
+records and their backward records). Then ``pytest --msprobe-dump`` replays it in fresh processes,
+side by side:
 
 * ``collect``: ``--collect-only`` (process start, imports, parsing) - the fixed cost;
 * ``1 worker`` and ``-n 2``: full replay; APIs/s is reported both end to end and net of ``collect``.
@@ -23,12 +22,10 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.overrides import TorchFunctionMode
 
 
 class Layer(nn.Module):
@@ -68,97 +65,30 @@ class Model(nn.Module):
         return self.head(x)
 
 
-def _stats(t: torch.Tensor) -> dict[str, Any]:
-    f = t.detach().float()
-    if t.numel() == 0:
-        return {"Max": None, "Min": None, "Mean": None, "Norm": None}
-    return {"Max": f.max().item(), "Min": f.min().item(), "Mean": f.mean().item(), "Norm": f.norm().item()}
+def dump_child(folder: Path) -> None:
+    """In a fresh process: one training step of ``Model`` dumped by msprobe (tensor mode, L1)."""
+    from msprobe.pytorch import PrecisionDebugger, seed_all
 
-
-class Recorder(TorchFunctionMode):
-    """Writes one upstream-style record per public API call (Functional / Tensor / Torch)."""
-
-    def __init__(self, folder: Path, limit: int) -> None:
-        super().__init__()
-        self.folder, self.limit = folder, limit
-        self.data: dict[str, Any] = {}
-        self.counts: dict[str, int] = {}
-        self.apis = 0
-
-    def _prefix(self, func: Any) -> str | None:
-        name = getattr(func, "__name__", "")
-        if not name or name.startswith("__get") or name in ("__set__", "size", "dim", "numel", "chunk"):
-            return None
-        if getattr(F, name, None) is func:
-            return f"Functional.{name}"
-        if getattr(torch.Tensor, name, None) is func or getattr(torch._C.TensorBase, name, None) is func:
-            return f"Tensor.{name}"
-        if getattr(torch, name, None) is func:
-            return f"Torch.{name}"
-        return None
-
-    def _arg(self, value: Any, key: str) -> Any:
-        if isinstance(value, torch.Tensor):
-            name = f"{key}.pt"
-            torch.save(value.detach().clone(), self.folder / "dump_tensor_data" / name)
-            return {
-                "type": "torch.Tensor",
-                "dtype": str(value.dtype),
-                "shape": list(value.shape),
-                **_stats(value),
-                "requires_grad": value.requires_grad,
-                "data_name": name,
-            }
-        if isinstance(value, (list, tuple)):
-            return [self._arg(v, f"{key}.{i}") for i, v in enumerate(value)]
-        if isinstance(value, (bool, int, float, str)) or value is None:
-            return None if value is None else {"type": type(value).__name__, "value": value}
-        if isinstance(value, torch.dtype):
-            return {"type": "torch.dtype", "value": str(value)}
-        return None
-
-    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        prefix = self._prefix(func)
-        if prefix is None or self.apis >= self.limit or not isinstance(out, torch.Tensor):
-            return out
-        n = self.counts.get(prefix, 0)
-        self.counts[prefix] = n + 1
-        full = f"{prefix}.{n}"
-        self.apis += 1
-        self.data[f"{full}.forward"] = {
-            "input_args": [self._arg(a, f"{full}.forward.input.{i}") for i, a in enumerate(args)],
-            "input_kwargs": {k: self._arg(v, f"{full}.forward.input.{k}") for k, v in kwargs.items()},
-            "output": [self._arg(out, f"{full}.forward.output.0")],
-        }
-        if out.requires_grad:
-            out.register_hook(lambda g, full=full: self._backward(full, g))
-        return out
-
-    def _backward(self, full: str, grad: torch.Tensor) -> None:
-        self.data[f"{full}.backward"] = {"input": [self._arg(grad, f"{full}.backward.input.0")], "output": []}
-
-
-def make_dump(folder: Path, apis: int) -> Path:
-    """A tensor-mode L1 dump.json of one training step of ``Model`` (first ``apis`` API calls)."""
-    rank = folder / "step0" / "rank0"
-    (rank / "dump_tensor_data").mkdir(parents=True)
-    torch.manual_seed(1234)
+    seed_all(1234)
     model = Model()
     ids = torch.randint(0, 100, (2, 16))
     target = torch.randint(0, 100, (2, 16))
-    recorder = Recorder(rank, apis)
-    with recorder:
-        loss = F.cross_entropy(model(ids).reshape(-1, 100), target.reshape(-1))
+    debugger = PrecisionDebugger(dump_path=str(folder), task="tensor", level="L1")
+    debugger.start()
+    loss = F.cross_entropy(model(ids).reshape(-1, 100), target.reshape(-1))
     loss.backward()
-    doc = {
-        "task": "tensor",
-        "level": "L1",
-        "framework": "pytorch",
-        "dump_data_dir": str(rank / "dump_tensor_data"),
-        "data": recorder.data,
-    }
+    debugger.stop()
+    debugger.step()
+
+
+def make_dump(folder: Path, apis: int) -> Path:
+    """Our dump of one training step of ``Model``, cut to its first ``apis`` API calls."""
+    subprocess.run([sys.executable, __file__, "--dump-child", str(folder)], check=True)
+    (rank,) = folder.glob("step0/rank*")
+    doc = json.loads((rank / "dump.json").read_text(encoding="utf-8"))
+    forward = [k[: -len(".forward")] for k in doc["data"] if k.endswith(".forward")][:apis]
+    keep = {f"{name}.{direction}" for name in forward for direction in ("forward", "backward")}
+    doc["data"] = {k: v for k, v in doc["data"].items() if k in keep}
     (rank / "dump.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
     return rank
 
@@ -178,7 +108,11 @@ def main() -> None:
     )
     parser.add_argument("--apis", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--dump-child", type=Path, help=argparse.SUPPRESS)
     ns = parser.parse_args()
+    if ns.dump_child:
+        dump_child(ns.dump_child)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         dump = make_dump(Path(tmp) / "dump", ns.apis)
         n = sum(1 for k in json.loads((dump / "dump.json").read_text())["data"] if k.endswith(".forward"))

@@ -166,7 +166,7 @@ def test_worker_crash_becomes_a_row_and_nothing_is_lost(pytester: pytest.Pyteste
 
 @pytest.mark.slow
 def test_benchmark_dump_of_a_real_model_replays_cleanly(tmp_path: Path) -> None:
-    """The benchmark's recorder writes an upstream-format dump that replays with no skip."""
+    """Dump stage -> replay stage: our dump of a real model's training step replays with no skip."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
