@@ -74,7 +74,7 @@ class FrontDoor:
     ``service`` is the framework's dump service; it has ``start``/``stop``/``step``/``close``, a
     ``session`` (the shared :class:`~msprobe.dump.session.DumpSession`) and a ``patcher`` that wraps
     and restores module attributes. A subclass ``__init__`` begins with ``if not self._begin():
-    return`` and ends with ``self._become_instance()``.
+    return`` and ends with ``self._become_instance()``; ``_unhook`` undoes what its ``start`` hooked.
     """
 
     _instance: ClassVar[Any] = None
@@ -100,10 +100,20 @@ class FrontDoor:
         type(self)._instance = self
         atexit.register(self.service.close)
 
-    def _forget(self) -> None:
-        """The end of ``_shutdown``: the dump closed and its patches undone by the subclass."""
-        atexit.unregister(self.service.close)
-        type(self)._instance = None
+    @classmethod
+    def _shutdown(cls) -> None:
+        """Close the dump, undo every patch and forget the instance (tests; a process keeps one)."""
+        inst = cls._instance
+        if inst is None:
+            return
+        inst.service.close()
+        inst.service.patcher.restore_all()
+        inst._unhook()
+        atexit.unregister(inst.service.close)
+        cls._instance = None
+
+    def _unhook(self) -> None:
+        """Undo the framework's own hooks (module/cell hooks, patched loaders) at ``_shutdown``."""
 
     @classmethod
     def _get(cls: type[_D]) -> _D:

@@ -104,18 +104,10 @@ class PrecisionDebugger(FrontDoor):
         self.tokens = TokenRange(self.service.session)
         self._become_instance()
 
-    @classmethod
-    def _shutdown(cls) -> None:
-        """Close the dump, undo every patch and forget the instance (tests; a process keeps one)."""
-        inst = cls._instance
-        if inst is None:
-            return
-        inst.service.close()
-        inst.service.patcher.restore_all()
-        inst.cells.remove()
-        inst.primitives.restore()
-        inst.jit.uninstall()
-        inst._forget()
+    def _unhook(self) -> None:
+        self.cells.remove()
+        self.primitives.restore()
+        self.jit.uninstall()
 
     @classmethod
     def start(cls, model: Any = None, token_range: Sequence[int] | None = None) -> None:

@@ -79,21 +79,13 @@ class PrecisionDebugger(FrontDoor):
         dataloader._BaseDataLoaderIter.__next__ = __next__  # type: ignore[method-assign,assignment]
         self._dataloader_orig = orig
 
-    @classmethod
-    def _shutdown(cls) -> None:
-        """Close the dump and forget the instance (tests; a process normally keeps its one instance)."""
-        inst = cls._instance
-        if inst is None:
-            return
-        inst.service.close()
-        orig = getattr(inst, "_dataloader_orig", None)
+    def _unhook(self) -> None:
+        orig = getattr(self, "_dataloader_orig", None)
         if orig is not None:
             from torch.utils.data import dataloader
 
             dataloader._BaseDataLoaderIter.__next__ = orig  # type: ignore[method-assign]
-        inst.service.patcher.restore_all()
-        inst.service.modules.remove()
-        inst._forget()
+        self.service.modules.remove()
 
     @classmethod
     def start(cls, model: Any = None, token_range: Sequence[int] | None = None) -> None:
