@@ -62,14 +62,25 @@ def closed_stdout() -> int:
     return 141
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def run_main(command: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None) -> int:
+    """Every command line's outer frame: stdout flushed at the end, a closed stdout ends quietly."""
     try:
         try:
-            return _main(argv)
+            return command(argv)
         finally:
             sys.stdout.flush()  # also after argparse's --help / usage exit
     except BrokenPipeError:
         return closed_stdout()
+
+
+def user_error(exc: MsprobeError) -> int:
+    """The one-line report of a user's mistake; its exit status."""
+    print(f"msprobe: error: {exc}", file=sys.stderr)
+    return exc.exit_code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_main(_main, argv)
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
@@ -88,8 +99,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     except MsprobeError as exc:
         if verbose:
             raise
-        print(f"msprobe: error: {exc}", file=sys.stderr)
-        return exc.exit_code
+        return user_error(exc)
     except KeyboardInterrupt:
         print("msprobe: interrupted", file=sys.stderr)
         return 130

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Protocol
 
+from msprobe.cli import run_main, user_error
 from msprobe.errors import MsprobeError
 
 ORDER = ("error", "missing", "pass", "SKIP", " ")
@@ -90,15 +91,7 @@ class CompareCommand:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from msprobe.cli import closed_stdout
-
-    try:
-        try:
-            return _main(argv)
-        finally:
-            sys.stdout.flush()  # also after argparse's --help / usage exit
-    except BrokenPipeError:
-        return closed_stdout()
+    return run_main(_main, argv)
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
@@ -116,8 +109,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     except MsprobeError as exc:
         if args.verbose:
             raise
-        print(f"msprobe: error: {exc}", file=sys.stderr)
-        return exc.exit_code
+        return user_error(exc)
 
 
 if __name__ == "__main__":

@@ -75,11 +75,12 @@ EXCLUDED: dict[str, str] = {
 }
 
 
-def api_list_path() -> str:
-    env = os.environ.get("MSPROBE_API_LIST")
+def api_list_path(env_var: str = "MSPROBE_API_LIST", package: str = "msprobe.dump") -> str:
+    """The file named by ``env_var``, else the ``support_wrap_ops.yaml`` packaged in ``package``."""
+    env = os.environ.get(env_var)
     if env:
         return env
-    return str(resources.files("msprobe.dump").joinpath("support_wrap_ops.yaml"))
+    return str(resources.files(package).joinpath("support_wrap_ops.yaml"))
 
 
 def parse_api_list(text: str, where: str) -> dict[str, list[str]]:
@@ -105,18 +106,24 @@ def parse_api_list(text: str, where: str) -> dict[str, list[str]]:
     return out
 
 
-def load_api_list(path: str | None = None) -> dict[str, list[str]]:
-    path = path or api_list_path()
+def read_api_list(path: str, known: set[str], unlisted: frozenset[str] = frozenset()) -> dict[str, list[str]]:
+    """The API list at ``path`` (any framework): each family key one of ``known``, or of ``unlisted``
+    (accepted, not named in the error)."""
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
     except OSError as exc:
         raise MsprobeError(f"{path}: cannot read the API list ({exc.strerror})") from None
     lists = parse_api_list(text, path)
-    known = {f.key for f in FAMILIES}
     for key in lists:
-        if key not in known and key != "aten":
+        if key not in known and key not in unlisted:
             raise MsprobeError(f"{path}: unknown family {key!r}; known: {sorted(known)}")
+    return lists
+
+
+def load_api_list(path: str | None = None) -> dict[str, list[str]]:
+    path = path or api_list_path()
+    lists = read_api_list(path, {f.key for f in FAMILIES}, frozenset({"aten"}))
     return {key: [n for n in names if f"{key}.{n}" not in EXCLUDED] for key, names in lists.items()}
 
 

@@ -37,6 +37,7 @@ def test_pytorch_front_door_does_not_import_mindspore():
 
 
 def test_core_imports_neither_framework():
-    code = "import msprobe.dump.config, msprobe.dump.session, msprobe.dump.writer"
+    code = "import msprobe.dump.config, msprobe.dump.session, msprobe.dump.writer, msprobe.dump.frontdoor"
+    code += ", msprobe.dump.save_walk"
     assert not _loaded_after(code, "torch")
     assert not _loaded_after(code, "mindspore")

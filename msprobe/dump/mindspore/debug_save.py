@@ -12,43 +12,12 @@ from typing import TYPE_CHECKING, Any
 import mindspore as ms
 
 from msprobe.dump.naming import CallCounter
+from msprobe.dump.save_walk import Path, check_savable, nulls, set_at, tensor_leaves
 
 if TYPE_CHECKING:
     from msprobe.dump.mindspore.service import MsDumpService
 
 log = logging.getLogger("msprobe")
-MAX_DEPTH = 50
-
-
-def check_variable(value: Any, depth: int = 0) -> str | None:
-    """Why ``value`` cannot be saved (None when it can): Tensor/int/float/str in dict/list/tuple."""
-    if depth > MAX_DEPTH:
-        return f"nesting deeper than {MAX_DEPTH}"
-    if isinstance(value, ms.Tensor | bool | int | float | str):
-        return None
-    if isinstance(value, dict):
-        for k, v in value.items():
-            if not isinstance(k, str):
-                return f"dict key {k!r} is not a str"
-            why = check_variable(v, depth + 1)
-            if why:
-                return why
-        return None
-    if isinstance(value, list | tuple):
-        for v in value:
-            why = check_variable(v, depth + 1)
-            if why:
-                return why
-        return None
-    return f"unsupported type {type(value).__name__}"
-
-
-def _nulls(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _nulls(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_nulls(v) for v in value]
-    return None
 
 
 class DebugSaver:
@@ -68,7 +37,7 @@ class DebugSaver:
         if not isinstance(save_backward, bool):
             log.warning("msprobe: save() skipped for %s: save_backward must be a bool", name)
             return
-        why = check_variable(variable)
+        why = check_savable(variable, ms.Tensor)
         if why:
             log.warning("msprobe: save() skipped for %s: %s", name, why)
             return
@@ -94,22 +63,12 @@ class DebugSaver:
         svc = self.service
         store = svc.session.store
         assert store is not None
-        holder = {"v": _nulls(variable)}
+        holder = {"v": nulls(variable)}
         store.put(record, holder["v"])
-
-        def leaves(value: Any, path: tuple[Any, ...]) -> list[tuple[tuple[Any, ...], Any]]:
-            if isinstance(value, ms.Tensor):
-                return [(path, value)]
-            if isinstance(value, dict):
-                return [x for k, v in value.items() for x in leaves(v, (*path, k))]
-            if isinstance(value, list | tuple):
-                return [x for i, v in enumerate(value) for x in leaves(v, (*path, i))]
-            return []
-
-        for path, tensor in leaves(variable, ()):
+        for path, tensor in tensor_leaves(variable, ms.Tensor):
             tensor.register_hook(self._grad_hook(record, path, holder))
 
-    def _grad_hook(self, record: str, path: tuple[Any, ...], holder: dict[str, Any]) -> Any:
+    def _grad_hook(self, record: str, path: Path, holder: dict[str, Any]) -> Any:
         def hook(grad: Any) -> None:
             svc = self.service
             store = svc.session.store
@@ -118,14 +77,7 @@ class DebugSaver:
             stem = ".".join([record, *map(str, path)])
             svc.inside = True
             try:
-                encoded = svc.encoder.debug(grad, stem)
-                if not path:
-                    holder["v"] = encoded
-                else:
-                    node = holder["v"]
-                    for p in path[:-1]:
-                        node = node[p]
-                    node[path[-1]] = encoded
+                holder["v"] = set_at(holder["v"], path, svc.encoder.debug(grad, stem))
                 store.put(record, holder["v"])
             except Exception as exc:
                 svc.session.record_error("debug_grad_collect", record, exc)

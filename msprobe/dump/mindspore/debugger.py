@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import mindspore as ms
 from mindspore import nn
 
 from msprobe.dump.config import build_config
-from msprobe.dump.excepthook import install_excepthook
 from msprobe.dump.exceptions import MsprobeException
+from msprobe.dump.frontdoor import INVALID, FrontDoor, check_token_range, models_of
 from msprobe.dump.mindspore.cells import CellHooks
 from msprobe.dump.mindspore.debug_save import DebugSaver
 from msprobe.dump.mindspore.jit import JitHooks
@@ -21,37 +20,17 @@ from msprobe.dump.mindspore.primitives import PrimitiveHooks
 from msprobe.dump.mindspore.service import MsDumpService
 from msprobe.dump.writer import make_dirs
 
-_INVALID = MsprobeException.INVALID_PARAM_ERROR
-_NO_INSTANCE = "PrecisionDebugger instance is not created."
+_INVALID = INVALID
 
 
 def _check_model(model: Any) -> None:
-    items = model if isinstance(model, list | tuple) else [model]
-    for m in items:
+    for m in models_of(model):
         if not isinstance(m, nn.Cell):
             raise MsprobeException(
                 _INVALID,
                 "The 'model' parameter must be a mindspore.nn.Cell or list[mindspore.nn.Cell] type, "
                 f"currently there is a {type(m)} type.",
             )
-
-
-def _check_token_range(token_range: Any) -> None:
-    if token_range is None:
-        return
-    if not isinstance(token_range, list | tuple) or len(token_range) != 2:
-        raise MsprobeException(
-            _INVALID, f"Token_range must be a list or tuple of 2 ints, got {token_range!r}."
-        )
-    start, end = token_range
-    if any(isinstance(v, bool) or not isinstance(v, int) for v in (start, end)):
-        raise MsprobeException(
-            _INVALID, f"Start and end in token_range must be integer, got {token_range!r}."
-        )
-    if start > end:
-        raise MsprobeException(_INVALID, f"Start in token_range must less than the end, got {token_range!r}.")
-    if start < 0:
-        raise MsprobeException(_INVALID, f"Start in token_range must be >= 0, got {token_range!r}.")
 
 
 def _check_mode(level: str) -> None:
@@ -93,15 +72,9 @@ class TokenRange:
         self.count += 1
 
 
-class PrecisionDebugger:
-    _instance: PrecisionDebugger | None = None
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> PrecisionDebugger:
-        if cls._instance is None:
-            inst = super().__new__(cls)
-            inst._initialized = False
-            return inst
-        return cls._instance
+class PrecisionDebugger(FrontDoor):
+    _instance: ClassVar[PrecisionDebugger | None] = None
+    service: MsDumpService
 
     def __init__(
         self,
@@ -111,9 +84,8 @@ class PrecisionDebugger:
         level: str | None = None,
         step: Sequence[int | str] | None = None,
     ) -> None:
-        if getattr(self, "_initialized", False):
+        if not self._begin():
             return
-        install_excepthook()
         config = build_config(config_path, task, dump_path, level, step)
         # MindSpore: dump_path is made absolute at construction and created at once (spec §3.1).
         config = dataclasses.replace(config, dump_path=os.path.abspath(config.dump_path))
@@ -130,37 +102,19 @@ class PrecisionDebugger:
         self._registered = False
         self._model: Any = None
         self.tokens = TokenRange(self.service.session)
-        self._initialized = True
-        type(self)._instance = self
-        atexit.register(self.service.close)
+        self._become_instance()
 
-    @classmethod
-    def _shutdown(cls) -> None:
-        """Close the dump, undo every patch and forget the instance (tests; a process keeps one)."""
-        inst = cls._instance
-        if inst is None:
-            return
-        inst.service.close()
-        inst.service.patcher.restore_all()
-        inst.cells.remove()
-        inst.primitives.restore()
-        inst.jit.uninstall()
-        atexit.unregister(inst.service.close)
-        cls._instance = None
-
-    @classmethod
-    def _get(cls) -> PrecisionDebugger:
-        inst = cls._instance
-        if inst is None:
-            raise Exception(_NO_INSTANCE)
-        return inst
+    def _unhook(self) -> None:
+        self.cells.remove()
+        self.primitives.restore()
+        self.jit.uninstall()
 
     @classmethod
     def start(cls, model: Any = None, token_range: Sequence[int] | None = None) -> None:
         inst = cls._get()
         level = inst.config.level
         _check_mode(level)
-        _check_token_range(token_range)
+        check_token_range(token_range)
         if model is not None:
             _check_model(model)
         if token_range is not None and model is None:
@@ -181,61 +135,20 @@ class PrecisionDebugger:
             inst._registered = True
             inst._register(inst._model)
         if token_range is not None:
-            inst.tokens.arm(model[0] if isinstance(model, list | tuple) else model, token_range)
+            inst.tokens.arm(models_of(model)[0], token_range)
 
     def _register(self, model: Any) -> None:
         if model is None:
             return
         level = self.config.level
         if level in ("L1", "mix") and self.config.task in ("statistics", "tensor", "structure"):
-            roots = list(model) if isinstance(model, list | tuple) else [model]
-            self.primitives.register([c for r in roots for _, c in r.cells_and_names()])
+            self.primitives.register([c for r in models_of(model) for _, c in r.cells_and_names()])
         if level in ("L0", "mix"):
             self.cells.register(model)
 
     @classmethod
-    def stop(cls) -> None:
-        cls._get().service.stop()
-
-    @classmethod
-    def forward_backward_dump_end(cls) -> None:
-        """Deprecated alias of :meth:`stop` (8.1.1)."""
-        cls._get().service.stop()
-
-    @classmethod
-    def step(cls) -> None:
-        cls._get().service.step()
-
-    @classmethod
-    def set_init_step(cls, step: int) -> None:
-        inst = cls._get()
-        if isinstance(step, bool) or not isinstance(step, int):
-            raise MsprobeException(_INVALID, f"{step!r} must be an integer")
-        if step < 0:
-            raise MsprobeException(_INVALID, f"{step} must be greater than or equal to 0")
-        inst.service.session.set_init_step(step)
-
-    @classmethod
     def save(cls, variable: Any, name: str, save_backward: bool = True) -> None:
         cls._get().saver.save(variable, name, save_backward)
-
-    @classmethod
-    def register_custom_api(cls, module: Any, api_name: str, api_prefix: str | None = None) -> None:
-        inst = cls._get()
-        if api_prefix is None:
-            api_prefix = getattr(module, "__name__", None) or "Custom"
-        if not isinstance(api_prefix, str):
-            raise MsprobeException(_INVALID, f"api_prefix must be string, got {api_prefix!r}")
-        if not hasattr(module, api_name):
-            raise MsprobeException(_INVALID, f"module {module!s} does not have {api_name}")
-        inst.service.patcher.wrap(module, api_name, (api_prefix, api_name))
-
-    @classmethod
-    def restore_custom_api(cls, module: Any, api_name: str) -> None:
-        inst = cls._get()
-        if not hasattr(module, api_name):
-            raise MsprobeException(_INVALID, f"module {module!s} does not have {api_name}")
-        inst.service.patcher.restore(module, api_name)
 
 
 __all__ = ["PrecisionDebugger"]

@@ -11,14 +11,12 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
-from msprobe.dump.api_families import parse_api_list
-from msprobe.errors import MsprobeError
+from msprobe.dump.api_families import api_list_path as core_api_list_path
+from msprobe.dump.api_families import read_api_list
 
 ApiKey = tuple[str, str]  # (record prefix, api name)
 Handler = Callable[[ApiKey, Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any]
@@ -92,25 +90,11 @@ def finish_collective(
 
 
 def api_list_path() -> str:
-    env = os.environ.get("MSPROBE_MS_API_LIST")
-    if env:
-        return env
-    return str(resources.files("msprobe.dump.mindspore").joinpath("support_wrap_ops.yaml"))
+    return core_api_list_path("MSPROBE_MS_API_LIST", "msprobe.dump.mindspore")
 
 
 def load_api_list(path: str | None = None) -> dict[str, list[str]]:
-    path = path or api_list_path()
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as exc:
-        raise MsprobeError(f"{path}: cannot read the API list ({exc.strerror})") from None
-    lists = parse_api_list(text, path)
-    known = {f.key for f in FAMILIES}
-    for key in lists:
-        if key not in known:
-            raise MsprobeError(f"{path}: unknown family {key!r}; known: {sorted(known)}")
-    return lists
+    return read_api_list(path or api_list_path(), {f.key for f in FAMILIES})
 
 
 def _owner(family: MsApiFamily) -> Any | None:

@@ -13,61 +13,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from msprobe.dump.naming import CallCounter
+from msprobe.dump.save_walk import Path, check_savable, nulls, set_at, tensor_leaves
 
 if TYPE_CHECKING:
     from msprobe.dump.pytorch.service import TorchDumpService
 
 log = logging.getLogger("msprobe")
-MAX_DEPTH = 50
-Path = tuple[int | str, ...]
-
-
-def check_savable(v: Any, depth: int = 0) -> str | None:
-    """None if ``v`` is a tensor/int/float/str or a list/tuple/dict (str keys) nesting of them."""
-    if depth > MAX_DEPTH:
-        return f"nesting deeper than {MAX_DEPTH}"
-    if isinstance(v, torch.Tensor | int | float | str):
-        return None
-    if isinstance(v, list | tuple):
-        for x in v:
-            err = check_savable(x, depth + 1)
-            if err:
-                return err
-        return None
-    if isinstance(v, dict):
-        for k, x in v.items():
-            if not isinstance(k, str):
-                return f"dict key {k!r} is not a str"
-            err = check_savable(x, depth + 1)
-            if err:
-                return err
-        return None
-    return f"unsupported type {type(v).__name__}"
-
-
-def _leaves(v: Any, path: Path = ()) -> list[tuple[Path, torch.Tensor]]:
-    if isinstance(v, torch.Tensor):
-        return [(path, v)]
-    if isinstance(v, list | tuple):
-        return [leaf for i, x in enumerate(v) for leaf in _leaves(x, (*path, i))]
-    if isinstance(v, dict):
-        return [leaf for k, x in v.items() for leaf in _leaves(x, (*path, k))]
-    return []
-
-
-def _nulls(v: Any) -> Any:
-    if isinstance(v, list | tuple):
-        return [_nulls(x) for x in v]
-    if isinstance(v, dict):
-        return {k: _nulls(x) for k, x in v.items()}
-    return None
-
-
-def _set(tree: Any, path: Path, value: Any) -> Any:
-    if not path:
-        return value
-    tree[path[0]] = _set(tree[path[0]], path[1:], value)  # type: ignore[index]
-    return tree
 
 
 class DebugSaver:
@@ -90,7 +41,7 @@ class DebugSaver:
                 "msprobe: save(%s) skipped: save_backward must be a bool, got %r", name, save_backward
             )
             return
-        err = check_savable(variable)
+        err = check_savable(variable, torch.Tensor)
         if err:
             log.warning("msprobe: save(%s) skipped: %s", name, err)
             return
@@ -107,7 +58,7 @@ class DebugSaver:
             with torch._C.DisableTorchFunction(), torch.no_grad():
                 store.put(record, enc.value(variable, record, "", ()))
             if save_backward:
-                grads = [(p, t) for p, t in _leaves(variable) if t.requires_grad]
+                grads = [(p, t) for p, t in tensor_leaves(variable, torch.Tensor) if t.requires_grad]
                 if grads:
                     self._watch(f"{name}_grad.{k}.debug", variable, grads)
         except Exception as exc:
@@ -118,7 +69,7 @@ class DebugSaver:
     def _watch(self, record: str, variable: Any, grads: list[tuple[Path, torch.Tensor]]) -> None:
         store = self.svc.session.store
         assert store is not None
-        value = _nulls(variable)
+        value = nulls(variable)
         store.put(record, value)
         holder = {"value": value}
 
@@ -132,7 +83,7 @@ class DebugSaver:
                 self.svc._inside = True
                 try:
                     with torch._C.DisableTorchFunction(), torch.no_grad():
-                        holder["value"] = _set(holder["value"], path, enc.value(grad, record, "", path))
+                        holder["value"] = set_at(holder["value"], path, enc.value(grad, record, "", path))
                         st.put(record, holder["value"])
                 except Exception as exc:
                     self.svc.session.record_error("debug_save_grad", record, exc)

@@ -1,0 +1,153 @@
+"""What both ``PrecisionDebugger`` front doors share, whatever the framework (spec dump.md §1, §3.1).
+
+The one-instance rule (a second construction returns the first object, its arguments ignored), the
+plain ``Exception`` when a class method runs before construction, the argument checks of
+``token_range`` and ``set_init_step``, and the ``stop``/``step``/custom-API flow that only forwards
+to the framework's dump service. A framework subclass adds what differs: the model type check, the
+hooks it registers in ``start`` and what ``_shutdown`` undoes. No torch, no mindspore here.
+"""
+
+from __future__ import annotations
+
+import atexit
+from typing import Any, ClassVar, TypeVar
+
+from msprobe.dump.config import DumpConfig
+from msprobe.dump.excepthook import install_excepthook
+from msprobe.dump.exceptions import MsprobeException
+
+INVALID = MsprobeException.INVALID_PARAM_ERROR
+NO_INSTANCE = "PrecisionDebugger instance is not created."
+
+_D = TypeVar("_D", bound="FrontDoor")
+
+
+def models_of(model: Any) -> list[Any]:
+    """``start(model)`` takes one model or a list/tuple of them."""
+    return list(model) if isinstance(model, list | tuple) else [model]
+
+
+def check_token_range(token_range: Any) -> None:
+    """``[start, end]``: two ints (not bools), ``0 <= start <= end``; None means no token range."""
+    if token_range is None:
+        return
+    if not isinstance(token_range, list | tuple):
+        raise MsprobeException(INVALID, f"Token_range must be a list or tuple, got {token_range!r}.")
+    if len(token_range) != 2:
+        raise MsprobeException(INVALID, f"Token_range must have 2 items [start, end], got {token_range!r}.")
+    start, end = token_range
+    if any(isinstance(v, bool) or not isinstance(v, int) for v in (start, end)):
+        raise MsprobeException(INVALID, f"Start and end in token_range must be integer, got {token_range!r}.")
+    if start > end:
+        raise MsprobeException(INVALID, f"Start in token_range must less than the end, got {token_range!r}.")
+    if start < 0:
+        raise MsprobeException(INVALID, f"Start in token_range must be >= 0, got {token_range!r}.")
+
+
+def check_init_step(step: Any) -> int:
+    """``set_init_step(step)``: a non-negative int (not a bool)."""
+    if isinstance(step, bool) or not isinstance(step, int):
+        raise MsprobeException(INVALID, f"{step!r} must be an integer")
+    if step < 0:
+        raise MsprobeException(INVALID, f"{step} must be greater than or equal to 0")
+    return step
+
+
+def check_custom_api(module: Any, api_name: str, api_prefix: Any = None) -> str:
+    """The record prefix of ``register_custom_api`` (default: the module's ``__name__``)."""
+    if api_prefix is None:
+        api_prefix = getattr(module, "__name__", None) or "Custom"
+    if not isinstance(api_prefix, str):
+        raise MsprobeException(INVALID, f"api_prefix must be string, got {api_prefix!r}")
+    check_has_api(module, api_name)
+    return api_prefix
+
+
+def check_has_api(module: Any, api_name: str) -> None:
+    if not hasattr(module, api_name):
+        raise MsprobeException(INVALID, f"module {module!s} does not have {api_name}")
+
+
+class FrontDoor:
+    """Base of the framework ``PrecisionDebugger`` classes: one instance per process.
+
+    ``service`` is the framework's dump service; it has ``start``/``stop``/``step``/``close``, a
+    ``session`` (the shared :class:`~msprobe.dump.session.DumpSession`) and a ``patcher`` that wraps
+    and restores module attributes. A subclass ``__init__`` begins with ``if not self._begin():
+    return`` and ends with ``self._become_instance()``; ``_unhook`` undoes what its ``start`` hooked.
+    """
+
+    _instance: ClassVar[Any] = None
+    config: DumpConfig
+    service: Any
+
+    def __new__(cls: type[_D], *args: Any, **kwargs: Any) -> _D:
+        if cls._instance is None:
+            inst = super().__new__(cls)
+            inst._initialized = False
+            return inst
+        return cls._instance  # type: ignore[no-any-return]
+
+    def _begin(self) -> bool:
+        """False when this is the one instance already (its constructor arguments are ignored)."""
+        if getattr(self, "_initialized", False):
+            return False
+        install_excepthook()
+        return True
+
+    def _become_instance(self) -> None:
+        self._initialized = True
+        type(self)._instance = self
+        atexit.register(self.service.close)
+
+    @classmethod
+    def _shutdown(cls) -> None:
+        """Close the dump, undo every patch and forget the instance (tests; a process keeps one)."""
+        inst = cls._instance
+        if inst is None:
+            return
+        inst.service.close()
+        inst.service.patcher.restore_all()
+        inst._unhook()
+        atexit.unregister(inst.service.close)
+        cls._instance = None
+
+    def _unhook(self) -> None:
+        """Undo the framework's own hooks (module/cell hooks, patched loaders) at ``_shutdown``."""
+
+    @classmethod
+    def _get(cls: type[_D]) -> _D:
+        inst = cls._instance
+        if inst is None:
+            raise Exception(NO_INSTANCE)
+        return inst  # type: ignore[no-any-return]
+
+    @classmethod
+    def stop(cls) -> None:
+        cls._get().service.stop()
+
+    @classmethod
+    def forward_backward_dump_end(cls) -> None:
+        """Deprecated alias of :meth:`stop` (8.1.1)."""
+        cls._get().service.stop()
+
+    @classmethod
+    def step(cls) -> None:
+        cls._get().service.step()
+
+    @classmethod
+    def set_init_step(cls, step: int) -> None:
+        inst = cls._get()
+        inst.service.session.set_init_step(check_init_step(step))
+
+    @classmethod
+    def register_custom_api(cls, module: Any, api_name: str, api_prefix: str | None = None) -> None:
+        inst = cls._get()
+        prefix = check_custom_api(module, api_name, api_prefix)
+        inst.service.patcher.wrap(module, api_name, (prefix, api_name))
+
+    @classmethod
+    def restore_custom_api(cls, module: Any, api_name: str) -> None:
+        inst = cls._get()
+        check_has_api(module, api_name)
+        inst.service.patcher.restore(module, api_name)
