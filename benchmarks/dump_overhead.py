@@ -18,14 +18,19 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
-CONFIGS = {
+CONFIGS: dict[str, dict[str, Any] | None] = {
     "off": None,
     "statistics-L1": {"task": "statistics", "level": "L1"},
     "md5-L1": {"task": "statistics", "level": "L1", "summary_mode": "md5"},
     "tensor-L1": {"task": "tensor", "level": "L1"},
     "statistics-L0": {"task": "statistics", "level": "L0"},
     "statistics-mix": {"task": "statistics", "level": "mix"},
+    # the same without the background statistics worker (every summary in the training thread)
+    "statistics-L1-sync": {"task": "statistics", "level": "L1", "env": {"MSPROBE_STAT_THREAD": "0"}},
+    "statistics-L0-sync": {"task": "statistics", "level": "L0", "env": {"MSPROBE_STAT_THREAD": "0"}},
+    "statistics-mix-sync": {"task": "statistics", "level": "mix", "env": {"MSPROBE_STAT_THREAD": "0"}},
 }
 LIMITS = {"statistics-L1": 1.5, "tensor-L1": 4.0, "statistics-L0": 1.3, "statistics-mix": 2.0}
 
@@ -131,7 +136,11 @@ def main() -> int:
     )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--configs", default="statistics-L1,tensor-L1,md5-L1,statistics-L0,statistics-mix")
+    parser.add_argument(
+        "--configs",
+        default="statistics-L1,tensor-L1,md5-L1,statistics-L0,statistics-mix,"
+        "statistics-L1-sync,statistics-L0-sync,statistics-mix-sync",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -147,12 +156,13 @@ def main() -> int:
     for r in range(args.rounds):
         for n in names:
             out = tempfile.mkdtemp(prefix="msprobe_bench_")
+            cfg = CONFIGS[n]
             try:
                 res = subprocess.run(
                     [sys.executable, __file__, "--worker", n, "--steps", str(args.steps), "--out", out],
                     capture_output=True,
                     text=True,
-                    env=env,
+                    env={**env, **(cfg.get("env", {}) if cfg else {})},
                     check=True,
                 )
             finally:
