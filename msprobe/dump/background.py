@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 Job = tuple[Callable[..., Any], tuple[Any, ...]]
+Batch = list[Job]
 
 
 def enabled_by_env() -> bool:
@@ -35,7 +36,8 @@ class Worker:
     """A daemon thread draining a FIFO of ``(fn, args)`` jobs."""
 
     def __init__(self, on_error: Callable[[BaseException], None] | None = None) -> None:
-        self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Batch | None] = queue.SimpleQueue()
+        self._batch: Batch = []  # jobs not handed over yet (one queue item per record, not per job)
         self._on_error = on_error
         self.submitted = 0
         self.done = 0
@@ -52,16 +54,25 @@ class Worker:
         return self._thread is not None and threading.current_thread() is self._thread
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Queue a job; it is handed to the thread at the next :meth:`kick` (or drain)."""
+        self.submitted += 1
+        self._batch.append((fn, args))
+
+    def kick(self) -> None:
+        """Hand the jobs submitted so far to the thread (a record is complete)."""
+        if not self._batch:
+            return
         if self._thread is None or self._pid != os.getpid():
             self._start()
-        self.submitted += 1
-        self._queue.put((fn, args))
+        batch, self._batch = self._batch, []
+        self._queue.put(batch)
 
-    def drain(self) -> None:
-        """Return when every job submitted so far has run (at once when nothing is pending)."""
-        if self.submitted == self.done or self.in_worker():
+    def drain(self, upto: int | None = None) -> None:
+        """Return when every job submitted so far (or the first ``upto`` jobs) has run."""
+        target = self.submitted if upto is None else upto
+        if self.done >= target or self.in_worker():
             return
-        target = self.submitted
+        self.kick()
         with self._idle:
             self._waiting = True
             try:
@@ -76,6 +87,7 @@ class Worker:
     def close(self) -> None:
         """Drain and stop the thread (a later submit starts a new one)."""
         self.drain()
+        self.kick()
         thread = self._thread
         if thread is not None and thread.is_alive() and not self.in_worker():
             self._queue.put(None)
@@ -85,7 +97,7 @@ class Worker:
     def _start(self) -> None:
         if self._pid != os.getpid():  # forked child: the parent's thread and queue do not exist here
             self._queue = queue.SimpleQueue()
-            self.submitted = self.done = 0
+            self.submitted, self.done = len(self._batch), 0  # the parent's handed-over jobs are not ours
             self._idle = threading.Condition(threading.Lock())
             self._pid = os.getpid()
         self._thread = threading.Thread(target=self._loop, name="msprobe-dump-worker", daemon=True)
@@ -110,16 +122,20 @@ class Worker:
     def _loop(self) -> None:
         get = self._queue.get
         while True:
-            job = get()
-            if job is None:
+            batch = get()
+            if batch is None:
                 return
-            self._run(job)
+            for job in batch:
+                self._run(job)
 
     def _run_left(self) -> None:
         while True:
             try:
-                job = self._queue.get_nowait()
+                batch = self._queue.get_nowait()
             except queue.Empty:
-                return
-            if job is not None:
+                break
+            for job in batch or ():
                 self._run(job)
+        batch, self._batch = self._batch, []
+        for job in batch:
+            self._run(job)

@@ -86,6 +86,7 @@ class RankStore:
         w = self.worker
         if w is not None and not w.in_worker():
             w.submit(self._put, name, value)
+            w.kick()
             return
         self._put(name, value)
 
@@ -111,6 +112,7 @@ class RankStore:
         w = self.worker
         if w is not None and not w.in_worker():
             w.submit(self._put_stack, name, frames)
+            w.kick()
             return
         self._put_stack(name, frames)
 
@@ -133,6 +135,7 @@ class RankStore:
         w = self.worker
         if w is not None and not w.in_worker():
             w.submit(self._put_construct, name, parent)
+            w.kick()
             return
         self._put_construct(name, parent)
 

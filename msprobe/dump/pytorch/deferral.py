@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import torch
 from torch.overrides import TorchFunctionMode
 
 # Torch families whose calls are drained only when the predicate says so; every other prefix always.
@@ -45,6 +46,22 @@ def kwargs_mutate(kwargs: dict[str, Any]) -> bool:
 
 def call_mutates(prefix: str, api: str, kwargs: dict[str, Any]) -> bool:
     return prefix not in TORCH_PREFIXES or name_mutates(api) or kwargs_mutate(kwargs)
+
+
+def written_tensors(prefix: str, api: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any] | None:
+    """The tensors a mutating call writes when that is certain (``self`` of an in-place Tensor method,
+    ``out=`` of a torch function); None when it is not (then the whole queue is drained)."""
+    if prefix not in TORCH_PREFIXES or any(m in api for m in IMPLICIT_MUTATORS):
+        return None
+    out = kwargs.get("out") if kwargs else None
+    if out is not None:
+        if kwargs.get("inplace") is True or (prefix == "Tensor" and name_mutates(api)):
+            return None
+        outs = list(out) if isinstance(out, list | tuple) else [out]
+        return outs if all(isinstance(t, torch.Tensor) for t in outs) else None
+    if prefix == "Tensor" and name_mutates(api) and args and isinstance(args[0], torch.Tensor):
+        return [args[0]]
+    return None
 
 
 _name_cache: dict[Any, bool] = {}

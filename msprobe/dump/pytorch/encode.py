@@ -57,6 +57,9 @@ class Encoder:
         # Deferred statistics (no tensor files only): summaries are filled in by this worker.
         self.worker = worker if writer is None else None
         self.on_stale: Callable[[str], None] | None = None
+        # storage address -> number of jobs submitted up to the last one reading that storage
+        self.pending: dict[int, int] = {}
+        self.now_ids: frozenset[int] = frozenset()  # tensors summarised at once (about to be written)
 
     @contextlib.contextmanager
     def synchronous(self) -> Iterator[None]:
@@ -92,9 +95,26 @@ class Encoder:
             out["data_name"] = name
         return out
 
+    def wait_for_storage(self, t: torch.Tensor) -> None:
+        """Return when no queued job reads the storage of ``t`` any more (before ``t`` is written)."""
+        if self.worker is None:
+            return
+        try:
+            seq = self.pending.pop(t.untyped_storage().data_ptr(), None)
+        except (RuntimeError, NotImplementedError):
+            self.worker.drain()
+            return
+        if seq is not None:
+            self.worker.drain(seq)
+
     def _deferred(self, t: torch.Tensor, record: str) -> dict[str, Any]:
         assert self.worker is not None
-        slot, fresh = self.cache.slot(t, self.md5)
+        if self.now_ids and id(t) in self.now_ids:
+            slot, fresh = self.cache.slot(t, self.md5)
+            if fresh or not slot.done:
+                slot.fill(t)
+        else:
+            slot, fresh = self.cache.slot(t, self.md5)
         out = Summary(
             {
                 "type": "torch.Tensor",
@@ -113,6 +133,14 @@ class Encoder:
             _copy_slot(out, slot)
         else:
             self.worker.submit(self._fill, out, slot, t if fresh else None, t._version, record)
+            if fresh:
+                if len(self.pending) > 4096:
+                    done = self.worker.done
+                    self.pending = {k: v for k, v in self.pending.items() if v > done}
+                try:
+                    self.pending[t.untyped_storage().data_ptr()] = self.worker.submitted
+                except (RuntimeError, NotImplementedError):
+                    pass  # no storage: nothing can write into it through another tensor
         return out
 
     def _fill(self, out: Summary, slot: Slot, t: torch.Tensor | None, version: int, record: str) -> None:

@@ -27,7 +27,7 @@ from msprobe.dump.naming import BACKWARD, FORWARD
 from msprobe.dump.pytorch.callsite import recover_call_args
 from msprobe.dump.pytorch.capture import ApiKey, ApiTracer, Patcher, build_mode_table, pop_mode, push_mode
 from msprobe.dump.pytorch.debug_save import DebugSaver
-from msprobe.dump.pytorch.deferral import MutationGuard, call_mutates
+from msprobe.dump.pytorch.deferral import MutationGuard, call_mutates, written_tensors
 from msprobe.dump.pytorch.encode import Encoder
 from msprobe.dump.pytorch.modules import ModuleDumper, no_compile
 from msprobe.dump.pytorch.stats import SummaryCache
@@ -244,9 +244,6 @@ class TorchDumpService:
         self, key: ApiKey, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         s = self.session
-        w = self.worker
-        if w is not None and w.submitted != w.done and call_mutates(key[0], key[1], kwargs):
-            w.drain()  # before anything can write into a tensor still queued for its summary
         if (
             self._inside
             or not s.running
@@ -255,6 +252,9 @@ class TorchDumpService:
             or threading.get_ident() != self._owner_thread
             or os.getpid() != self._owner_pid
         ):
+            w = self.worker
+            if w is not None and w.submitted != w.done and call_mutates(key[0], key[1], kwargs):
+                w.drain()  # before anything can write into a tensor still queued for its summary
             return func(*args, **kwargs)
         self._inside = True  # our own tensor code and the API's internals record nothing
         try:
@@ -273,15 +273,29 @@ class TorchDumpService:
         fwd = mode.direction(FORWARD)
         record: dict[str, Any] | None = None
         in_ok = s.filter.check(name)
-        if fwd and in_ok and mode.side("input"):
-            if type(func) is types.FunctionType:
-                rec_args, rec_kwargs = recover_call_args(func, args, kwargs, bound=prefix == "Tensor")
-            else:
-                rec_args, rec_kwargs = args, kwargs
-            record = self._inputs(name, rec_args, rec_kwargs)
         w = self.worker
-        if w is not None and w.submitted != w.done and call_mutates(prefix, api, kwargs):
-            w.drain()  # the inputs just queued must be summarised before the call writes into them
+        mutates = w is not None and call_mutates(prefix, api, kwargs)
+        written = written_tensors(prefix, api, args, kwargs) if mutates else None
+        enc = self.encoder
+        if written and enc is not None:
+            enc.now_ids = frozenset(id(t) for t in written)  # summarised here, not queued
+        try:
+            if fwd and in_ok and mode.side("input"):
+                if type(func) is types.FunctionType:
+                    rec_args, rec_kwargs = recover_call_args(func, args, kwargs, bound=prefix == "Tensor")
+                else:
+                    rec_args, rec_kwargs = args, kwargs
+                record = self._inputs(name, rec_args, rec_kwargs)
+        finally:
+            if written and enc is not None:
+                enc.now_ids = frozenset()
+        if mutates and w is not None and w.submitted != w.done:
+            # what the call writes must have been summarised wherever it is queued (views included)
+            if written is not None and enc is not None:
+                for t in written:
+                    enc.wait_for_storage(t)
+            else:
+                w.drain()
         out = func(*args, **kwargs)
         shown = out
         if prefix in self._collective_prefixes:
