@@ -221,3 +221,39 @@ def test_sigkill_keeps_deferred_records(tmp_path: Path) -> None:
     assert len(data) == 2 * n
     last = data[f"Tensor.__add__.{n - 1}.forward"]["output"][0]
     assert last["Max"] is not None and last["Max"] > n - 2
+
+
+_X = torch.zeros(2)
+
+
+@pytest.mark.parametrize(
+    ("prefix", "api", "args", "kwargs", "mutates", "written"),
+    [
+        ("Tensor", "add_", (_X, 1), {}, True, [_X]),
+        ("Tensor", "__iadd__", (_X, 1), {}, True, [_X]),
+        ("Tensor", "__setitem__", (_X, 0, 1.0), {}, True, [_X]),
+        ("Tensor", "__add__", (_X, 1), {}, False, None),
+        ("Tensor", "__init__", (_X,), {}, False, None),
+        ("Torch", "mul", (_X, 2), {"out": _X}, True, [_X]),
+        ("Functional", "relu", (_X,), {"inplace": True}, True, None),
+        ("Functional", "relu", (_X,), {"inplace": False}, False, None),
+        ("Functional", "batch_norm", (_X,), {}, True, None),
+        ("Functional", "embedding", (_X,), {}, True, None),
+        ("Tensor", "backward", (_X,), {}, True, None),
+        ("Tensor", "requires_grad_", (_X,), {}, True, None),
+        ("Distributed", "all_reduce", (_X,), {}, True, None),
+        ("NPU", "npu_fusion_attention", (_X,), {}, True, None),
+        ("Torch", "matmul", (_X, _X), {}, False, None),
+    ],
+)
+def test_mutation_table(
+    prefix: str, api: str, args: tuple[Any, ...], kwargs: dict[str, Any], mutates: bool, written: Any
+) -> None:
+    from msprobe.dump.pytorch.deferral import call_mutates, written_tensors
+
+    assert call_mutates(prefix, api, kwargs) is mutates
+    if mutates:
+        got = written_tensors(prefix, api, args, kwargs)
+        assert (got is None) == (written is None)
+        if got is not None:
+            assert [id(t) for t in got] == [id(t) for t in written]

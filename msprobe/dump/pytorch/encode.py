@@ -72,7 +72,7 @@ class Encoder:
 
     # -- tensors ----------------------------------------------------------------------------------
     def tensor(self, t: torch.Tensor, record: str, side: str, path: Path) -> dict[str, Any]:
-        if self.worker is not None:
+        if self.worker is not None and t.device.type == "cpu":  # device tensors: their streams, here
             return self._deferred(t, record)
         stats, digest = self.cache.get(t, self.md5)
         out = Summary(
