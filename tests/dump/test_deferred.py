@@ -257,3 +257,33 @@ def test_mutation_table(
         assert (got is None) == (written is None)
         if got is not None:
             assert [id(t) for t in got] == [id(t) for t in written]
+
+
+def test_summary_cache_keeps_live_unchanged_tensors_across_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    from msprobe.dump.pytorch import stats as st
+
+    calls: list[tuple[int, ...]] = []
+    real = st.tensor_stats
+
+    def counting(t: torch.Tensor) -> st.Stats:
+        calls.append(tuple(t.shape))
+        return real(t)
+
+    monkeypatch.setattr(st, "tensor_stats", counting)
+    cache = st.SummaryCache()
+    p = nn.Parameter(torch.ones(3, 5))
+    buf = torch.zeros(4)  # a buffer: kernels may write it without a version bump
+    gone = torch.zeros(7)
+    for t in (p, buf, gone):
+        cache.get(t, md5=False)
+    del gone
+    cache.prune()  # a step ends
+    assert len(cache._entries) == 1
+    assert cache.get(p, md5=False)[0][0] == 1.0 and len(calls) == 3  # reused
+    cache.get(buf, md5=False)
+    assert len(calls) == 4
+    with torch.no_grad():
+        p.add_(1.0)  # optimizer.step()
+    assert cache.get(p, md5=False)[0][0] == 2.0 and len(calls) == 5
+    p.data = torch.full((3, 5), 7.0)  # new memory, no version bump
+    assert cache.get(p, md5=False)[0][0] == 7.0 and len(calls) == 6

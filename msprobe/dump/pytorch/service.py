@@ -235,7 +235,7 @@ class TorchDumpService:
         self._recent_grads = None
         self.saver.reset_step()
         self.modules.reset_step()
-        self.cache.clear()
+        self.cache.prune()
         self.writer = None
         self.encoder = None
 
@@ -274,7 +274,8 @@ class TorchDumpService:
         record: dict[str, Any] | None = None
         in_ok = s.filter.check(name)
         w = self.worker
-        mutates = w is not None and call_mutates(prefix, api, kwargs)
+        mutating = call_mutates(prefix, api, kwargs)
+        mutates = w is not None and mutating
         written = written_tensors(prefix, api, args, kwargs) if mutates else None
         enc = self.encoder
         if written and enc is not None:
@@ -297,6 +298,9 @@ class TorchDumpService:
             else:
                 w.drain()
         out = func(*args, **kwargs)
+        if mutating and (written_tensors(prefix, api, args, kwargs) if w is None else written) is None:
+            # batch_norm & co. write running statistics without bumping the version counter
+            self._forget_tensors([*args, *kwargs.values()])
         shown = out
         if prefix in self._collective_prefixes:
             shown = self._collective_result(api, out, args, kwargs)

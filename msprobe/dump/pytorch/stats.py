@@ -94,6 +94,17 @@ def element_sequence(t: torch.Tensor) -> tuple[Any, ...] | None:
 _LAYOUT_MIN_NUMEL = 4096  # below this, summarising is cheaper than the layout key
 
 
+def _data_ptr(t: torch.Tensor) -> int:
+    try:
+        return int(t.data_ptr())
+    except (RuntimeError, NotImplementedError):
+        return -1  # sparse and other storage-less layouts
+
+
+def _kept(t: torch.Tensor | None) -> bool:
+    return t is not None and isinstance(t, torch.nn.Parameter)
+
+
 class Slot:
     """The (stats, md5) of one tensor version; filled at once or later by the background worker."""
 
@@ -124,8 +135,8 @@ class SummaryCache:
     __slots__ = ("_by_layout", "_entries", "limit")
 
     def __init__(self, limit: int = 20000) -> None:
-        self._entries: dict[int, tuple[weakref.ref[torch.Tensor], int, Slot]] = {}
-        self._by_layout: dict[tuple[Any, ...], tuple[weakref.ref[torch.Tensor], int, Slot]] = {}
+        self._entries: dict[int, tuple[weakref.ref[torch.Tensor], int, Slot, int]] = {}
+        self._by_layout: dict[tuple[Any, ...], tuple[weakref.ref[torch.Tensor], int, Slot, int]] = {}
         self.limit = limit
 
     def get(self, t: torch.Tensor, md5: bool) -> tuple[Stats, str | None]:
@@ -140,7 +151,13 @@ class SummaryCache:
         key = id(t)
         version = t._version
         hit = self._entries.get(key)
-        if hit is not None and hit[0]() is t and hit[1] == version and (hit[2].md5 or not md5):
+        if (
+            hit is not None
+            and hit[0]() is t
+            and hit[1] == version
+            and (hit[2].md5 or not md5)
+            and hit[3] == _data_ptr(t)  # ``t.data = other`` swaps the memory without a version bump
+        ):
             return hit[2], False
         layout = element_sequence(t) if t.numel() >= _LAYOUT_MIN_NUMEL else None
         if layout is not None:
@@ -166,7 +183,7 @@ class SummaryCache:
             self._entries.clear()
             self._by_layout.clear()
         try:
-            entry = (weakref.ref(t), version, slot)
+            entry = (weakref.ref(t), version, slot, _data_ptr(t))
         except TypeError:
             return
         self._entries[key] = entry
@@ -184,3 +201,11 @@ class SummaryCache:
     def clear(self) -> None:
         self._entries.clear()
         self._by_layout.clear()
+
+    def prune(self) -> None:
+        """At a step's end keep only live parameters: a parameter written by ``optimizer.step()``
+        (recorded as ``Tensor.add_``'s output) is not summarised again as the next forward's input.
+        Buffers are dropped: kernels such as batch_norm update running statistics without bumping
+        the version counter."""
+        self._entries = {k: e for k, e in self._entries.items() if _kept(e[0]())}
+        self._by_layout = {k: e for k, e in self._by_layout.items() if _kept(e[0]())}
