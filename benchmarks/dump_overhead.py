@@ -27,10 +27,10 @@ CONFIGS: dict[str, dict[str, Any] | None] = {
     "tensor-L1": {"task": "tensor", "level": "L1"},
     "statistics-L0": {"task": "statistics", "level": "L0"},
     "statistics-mix": {"task": "statistics", "level": "mix"},
-    # the same without the background statistics worker (every summary in the training thread)
-    "statistics-L1-sync": {"task": "statistics", "level": "L1", "env": {"MSPROBE_STAT_THREAD": "0"}},
-    "statistics-L0-sync": {"task": "statistics", "level": "L0", "env": {"MSPROBE_STAT_THREAD": "0"}},
-    "statistics-mix-sync": {"task": "statistics", "level": "mix", "env": {"MSPROBE_STAT_THREAD": "0"}},
+    # the same with the (opt-in) background statistics worker, MSPROBE_STAT_THREAD=1
+    "statistics-L1-thread": {"task": "statistics", "level": "L1", "env": {"MSPROBE_STAT_THREAD": "1"}},
+    "statistics-L0-thread": {"task": "statistics", "level": "L0", "env": {"MSPROBE_STAT_THREAD": "1"}},
+    "statistics-mix-thread": {"task": "statistics", "level": "mix", "env": {"MSPROBE_STAT_THREAD": "1"}},
 }
 LIMITS = {"statistics-L1": 1.5, "tensor-L1": 4.0, "statistics-L0": 1.3, "statistics-mix": 2.0}
 
@@ -139,7 +139,7 @@ def main() -> int:
     parser.add_argument(
         "--configs",
         default="statistics-L1,tensor-L1,md5-L1,statistics-L0,statistics-mix,"
-        "statistics-L1-sync,statistics-L0-sync,statistics-mix-sync",
+        "statistics-L1-thread,statistics-L0-thread,statistics-mix-thread",
     )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -153,6 +153,7 @@ def main() -> int:
             parser.error(f"unknown config {n!r}; known: {', '.join(CONFIGS)}")
     samples: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    env.pop("MSPROBE_STAT_THREAD", None)  # each configuration says whether it wants the worker
     for r in range(args.rounds):
         for n in names:
             out = tempfile.mkdtemp(prefix="msprobe_bench_")
