@@ -27,10 +27,22 @@ Job = tuple[Callable[..., Any], tuple[Any, ...]]
 Batch = list[Job]
 
 
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def enabled_by_env() -> bool:
-    """``MSPROBE_STAT_THREAD=1`` turns the worker on. Off by default: on the shared 2-core machine it
-    did not lower the step time and cost 10-15% more CPU time (docs/dump.md, "Deferred statistics")."""
-    return os.environ.get("MSPROBE_STAT_THREAD", "").strip().lower() in ("1", "true", "yes", "on")
+    """``MSPROBE_STAT_THREAD=0`` turns the worker off (every summary computed in the calling thread),
+    ``=1`` forces it on; by default it is on where the process may use more than one CPU."""
+    raw = os.environ.get("MSPROBE_STAT_THREAD", "").strip().lower()
+    if raw in ("0", "false", "no", "off"):
+        return False
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    return _usable_cpus() > 1
 
 
 class Worker:

@@ -15,8 +15,8 @@ worker before:
 
 At L1 and mix the API tracer sees every call (recorded or not); at L0 :class:`MutationGuard`, a
 function mode doing nothing else, is pushed for the same purpose. Writes torch cannot see (through a
-``.numpy()`` view, a C extension) are not detected; without ``MSPROBE_STAT_THREAD=1`` (the default)
-everything is summarised in the training thread.
+``.numpy()`` view, a C extension) are not detected; ``MSPROBE_STAT_THREAD=0`` summarises everything
+in the training thread.
 """
 
 from __future__ import annotations
