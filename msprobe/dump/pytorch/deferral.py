@@ -29,7 +29,8 @@ from torch.overrides import TorchFunctionMode
 
 # Torch families whose calls are drained only when the predicate says so; every other prefix always.
 TORCH_PREFIXES = frozenset(("Torch", "Tensor", "Functional", "VF", "Aten"))
-IMPLICIT_MUTATORS = ("batch_norm", "instance_norm", "embedding", "backward", "grad", "set_", "resize")
+IMPLICIT_MUTATORS = ("batch_norm", "instance_norm", "embedding", "backward", "resize")
+IMPLICIT_EXACT = frozenset(("grad", "set_"))  # torch.autograd.grad; Tensor.set_
 _NOT_INPLACE = frozenset(("__init__", "__index__", "__int__", "__invert__", "__iter__"))
 
 
@@ -37,7 +38,7 @@ def name_mutates(name: str) -> bool:
     """Whether an API of this name may write into its arguments (or, for backward, into ``.grad``)."""
     if name.startswith("__"):
         return (name.startswith("__i") and name not in _NOT_INPLACE) or name == "__setitem__"
-    return name.endswith("_") or any(m in name for m in IMPLICIT_MUTATORS)
+    return name.endswith("_") or name in IMPLICIT_EXACT or any(m in name for m in IMPLICIT_MUTATORS)
 
 
 def kwargs_mutate(kwargs: dict[str, Any]) -> bool:
@@ -51,7 +52,7 @@ def call_mutates(prefix: str, api: str, kwargs: dict[str, Any]) -> bool:
 def written_tensors(prefix: str, api: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any] | None:
     """The tensors a mutating call writes when that is certain (``self`` of an in-place Tensor method,
     ``out=`` of a torch function); None when it is not (then the whole queue is drained)."""
-    if prefix not in TORCH_PREFIXES or any(m in api for m in IMPLICIT_MUTATORS):
+    if prefix not in TORCH_PREFIXES or api in IMPLICIT_EXACT or any(m in api for m in IMPLICIT_MUTATORS):
         return None
     out = kwargs.get("out") if kwargs else None
     if out is not None:
