@@ -12,19 +12,18 @@ import json
 from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
-_INF = float("inf")
 _float_repr = float.__repr__
 _int_repr = int.__repr__
 
 
+_NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
 def _float(o: float) -> str:
-    if o != o:
-        return "NaN"
-    if o == _INF:
-        return "Infinity"
-    if o == -_INF:
-        return "-Infinity"
-    return _float_repr(o)
+    r = _float_repr(o)
+    if r[-1] in "nf":  # only 'nan', 'inf' and '-inf' end in a letter
+        return _NON_FINITE[r]
+    return r
 
 
 class Summary(dict):  # type: ignore[type-arg]
@@ -65,17 +64,44 @@ def _summary(o: Summary, ind: int) -> str:
         tmpl = _templates[key] = "{{" + nl + body + "\n" + " " * ind + "}}"
     vals = []
     for k, v in o.items():
-        if k == "shape" and type(v) is list:
-            if v:
-                nl2 = ",\n" + " " * (ind + 2)
-                vals.append(
-                    "[\n" + " " * (ind + 2) + nl2.join(map(_int_repr, v)) + "\n" + " " * (ind + 1) + "]"
-                )
-            else:
-                vals.append("[]")
+        tv = type(v)
+        if tv is float:
+            vals.append(_float(v))
+        elif tv is str:
+            vals.append(_str_text(v))
+        elif k == "shape" and tv is list:
+            vals.append(_shape_text(v, ind))
         else:
             vals.append(_scalar(v, ind + 1))
     return tmpl.format(*vals)
+
+
+_strings: dict[str, str] = {}  # dtype and type names repeat in every summary
+_shapes: dict[tuple[int, tuple[int, ...]], str] = {}
+
+
+def _str_text(v: str) -> str:
+    text = _strings.get(v)
+    if text is None:
+        text = encode_basestring_ascii(v)
+        if len(_strings) < 4096:
+            _strings[v] = text
+    return text
+
+
+def _shape_text(v: list[int], ind: int) -> str:
+    if not v:
+        return "[]"
+    if not all(type(n) is int for n in v):
+        return dumps(v, ind + 1)
+    key = (ind, tuple(v))
+    text = _shapes.get(key)
+    if text is None:
+        nl2 = ",\n" + " " * (ind + 2)
+        text = "[\n" + " " * (ind + 2) + nl2.join(map(_int_repr, v)) + "\n" + " " * (ind + 1) + "]"
+        if len(_shapes) < 4096:
+            _shapes[key] = text
+    return text
 
 
 def _enc(o: Any, ind: int, out: list[str]) -> None:

@@ -14,6 +14,7 @@ from types import CodeType, FrameType
 _OWN = (os.sep.join(("msprobe", "dump", "")), os.sep.join(("msprobe", "pytorch", "")))
 _cache: dict[tuple[CodeType, int], str | None] = {}
 STACK_FAILED = ("The call stack retrieval failed.",)
+_MISS = object()
 
 
 def _format(code: CodeType, lineno: int) -> str | None:
@@ -39,12 +40,16 @@ def capture_stack(
     try:
         f: FrameType | None = frame if frame is not None else sys._getframe(1)
         out: list[str] = []
+        get = _cache.get
         while f is not None:
             code = f.f_code
             if code is not skip_code and not (skip_files and code.co_filename.endswith(skip_files)):
-                text = _format(code, f.f_lineno or 0)
+                key = (code, f.f_lineno or 0)
+                text = get(key, _MISS)
+                if text is _MISS:
+                    text = _format(*key)
                 if text is not None:
-                    out.append(text)
+                    out.append(text)  # type: ignore[arg-type]
             f = f.f_back
         return tuple(out)
     except Exception:  # pragma: no cover - defensive: a stack is never worth a crash

@@ -14,6 +14,7 @@ from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
 from msprobe.dump import jsonfmt
+from msprobe.dump.background import Worker
 from msprobe.dump.journal import JOURNAL_NAME, Journal, read_journal
 
 DIR_MODE = 0o750
@@ -67,6 +68,9 @@ class RankStore:
         self._stack_names: list[list[str]] = []
         self._stack_frames: list[tuple[str, ...]] = []
         self.journal: Journal | None = None
+        # Set while statistics are deferred: puts then run on the worker, after the jobs queued before
+        # them (the statistics their record holds), in submission order.
+        self.worker: Worker | None = None
 
     def open(self, with_tensor_dir: bool) -> None:
         make_dirs(self.rank_dir)
@@ -79,6 +83,14 @@ class RankStore:
     def put(self, name: str, value: Any) -> None:
         if not self.keep_data:
             return
+        w = self.worker
+        if w is not None and not w.in_worker():
+            w.submit(self._put, name, value)
+            w.kick()
+            return
+        self._put(name, value)
+
+    def _put(self, name: str, value: Any) -> None:
         text = jsonfmt.dumps(value, 2)
         self.records[name] = text
         self._dirty = True
@@ -89,9 +101,22 @@ class RankStore:
 
     def value(self, name: str) -> Any:
         """The stored value of a record (decoded; for tests and updates)."""
+        self.drain()
         return json.loads(self.records[name])
 
+    def drain(self) -> None:
+        if self.worker is not None:
+            self.worker.drain()
+
     def put_stack(self, name: str, frames: tuple[str, ...]) -> None:
+        w = self.worker
+        if w is not None and not w.in_worker():
+            w.submit(self._put_stack, name, frames)
+            w.kick()
+            return
+        self._put_stack(name, frames)
+
+    def _put_stack(self, name: str, frames: tuple[str, ...]) -> None:
         sid = self._stack_ids.get(frames)
         entry: dict[str, Any] = {"n": name}
         if sid is None:
@@ -107,6 +132,14 @@ class RankStore:
             self.journal.append(entry)
 
     def put_construct(self, name: str, parent: str | None) -> None:
+        w = self.worker
+        if w is not None and not w.in_worker():
+            w.submit(self._put_construct, name, parent)
+            w.kick()
+            return
+        self._put_construct(name, parent)
+
+    def _put_construct(self, name: str, parent: str | None) -> None:
         self.construct[name] = parent
         self._dirty = True
         if self.journal is not None:
@@ -119,6 +152,7 @@ class RankStore:
         }
 
     def flush(self) -> None:
+        self.drain()
         if not self._dirty:
             return
         self._dirty = False
@@ -131,6 +165,7 @@ class RankStore:
     def close(self) -> None:
         """Final flush; the journal is removed only after the json files are safely written."""
         self.flush()
+        self.worker = None
         if self.journal is not None:
             self.journal.close(remove=True)
             self.journal = None

@@ -26,6 +26,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from msprobe.dump.api_families import FAMILIES, FUNCTION_MODE, PATCH, ApiFamily, record_api_name
+from msprobe.dump.pytorch.deferral import func_mutates
 
 log = logging.getLogger("msprobe")
 
@@ -113,10 +114,16 @@ def _resolve_owner(owner: Any, head: str) -> Any | None:
 class ApiTracer(TorchFunctionMode):
     """Routes listed API calls to ``handler``; everything else runs untouched."""
 
-    def __init__(self, table: dict[Any, ApiKey], handler: CallHandler) -> None:
+    def __init__(
+        self,
+        table: dict[Any, ApiKey],
+        handler: CallHandler,
+        before_mutation: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__()
         self.table = table
         self.handler = handler
+        self.before_mutation = before_mutation  # unrecorded in-place calls (deferred statistics)
 
     def __torch_function__(
         self, func: Any, types_: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
@@ -128,6 +135,8 @@ class ApiTracer(TorchFunctionMode):
             key = None
         if key is not None:
             return self.handler(key, func, args, kwargs)
+        if self.before_mutation is not None and func_mutates(func, kwargs):
+            self.before_mutation()
         if _redispatch is not None and type(func) is types.FunctionType:
             with self:
                 return _redispatch(func, types_, args, kwargs)

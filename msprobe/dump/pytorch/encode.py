@@ -6,17 +6,19 @@ statistics object plus, when a :class:`TensorWriter` is given, a ``data_name`` a
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import torch
 
+from msprobe.dump.background import Worker
 from msprobe.dump.exceptions import MsprobeException
 from msprobe.dump.jsonfmt import Summary
 from msprobe.dump.naming import data_file_name
-from msprobe.dump.pytorch.stats import SummaryCache, tensor_stats
+from msprobe.dump.pytorch.stats import Slot, SummaryCache, tensor_stats
 from msprobe.dump.pytorch.tensor_io import TensorWriter
 
 MAX_DEPTH = 50
@@ -46,14 +48,32 @@ class Encoder:
         md5: bool,
         writer: TensorWriter | None,
         save_filter: Callable[[str], bool] | None = None,
+        worker: Worker | None = None,
     ) -> None:
         self.cache = cache
         self.md5 = md5
         self.writer = writer
         self.save_filter = save_filter
+        # Deferred statistics (no tensor files only): summaries are filled in by this worker.
+        self.worker = worker if writer is None else None
+        self.on_stale: Callable[[str], None] | None = None
+        # storage address -> number of jobs submitted up to the last one reading that storage
+        self.pending: dict[int, int] = {}
+        self.now_ids: frozenset[int] = frozenset()  # tensors summarised at once (about to be written)
+
+    @contextlib.contextmanager
+    def synchronous(self) -> Iterator[None]:
+        """Summaries computed in this thread inside the block (tensors that may change invisibly)."""
+        worker, self.worker = self.worker, None
+        try:
+            yield
+        finally:
+            self.worker = worker
 
     # -- tensors ----------------------------------------------------------------------------------
     def tensor(self, t: torch.Tensor, record: str, side: str, path: Path) -> dict[str, Any]:
+        if self.worker is not None and t.device.type == "cpu":  # device tensors: their streams, here
+            return self._deferred(t, record)
         stats, digest = self.cache.get(t, self.md5)
         out = Summary(
             {
@@ -74,6 +94,64 @@ class Encoder:
             self.writer.save(t, name)
             out["data_name"] = name
         return out
+
+    def wait_for_storage(self, t: torch.Tensor) -> None:
+        """Return when no queued job reads the storage of ``t`` any more (before ``t`` is written)."""
+        if self.worker is None:
+            return
+        try:
+            seq = self.pending.pop(t.untyped_storage().data_ptr(), None)
+        except (RuntimeError, NotImplementedError):
+            self.worker.drain()
+            return
+        if seq is not None:
+            self.worker.drain(seq)
+
+    def _deferred(self, t: torch.Tensor, record: str) -> dict[str, Any]:
+        assert self.worker is not None
+        if self.now_ids and id(t) in self.now_ids:
+            slot, fresh = self.cache.slot(t, self.md5)
+            if fresh or not slot.done:
+                slot.fill(t)
+        else:
+            slot, fresh = self.cache.slot(t, self.md5)
+        out = Summary(
+            {
+                "type": "torch.Tensor",
+                "dtype": _dtype_name(t.dtype),
+                "shape": list(t.shape),
+                "Max": None,
+                "Min": None,
+                "Mean": None,
+                "Norm": None,
+                "requires_grad": t.requires_grad,
+            }
+        )
+        if self.md5:
+            out["md5"] = None
+        if slot.done:
+            _copy_slot(out, slot)
+        else:
+            self.worker.submit(self._fill, out, slot, t if fresh else None, t._version, record)
+            if fresh:
+                if len(self.pending) > 4096:
+                    done = self.worker.done
+                    self.pending = {k: v for k, v in self.pending.items() if v > done}
+                try:
+                    self.pending[t.untyped_storage().data_ptr()] = self.worker.submitted
+                except (RuntimeError, NotImplementedError):
+                    pass  # no storage: nothing can write into it through another tensor
+        return out
+
+    def _fill(self, out: Summary, slot: Slot, t: torch.Tensor | None, version: int, record: str) -> None:
+        """Worker side: summarise ``t`` (the first holder of the slot), then copy into ``out``."""
+        if t is not None:
+            try:
+                slot.fill(t)
+            finally:
+                if t._version != version and self.on_stale is not None:
+                    self.on_stale(record)  # changed in place before it was summarised: a missed drain
+        _copy_slot(out, slot)
 
     def ndarray(self, a: np.ndarray, record: str, side: str, path: Path) -> dict[str, Any]:
         t = torch.from_numpy(np.ascontiguousarray(a)) if a.dtype != object else None
@@ -165,6 +243,13 @@ class Encoder:
 
     def grads(self, grads: Any, record: str, side: str) -> list[Any]:
         return [self.value(g, record, side, (i,)) for i, g in enumerate(grads)]
+
+
+def _copy_slot(out: Summary, slot: Slot) -> None:
+    st = slot.stats
+    out["Max"], out["Min"], out["Mean"], out["Norm"] = st[0], st[1], st[2], st[3]
+    if slot.md5:
+        out["md5"] = slot.digest
 
 
 def _base(v: Any) -> str:

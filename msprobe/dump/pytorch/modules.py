@@ -268,7 +268,8 @@ class ModuleDumper:
         store, enc = self.svc.session.store, self.svc.encoder
         if value is None or store is None or enc is None or not self.svc.session.filter.check(record):
             return
-        value[pname] = [enc.value(grad, record, pname, ())]
+        with enc.synchronous():  # .grad may be accumulated into in C++, where no drain can see it
+            value[pname] = [enc.value(grad, record, pname, ())]
         store.put(record, value)
 
     def _record_backward(self, name: str, grad_input: Any, grad_output: Any) -> None:

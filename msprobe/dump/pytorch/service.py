@@ -21,11 +21,13 @@ from typing import Any
 import torch
 
 from msprobe.dump.api_families import FAMILIES, load_api_list
+from msprobe.dump.background import Worker, enabled_by_env
 from msprobe.dump.config import DumpConfig
 from msprobe.dump.naming import BACKWARD, FORWARD
 from msprobe.dump.pytorch.callsite import recover_call_args
 from msprobe.dump.pytorch.capture import ApiKey, ApiTracer, Patcher, build_mode_table, pop_mode, push_mode
 from msprobe.dump.pytorch.debug_save import DebugSaver
+from msprobe.dump.pytorch.deferral import MutationGuard, call_mutates, written_tensors
 from msprobe.dump.pytorch.encode import Encoder
 from msprobe.dump.pytorch.modules import ModuleDumper, no_compile
 from msprobe.dump.pytorch.stats import SummaryCache
@@ -74,7 +76,13 @@ class TorchDumpService:
         self.cache = SummaryCache()
         self.api_lists = load_api_list()
         handler = no_compile(self.on_api_call)
-        self.tracer = ApiTracer(build_mode_table(self.api_lists), handler)
+        # Deferred statistics (statistics task, no tensor files): one background worker summarises.
+        self.worker: Worker | None = None
+        if config.task == "statistics" and config.level != "debug" and enabled_by_env():
+            self.worker = Worker(self._worker_error)
+        self.tracer = ApiTracer(build_mode_table(self.api_lists), handler, self._drain_if_busy)
+        self._guard = MutationGuard(self.drain, self._busy)
+        self._guard_pushed = False
         self.patcher = Patcher(handler)
         self.patcher.patch_families(self.api_lists)
         self._operators = self.patcher.patch_dunders(self.api_lists)
@@ -98,6 +106,28 @@ class TorchDumpService:
         self._token_root: Any = None
         self._recent_grads: Any = None
 
+    # -- deferred statistics ------------------------------------------------------------------------
+    def _busy(self) -> bool:
+        w = self.worker
+        return w is not None and w.submitted != w.done
+
+    def drain(self) -> None:
+        if self.worker is not None:
+            self.worker.drain()
+
+    def _drain_if_busy(self) -> None:
+        w = self.worker
+        if w is not None and w.submitted != w.done:
+            w.drain()
+
+    def _worker_error(self, exc: BaseException) -> None:
+        self.session.record_error("statistics", "deferred summary", exc)
+
+    def _stale(self, record: str) -> None:
+        self.session.record_error(
+            "statistics", record, RuntimeError("tensor changed in place before it was summarised")
+        )
+
     # -- switch -----------------------------------------------------------------------------------
     def start(self, model: Any = None, token_range: tuple[int, int] | None = None) -> bool:
         # Forward calls are recorded in the thread and process that called start(): the function mode
@@ -118,6 +148,9 @@ class TorchDumpService:
                     self.patcher.wrap(owner, attr, key)
                 push_mode(self.tracer)
                 self._mode_pushed = True
+            elif not self.apis_on and self.worker is not None and not self._guard_pushed:
+                push_mode(self._guard)  # L0: nothing else sees in-place calls
+                self._guard_pushed = True
         return on
 
     def open_for_save(self) -> bool:
@@ -173,6 +206,10 @@ class TorchDumpService:
         self.session.close_store()
 
     def _pop(self) -> None:
+        self.drain()
+        if self._guard_pushed:
+            pop_mode(self._guard)
+            self._guard_pushed = False
         if self._mode_pushed:
             pop_mode(self.tracer)
             for owner, attr, _ in self._operators:
@@ -190,13 +227,15 @@ class TorchDumpService:
             if self.config.task == "statistics" and self.config.tensor_list:
                 names = self.config.tensor_list
                 save_filter = lambda record: any(s in record for s in names)  # noqa: E731
-            self.encoder = Encoder(self.cache, self.config.md5, self.writer, save_filter)
+            self.encoder = Encoder(self.cache, self.config.md5, self.writer, save_filter, self.worker)
+            self.encoder.on_stale = self._stale
+        store.worker = self.encoder.worker if self.encoder is not None else None
 
     def _reset_step(self) -> None:
         self._recent_grads = None
         self.saver.reset_step()
         self.modules.reset_step()
-        self.cache.clear()
+        self.cache.prune()
         self.writer = None
         self.encoder = None
 
@@ -213,6 +252,9 @@ class TorchDumpService:
             or threading.get_ident() != self._owner_thread
             or os.getpid() != self._owner_pid
         ):
+            w = self.worker
+            if w is not None and w.submitted != w.done and call_mutates(key[0], key[1], kwargs):
+                w.drain()  # before anything can write into a tensor still queued for its summary
             return func(*args, **kwargs)
         self._inside = True  # our own tensor code and the API's internals record nothing
         try:
@@ -231,13 +273,34 @@ class TorchDumpService:
         fwd = mode.direction(FORWARD)
         record: dict[str, Any] | None = None
         in_ok = s.filter.check(name)
-        if fwd and in_ok and mode.side("input"):
-            if type(func) is types.FunctionType:
-                rec_args, rec_kwargs = recover_call_args(func, args, kwargs, bound=prefix == "Tensor")
+        w = self.worker
+        mutating = call_mutates(prefix, api, kwargs)
+        mutates = w is not None and mutating
+        written = written_tensors(prefix, api, args, kwargs) if mutates else None
+        enc = self.encoder
+        if written and enc is not None:
+            enc.now_ids = frozenset(id(t) for t in written)  # summarised here, not queued
+        try:
+            if fwd and in_ok and mode.side("input"):
+                if type(func) is types.FunctionType:
+                    rec_args, rec_kwargs = recover_call_args(func, args, kwargs, bound=prefix == "Tensor")
+                else:
+                    rec_args, rec_kwargs = args, kwargs
+                record = self._inputs(name, rec_args, rec_kwargs)
+        finally:
+            if written and enc is not None:
+                enc.now_ids = frozenset()
+        if mutates and w is not None and w.submitted != w.done:
+            # what the call writes must have been summarised wherever it is queued (views included)
+            if written is not None and enc is not None:
+                for t in written:
+                    enc.wait_for_storage(t)
             else:
-                rec_args, rec_kwargs = args, kwargs
-            record = self._inputs(name, rec_args, rec_kwargs)
+                w.drain()
         out = func(*args, **kwargs)
+        if mutating and (written_tensors(prefix, api, args, kwargs) if w is None else written) is None:
+            # batch_norm & co. write running statistics without bumping the version counter
+            self._forget_tensors([*args, *kwargs.values()])
         shown = out
         if prefix in self._collective_prefixes:
             shown = self._collective_result(api, out, args, kwargs)

@@ -94,26 +94,75 @@ def element_sequence(t: torch.Tensor) -> tuple[Any, ...] | None:
 _LAYOUT_MIN_NUMEL = 4096  # below this, summarising is cheaper than the layout key
 
 
+def _data_ptr(t: torch.Tensor) -> int:
+    try:
+        return int(t.data_ptr())
+    except (RuntimeError, NotImplementedError):
+        return -1  # sparse and other storage-less layouts
+
+
+def _kept(t: torch.Tensor | None) -> bool:
+    return t is not None and isinstance(t, torch.nn.Parameter)
+
+
+class Slot:
+    """The (stats, md5) of one tensor version; filled at once or later by the background worker."""
+
+    __slots__ = ("digest", "done", "md5", "stats")
+
+    def __init__(self, md5: bool) -> None:
+        self.md5 = md5
+        self.stats: Stats = _NONE4
+        self.digest: str | None = None
+        self.done = False
+
+    def fill(self, t: torch.Tensor) -> None:
+        try:
+            self.stats = tensor_stats(t)
+            if self.md5:
+                self.digest = tensor_md5(t)
+        finally:
+            self.done = True
+
+
 class SummaryCache:
-    """Memo of (stats, md5) per live tensor object and version, and per element sequence."""
+    """Memo of summary slots per live tensor object and version, and per element sequence.
+
+    Used from the training thread only; a slot may be filled later by the background worker (jobs run
+    in order, so a slot handed out again is filled before any later job reads it).
+    """
 
     __slots__ = ("_by_layout", "_entries", "limit")
 
     def __init__(self, limit: int = 20000) -> None:
-        self._entries: dict[int, tuple[weakref.ref[torch.Tensor], int, Stats, str | None]] = {}
-        self._by_layout: dict[tuple[Any, ...], tuple[weakref.ref[torch.Tensor], int, Stats, str | None]] = {}
+        self._entries: dict[int, tuple[weakref.ref[torch.Tensor], int, Slot, int]] = {}
+        self._by_layout: dict[tuple[Any, ...], tuple[weakref.ref[torch.Tensor], int, Slot, int]] = {}
         self.limit = limit
 
     def get(self, t: torch.Tensor, md5: bool) -> tuple[Stats, str | None]:
+        """Summary now (computed here unless cached)."""
+        slot, fresh = self.slot(t, md5)
+        if fresh or not slot.done:
+            slot.fill(t)
+        return slot.stats, slot.digest
+
+    def slot(self, t: torch.Tensor, md5: bool) -> tuple[Slot, bool]:
+        """``(slot, fresh)``: the cached slot of ``t`` as it is now, or a new empty one (``fresh``)."""
         key = id(t)
         version = t._version
         hit = self._entries.get(key)
-        if hit is not None and hit[0]() is t and hit[1] == version and (hit[3] is not None or not md5):
-            return hit[2], hit[3]
+        if (
+            hit is not None
+            and hit[0]() is t
+            and hit[1] == version
+            and (hit[2].md5 or not md5)
+            and hit[3] == _data_ptr(t)  # ``t.data = other`` swaps the memory without a version bump
+        ):
+            return hit[2], False
         layout = element_sequence(t) if t.numel() >= _LAYOUT_MIN_NUMEL else None
         if layout is not None:
             same = self._by_layout.get(layout)
-            if same is not None and (same[3] is not None or not md5):
+            if same is not None and (same[2].md5 or not md5):
                 other = same[0]()
                 # alive, unchanged, and on the very same storage: then the address cannot be a reuse
                 if (
@@ -121,27 +170,20 @@ class SummaryCache:
                     and other._version == version == same[1]
                     and other.untyped_storage().data_ptr() == layout[0]
                 ):
-                    self._remember(key, t, version, same[2], same[3], None)
-                    return same[2], same[3]
-        stats = tensor_stats(t)
-        digest = tensor_md5(t) if md5 else None
-        self._remember(key, t, version, stats, digest, layout)
-        return stats, digest
+                    self._remember(key, t, version, same[2], None)
+                    return same[2], False
+        slot = Slot(md5)
+        self._remember(key, t, version, slot, layout)
+        return slot, True
 
     def _remember(
-        self,
-        key: int,
-        t: torch.Tensor,
-        version: int,
-        stats: Stats,
-        digest: str | None,
-        layout: tuple[Any, ...] | None,
+        self, key: int, t: torch.Tensor, version: int, slot: Slot, layout: tuple[Any, ...] | None
     ) -> None:
         if len(self._entries) >= self.limit:
             self._entries.clear()
             self._by_layout.clear()
         try:
-            entry = (weakref.ref(t), version, stats, digest)
+            entry = (weakref.ref(t), version, slot, _data_ptr(t))
         except TypeError:
             return
         self._entries[key] = entry
@@ -159,3 +201,11 @@ class SummaryCache:
     def clear(self) -> None:
         self._entries.clear()
         self._by_layout.clear()
+
+    def prune(self) -> None:
+        """At a step's end keep only live parameters: a parameter written by ``optimizer.step()``
+        (recorded as ``Tensor.add_``'s output) is not summarised again as the next forward's input.
+        Buffers are dropped: kernels such as batch_norm update running statistics without bumping
+        the version counter."""
+        self._entries = {k: e for k, e in self._entries.items() if _kept(e[0]())}
+        self._by_layout = {k: e for k, e in self._by_layout.items() if _kept(e[0]())}

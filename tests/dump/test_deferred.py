@@ -1,0 +1,292 @@
+"""Deferred statistics (background worker): the same dump as summarising in the training thread.
+
+The worker summarises tensors after their record was captured, so every in-place write that follows
+a capture must wait for it (a drain). These tests modify captured tensors in place right after the
+call that produced them, through every route a drain is placed on, and compare with the synchronous
+dump (``MSPROBE_STAT_THREAD=0``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from msprobe.dump.background import Worker
+from msprobe.dump.pytorch.encode import Encoder
+from tests.dump.conftest import load_dump
+
+RANK = Path("dump") / "step0" / "rank"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _inplace_body() -> None:
+    y = torch.linspace(-2.0, 3.0, 4096).reshape(64, 64)
+    a = torch.exp(y)
+    a.add_(1.0)  # Tensor method
+    b = torch.tanh(y)
+    b *= 3.0  # operator
+    c = torch.sin(y)
+    c[0] = 100.0  # __setitem__
+    d = torch.cos(y)
+    torch.mul(y, 2.0, out=d)  # out=
+    e = y * 1.5
+    F.relu(e, inplace=True)  # inplace=True
+    f = y.abs()
+    f.view(-1).clamp_(max=0.5)  # in place through a view of the captured tensor
+    mean, var = torch.zeros(64), torch.ones(64)
+    F.batch_norm(y, mean, var, training=True)  # running statistics updated inside the call
+    g = torch.sqrt(y.abs())
+    g.numpy()  # not a write; recorded values stay
+    torch.stack([a, b, c, d, e, f, g]).sum()
+
+
+class _Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(32, 64)
+        self.fc2 = nn.Linear(64, 32)
+        self.ln = nn.LayerNorm(32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc1(x)
+        h += 1.0  # in place on a module's output, outside any module
+        h = F.gelu(h)
+        out = self.fc2(h)
+        out.mul_(0.5)
+        return self.ln(out + x)
+
+
+def _train_body() -> Callable[[Any], None]:
+    torch.manual_seed(0)
+    net = _Net()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    x = torch.randn(8, 32)
+
+    def run(dbg: Any) -> None:
+        for _ in range(2):
+            dbg.start(model=net)
+            loss = net(x).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()  # parameters (captured at L0) rewritten in place
+            dbg.stop()
+            dbg.step()
+
+    return run
+
+
+def _dump(tmp_path: Path, debugger: Any, monkeypatch: pytest.MonkeyPatch, thread: bool, **cfg: Any) -> Any:
+    monkeypatch.setenv("MSPROBE_STAT_THREAD", "1" if thread else "0")
+    fill = Encoder._fill
+
+    def slow_fill(self: Encoder, *args: Any) -> None:
+        time.sleep(0.002)  # a slow worker: without the drains the training thread would overtake it
+        fill(self, *args)
+
+    monkeypatch.setattr(Encoder, "_fill", slow_fill)
+    dbg = debugger(**cfg)
+    assert (dbg.service.worker is not None) is thread
+    return dbg
+
+
+def test_inplace_after_capture_keeps_pre_modification_statistics(
+    tmp_path: Path, debugger: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dbg = _dump(tmp_path, debugger, monkeypatch, True)
+    dbg.start()
+    _inplace_body()
+    dbg.stop()
+    data = load_dump(tmp_path / RANK)["data"]
+    y = torch.linspace(-2.0, 3.0, 4096)
+    exp_rec = data["Torch.exp.0.forward"]["output"][0]
+    assert exp_rec["Max"] == pytest.approx(float(torch.exp(y).max()))  # not exp + 1
+    assert data["Tensor.add_.0.forward"]["input_args"][0]["Max"] == exp_rec["Max"]
+    assert data["Torch.tanh.0.forward"]["output"][0]["Max"] == pytest.approx(float(torch.tanh(y).max()))
+    assert data["Torch.sin.0.forward"]["output"][0]["Max"] <= 1.0  # before c[0] = 100
+    assert data["Torch.cos.0.forward"]["output"][0]["Min"] == pytest.approx(float(torch.cos(y).min()))
+    assert data["Tensor.abs.0.forward"]["output"][0]["Max"] == pytest.approx(3.0)  # before clamp_
+    bn = data["Functional.batch_norm.0.forward"]["input_args"]
+    assert bn[1]["Max"] == 0.0 and bn[2]["Min"] == 1.0  # running stats before the update
+    assert not (tmp_path / RANK / "dump_error_info.log").exists()
+
+
+@pytest.mark.parametrize("level", ["L1", "L0", "mix"])
+def test_deferred_dump_equals_synchronous_dump(
+    tmp_path: Path, debugger: Any, monkeypatch: pytest.MonkeyPatch, level: str
+) -> None:
+    results = []
+    for thread in (True, False):
+        out = tmp_path / ("thread" if thread else "sync")
+        dbg = _dump(out, debugger, monkeypatch, thread, level=level, dump_path=str(out / "dump"))
+        _train_body()(dbg)
+        if level == "L1":
+            dbg.start()
+            _inplace_body()
+            dbg.stop()
+        steps = sorted(p.name for p in (out / "dump").iterdir())
+        results.append({s: load_dump(out / "dump" / s / "rank") for s in steps})
+        for s in steps:
+            assert not (out / "dump" / s / "rank" / "dump_error_info.log").exists()
+        from msprobe.pytorch import PrecisionDebugger
+
+        PrecisionDebugger._shutdown()
+    threaded, sync = results
+    assert list(threaded) == list(sync) == ["step0", "step1", "step2"][: 3 if level == "L1" else 2]
+    for s in threaded:
+        t_data, s_data = threaded[s]["data"], sync[s]["data"]
+        assert list(t_data) == list(s_data)
+        assert t_data == s_data
+    assert any("parameters" in json.dumps(v) for v in threaded["step0"]["data"].values()) or level == "L1"
+
+
+def test_worker_runs_jobs_in_order_and_survives_errors() -> None:
+    errors: list[BaseException] = []
+    w = Worker(errors.append)
+    seen: list[int] = []
+    main = threading.get_ident()
+
+    def job(i: int) -> None:
+        assert threading.get_ident() != main
+        if i == 3:
+            raise ValueError("boom")
+        seen.append(i)
+
+    for i in range(200):
+        w.submit(job, i)
+    w.drain()
+    assert not w.busy
+    assert seen == [i for i in range(200) if i != 3]
+    assert len(errors) == 1 and "boom" in str(errors[0])
+    w.submit(time.sleep, 0.05)
+    w.drain()
+    assert w.done == w.submitted == 201
+    w.close()
+    w.submit(seen.append, -1)  # a closed worker starts again
+    w.close()
+    assert seen[-1] == -1
+
+
+CHILD = textwrap.dedent(
+    """
+    import sys, time, torch
+    from msprobe.pytorch import PrecisionDebugger
+    dbg = PrecisionDebugger(dump_path=sys.argv[1], task="statistics", level="L1")
+    assert dbg.service.worker is not None
+    n = int(sys.argv[2])
+    x = torch.arange(6.0).reshape(2, 3)
+    dbg.start()
+    for i in range(n):
+        x = torch.tanh(x) + i
+    time.sleep(0.5)  # the worker writes its queue within microseconds; this makes the test certain
+    print("done", flush=True)
+    time.sleep(600)
+    """
+)
+
+
+@pytest.mark.slow
+def test_sigkill_keeps_deferred_records(tmp_path: Path) -> None:
+    n = 25
+    env = dict(os.environ, PYTHONPATH=str(REPO), MSPROBE_STAT_THREAD="1")
+    out = tmp_path / "dump"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(out), str(n)], stdout=subprocess.PIPE, env=env, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "done"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    from msprobe.cli import main as msprobe_main
+
+    assert msprobe_main(["rebuild", str(out)]) == 0
+    data = load_dump(out / "step0" / "rank")["data"]
+    assert len(data) == 2 * n
+    last = data[f"Tensor.__add__.{n - 1}.forward"]["output"][0]
+    assert last["Max"] is not None and last["Max"] > n - 2
+
+
+_X = torch.zeros(2)
+
+
+@pytest.mark.parametrize(
+    ("prefix", "api", "args", "kwargs", "mutates", "written"),
+    [
+        ("Tensor", "add_", (_X, 1), {}, True, [_X]),
+        ("Tensor", "__iadd__", (_X, 1), {}, True, [_X]),
+        ("Tensor", "__setitem__", (_X, 0, 1.0), {}, True, [_X]),
+        ("Tensor", "__add__", (_X, 1), {}, False, None),
+        ("Tensor", "__init__", (_X,), {}, False, None),
+        ("Torch", "mul", (_X, 2), {"out": _X}, True, [_X]),
+        ("Functional", "relu", (_X,), {"inplace": True}, True, None),
+        ("Functional", "relu", (_X,), {"inplace": False}, False, None),
+        ("Functional", "batch_norm", (_X,), {}, True, None),
+        ("Functional", "embedding", (_X,), {}, True, None),
+        ("Tensor", "backward", (_X,), {}, True, None),
+        ("Tensor", "requires_grad_", (_X,), {}, True, [_X]),
+        ("Torch", "grad", (_X,), {}, True, None),
+        ("Torch", "_set_grad_enabled", (False,), {}, False, None),
+        ("Tensor", "set_", (_X, _X), {}, True, None),
+        ("Distributed", "all_reduce", (_X,), {}, True, None),
+        ("NPU", "npu_fusion_attention", (_X,), {}, True, None),
+        ("Torch", "matmul", (_X, _X), {}, False, None),
+    ],
+)
+def test_mutation_table(
+    prefix: str, api: str, args: tuple[Any, ...], kwargs: dict[str, Any], mutates: bool, written: Any
+) -> None:
+    from msprobe.dump.pytorch.deferral import call_mutates, written_tensors
+
+    assert call_mutates(prefix, api, kwargs) is mutates
+    if mutates:
+        got = written_tensors(prefix, api, args, kwargs)
+        assert (got is None) == (written is None)
+        if got is not None:
+            assert [id(t) for t in got] == [id(t) for t in written]
+
+
+def test_summary_cache_keeps_live_unchanged_tensors_across_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    from msprobe.dump.pytorch import stats as st
+
+    calls: list[tuple[int, ...]] = []
+    real = st.tensor_stats
+
+    def counting(t: torch.Tensor) -> st.Stats:
+        calls.append(tuple(t.shape))
+        return real(t)
+
+    monkeypatch.setattr(st, "tensor_stats", counting)
+    cache = st.SummaryCache()
+    p = nn.Parameter(torch.ones(3, 5))
+    buf = torch.zeros(4)  # a buffer: kernels may write it without a version bump
+    gone = torch.zeros(7)
+    for t in (p, buf, gone):
+        cache.get(t, md5=False)
+    del gone
+    cache.prune()  # a step ends
+    assert len(cache._entries) == 1
+    assert cache.get(p, md5=False)[0][0] == 1.0 and len(calls) == 3  # reused
+    cache.get(buf, md5=False)
+    assert len(calls) == 4
+    with torch.no_grad():
+        p.add_(1.0)  # optimizer.step()
+    assert cache.get(p, md5=False)[0][0] == 2.0 and len(calls) == 5
+    p.data = torch.full((3, 5), 7.0)  # new memory, no version bump
+    assert cache.get(p, md5=False)[0][0] == 7.0 and len(calls) == 6
