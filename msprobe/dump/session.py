@@ -83,10 +83,11 @@ class DumpSession:
     def ensure_store(self) -> RankStore:
         if self.store is None:
             data_file = DEBUG_JSON if self.config.level == "debug" else DUMP_JSON
-            self.store = RankStore(
+            store = RankStore(
                 self.rank_dir(), self.header(), data_file, keep_data=self.config.task != "structure"
             )
-            self.store.open(self.config.saves_tensors)
+            store.open(self.config.saves_tensors)  # kept only once its folder exists: nothing to close
+            self.store = store
             self.error_log = ErrorLog(self.rank_dir())
         return self.store
 

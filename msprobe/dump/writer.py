@@ -15,6 +15,7 @@ from typing import Any
 
 from msprobe.dump import jsonfmt
 from msprobe.dump.background import Worker
+from msprobe.dump.exceptions import FileCheckException
 from msprobe.dump.journal import JOURNAL_NAME, Journal, read_journal
 
 DIR_MODE = 0o750
@@ -73,10 +74,17 @@ class RankStore:
         self.worker: Worker | None = None
 
     def open(self, with_tensor_dir: bool) -> None:
-        make_dirs(self.rank_dir)
-        if with_tensor_dir:
-            make_dirs(os.path.join(self.rank_dir, TENSOR_DIR))
-        self.journal = Journal(os.path.join(self.rank_dir, JOURNAL_NAME))
+        """Create the rank folder and its journal; a folder the OS refuses is one user-facing line
+        (the config check cannot foresee every refusal: read-only mounts, /proc, quotas)."""
+        try:
+            make_dirs(self.rank_dir)
+            if with_tensor_dir:
+                make_dirs(os.path.join(self.rank_dir, TENSOR_DIR))
+            self.journal = Journal(os.path.join(self.rank_dir, JOURNAL_NAME))
+        except OSError as exc:
+            raise FileCheckException(
+                f"cannot write the dump folder {self.rank_dir}: {exc.strerror}"
+            ) from None
         self.journal.append({"h": self.header})
         self.flush()
 

@@ -171,3 +171,17 @@ def test_step_syntax_law(items: list[object]) -> None:
     text = format_index_list(got)  # "[0, 2-5]": every part parses back to the same set
     parts = [int(p) if p.isdigit() else p for p in text[1:-1].split(", ") if p]
     assert parse_index_list(parts, "step") == got
+
+
+def test_dump_folder_the_os_refuses_is_one_line_at_start(tmp_path: Path) -> None:
+    # /proc passes every static check (it exists, is a directory, root may "write" to it), yet
+    # creating a folder there fails: start() must say so in one line, and exit must not crash.
+    cfg = cfg_file(tmp_path, {"task": "statistics", "dump_path": "/proc/msprobe_x", "level": "L1"})
+    script = (
+        f"from msprobe.pytorch import PrecisionDebugger\nPrecisionDebugger(config_path={cfg!r}).start()\n"
+    )
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert res.returncode != 0
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, res.stderr
+    assert lines[0].startswith("msprobe: error: ") and "/proc/msprobe_x" in lines[0], lines[0]
