@@ -92,3 +92,12 @@ def test_falls_back_to_torch_save_when_writer_fails(tmp_path: Path, monkeypatch:
     w.save(t, "f.pt")
     assert w._lean is None
     _check(tmp_path / "f.pt", t)
+
+
+def test_env_selects_torch_save(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MSPROBE_PT_WRITER", "torch.save")
+    w = TensorWriter(str(tmp_path))
+    assert w._lean is None
+    t = torch.randn(2, 3)
+    w.save(t, "e.pt")
+    _check(tmp_path / "e.pt", t)
