@@ -31,6 +31,8 @@ CONFIGS: dict[str, dict[str, Any] | None] = {
     "statistics-L1-sync": {"task": "statistics", "level": "L1", "env": {"MSPROBE_STAT_THREAD": "0"}},
     "statistics-L0-sync": {"task": "statistics", "level": "L0", "env": {"MSPROBE_STAT_THREAD": "0"}},
     "statistics-mix-sync": {"task": "statistics", "level": "mix", "env": {"MSPROBE_STAT_THREAD": "0"}},
+    # tensor files through torch.save instead of the lean writer (msprobe/dump/pytorch/tensor_io.py)
+    "tensor-L1-torchsave": {"task": "tensor", "level": "L1", "env": {"MSPROBE_PT_WRITER": "torch.save"}},
 }
 LIMITS = {"statistics-L1": 1.5, "tensor-L1": 4.0, "statistics-L0": 1.3, "statistics-mix": 2.0}
 
@@ -153,7 +155,9 @@ def main() -> int:
             parser.error(f"unknown config {n!r}; known: {', '.join(CONFIGS)}")
     samples: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    env.pop("MSPROBE_STAT_THREAD", None)  # each configuration says whether it wants the worker
+    # each configuration says whether it wants the worker and which .pt writer
+    env.pop("MSPROBE_STAT_THREAD", None)
+    env.pop("MSPROBE_PT_WRITER", None)
     for r in range(args.rounds):
         for n in names:
             out = tempfile.mkdtemp(prefix="msprobe_bench_")

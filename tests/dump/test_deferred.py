@@ -290,3 +290,30 @@ def test_summary_cache_keeps_live_unchanged_tensors_across_steps(monkeypatch: py
     assert cache.get(p, md5=False)[0][0] == 2.0 and len(calls) == 5
     p.data = torch.full((3, 5), 7.0)  # new memory, no version bump
     assert cache.get(p, md5=False)[0][0] == 7.0 and len(calls) == 6
+
+
+def test_l0_parameter_grads_accumulated_in_cpp_keep_each_backwards_value(
+    tmp_path: Path, debugger: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two backward passes into the same ``.grad`` (accumulated in C++, no drain sees it): with the
+    worker (a copy of each hook's gradient summarised later) the records equal the synchronous ones."""
+    results = []
+    for thread in (True, False):
+        torch.manual_seed(0)
+        net = _Net()
+        x = torch.randn(8, 32)
+        out = tmp_path / ("thread" if thread else "sync")
+        dbg = _dump(out, debugger, monkeypatch, thread, level="L0", dump_path=str(out / "dump"))
+        dbg.start(model=net)
+        net(x).pow(2).mean().backward()
+        (net(x) * 3.0).sum().backward()
+        dbg.stop()
+        dbg.step()
+        results.append(load_dump(out / "dump" / "step0" / "rank")["data"])
+        from msprobe.pytorch import PrecisionDebugger
+
+        PrecisionDebugger._shutdown()
+    threaded, sync = results
+    assert threaded == sync
+    grads = [v for k, v in threaded.items() if "parameters_grad" in k or "parameters" in json.dumps(v)]
+    assert grads
