@@ -35,13 +35,13 @@ CHILD = textwrap.dedent(
 )
 
 
-@pytest.mark.slow
-def test_sigkill_keeps_every_record(tmp_path: Path) -> None:
-    n = 25
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    out = tmp_path / "dump"
+def kill_when_ready(child: str, out: Path, n: int, **env: str) -> None:
+    """Run ``child`` (a dumping script taking OUT and N), SIGKILL it once it prints ``done``."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(out), str(n)], stdout=subprocess.PIPE, env=env, text=True
+        [sys.executable, "-c", child, str(out), str(n)],
+        stdout=subprocess.PIPE,
+        env=dict(os.environ, **env),
+        text=True,
     )
     try:
         assert proc.stdout is not None
@@ -52,6 +52,13 @@ def test_sigkill_keeps_every_record(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == -signal.SIGKILL
+
+
+@pytest.mark.slow
+def test_sigkill_keeps_every_record(tmp_path: Path) -> None:
+    n = 25
+    out = tmp_path / "dump"
+    kill_when_ready(CHILD, out, n, PYTHONPATH=str(REPO))
     rank = out / "step0" / "rank"
     assert (rank / JOURNAL_NAME).exists()
     assert json.loads((rank / "dump.json").read_text())["data"] == {}  # nothing flushed before the kill

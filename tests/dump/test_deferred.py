@@ -9,10 +9,6 @@ dump (``MSPROBE_STAT_THREAD=0``).
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -28,6 +24,7 @@ import torch.nn.functional as F
 from msprobe.dump.background import Worker
 from msprobe.dump.pytorch.encode import Encoder
 from tests.dump.conftest import load_dump
+from tests.dump.test_crash import kill_when_ready
 
 RANK = Path("dump") / "step0" / "rank"
 REPO = Path(__file__).resolve().parents[2]
@@ -201,19 +198,8 @@ CHILD = textwrap.dedent(
 @pytest.mark.slow
 def test_sigkill_keeps_deferred_records(tmp_path: Path) -> None:
     n = 25
-    env = dict(os.environ, PYTHONPATH=str(REPO), MSPROBE_STAT_THREAD="1")
     out = tmp_path / "dump"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(out), str(n)], stdout=subprocess.PIPE, env=env, text=True
-    )
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "done"
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    kill_when_ready(CHILD, out, n, PYTHONPATH=str(REPO), MSPROBE_STAT_THREAD="1")
     from msprobe.cli import main as msprobe_main
 
     assert msprobe_main(["rebuild", str(out)]) == 0

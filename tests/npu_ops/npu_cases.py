@@ -6,6 +6,25 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
+# The 15 fused ops of issue 6 / spec run_ut_compare.md §4.4, in the spec's order.
+FIFTEEN = (
+    "npu_fusion_attention",
+    "npu_rms_norm",
+    "npu_rotary_mul",
+    "npu_swiglu",
+    "npu_fast_gelu",
+    "npu_scaled_masked_softmax",
+    "npu_confusion_transpose",
+    "npu_linear",
+    "npu_layer_norm_eval",
+    "npu_group_norm_silu",
+    "npu_mish",
+    "npu_moe_gating_top_k_softmax",
+    "npu_sort_v2",
+    "npu_apply_adam",
+    "npu_apply_adam_w",
+)
+
 FLOAT_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
 
 # (rtol, atol) of a reference result against the fp64 oracle fed the same (rounded) inputs: half

@@ -11,27 +11,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from npu_cases import FIFTEEN
 
 from msprobe.run_ut.npu_ops import FUSED_OPS, FusedOp, lookup
 from msprobe.run_ut.npu_ops.attention import MAX_TOKENS
-
-FIFTEEN = (
-    "npu_fusion_attention",
-    "npu_rms_norm",
-    "npu_rotary_mul",
-    "npu_swiglu",
-    "npu_fast_gelu",
-    "npu_scaled_masked_softmax",
-    "npu_confusion_transpose",
-    "npu_linear",
-    "npu_layer_norm_eval",
-    "npu_group_norm_silu",
-    "npu_mish",
-    "npu_moe_gating_top_k_softmax",
-    "npu_sort_v2",
-    "npu_apply_adam",
-    "npu_apply_adam_w",
-)
 
 
 def test_every_op_has_an_entry_under_its_own_name() -> None:
