@@ -55,7 +55,11 @@ class Worker:
         self.submitted = 0
         self.done = 0
         self._idle = threading.Condition(threading.Lock())
-        self._waiting = False
+        # the job count a draining thread waits for (0: nobody waits); the worker wakes it once, when
+        # that count is reached, not after every job (a wake-up per job makes both threads fight for
+        # the GIL while the backlog is worked off)
+        self._wait_for = 0
+        self._targets: list[int] = []
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
 
@@ -87,15 +91,22 @@ class Worker:
             return
         self.kick()
         with self._idle:
-            self._waiting = True
+            self._targets.append(target)
             try:
-                while self.done < target:
+                while True:
+                    # published before done is read: the worker bumps done before it reads this, so
+                    # either we see the count reached or it sees us waiting (a stale, lower value
+                    # only wakes us early)
+                    self._wait_for = min(self._targets)
+                    if self.done >= target:
+                        break
                     self._idle.wait(1.0)
                     if self.done < target and (self._thread is None or not self._thread.is_alive()):
                         self._run_left()  # the thread died (interpreter shutdown): finish here
                         return
             finally:
-                self._waiting = False
+                self._targets.remove(target)
+                self._wait_for = min(self._targets) if self._targets else 0
 
     def close(self) -> None:
         """Drain and stop the thread (a later submit starts a new one)."""
@@ -112,6 +123,8 @@ class Worker:
             self._queue = queue.SimpleQueue()
             self.submitted, self.done = len(self._batch), 0  # the parent's handed-over jobs are not ours
             self._idle = threading.Condition(threading.Lock())
+            self._wait_for = 0
+            self._targets = []
             self._pid = os.getpid()
         self._thread = threading.Thread(target=self._loop, name="msprobe-dump-worker", daemon=True)
         self._thread.start()
@@ -128,7 +141,8 @@ class Worker:
                     pass
         finally:
             self.done += 1  # only the worker (or the draining thread after its death) counts
-            if self._waiting:
+            wait_for = self._wait_for
+            if wait_for and self.done >= wait_for:
                 with self._idle:
                     self._idle.notify_all()
 

@@ -88,15 +88,23 @@ class RankStore:
         self.journal.append({"h": self.header})
         self.flush()
 
-    def put(self, name: str, value: Any) -> None:
+    def put(self, name: str, value: Any, kick: bool = True) -> None:
+        """Store a record. With a worker, ``kick=False`` leaves it queued for the caller's next
+        :meth:`kick` (one wake-up of the worker per captured call, not one per file entry)."""
         if not self.keep_data:
             return
         w = self.worker
         if w is not None and not w.in_worker():
             w.submit(self._put, name, value)
-            w.kick()
+            if kick:
+                w.kick()
             return
         self._put(name, value)
+
+    def kick(self) -> None:
+        """Hand what was queued with ``kick=False`` to the worker."""
+        if self.worker is not None:
+            self.worker.kick()
 
     def _put(self, name: str, value: Any) -> None:
         text = jsonfmt.dumps(value, 2)
@@ -116,11 +124,12 @@ class RankStore:
         if self.worker is not None:
             self.worker.drain()
 
-    def put_stack(self, name: str, frames: tuple[str, ...]) -> None:
+    def put_stack(self, name: str, frames: tuple[str, ...], kick: bool = True) -> None:
         w = self.worker
         if w is not None and not w.in_worker():
             w.submit(self._put_stack, name, frames)
-            w.kick()
+            if kick:
+                w.kick()
             return
         self._put_stack(name, frames)
 
@@ -139,11 +148,12 @@ class RankStore:
         if self.journal is not None:
             self.journal.append(entry)
 
-    def put_construct(self, name: str, parent: str | None) -> None:
+    def put_construct(self, name: str, parent: str | None, kick: bool = True) -> None:
         w = self.worker
         if w is not None and not w.in_worker():
             w.submit(self._put_construct, name, parent)
-            w.kick()
+            if kick:
+                w.kick()
             return
         self._put_construct(name, parent)
 

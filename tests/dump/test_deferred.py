@@ -278,11 +278,24 @@ def test_summary_cache_keeps_live_unchanged_tensors_across_steps(monkeypatch: py
     assert cache.get(p, md5=False)[0][0] == 7.0 and len(calls) == 6
 
 
+@pytest.mark.parametrize("distributed", [False, True], ids=["deferred", "copied"])
 def test_l0_parameter_grads_accumulated_in_cpp_keep_each_backwards_value(
-    tmp_path: Path, debugger: Any, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, debugger: Any, monkeypatch: pytest.MonkeyPatch, distributed: bool
 ) -> None:
-    """Two backward passes into the same ``.grad`` (accumulated in C++, no drain sees it): with the
-    worker (a copy of each hook's gradient summarised later) the records equal the synchronous ones."""
+    """Two backward passes into the same ``.grad`` (accumulated in C++): with the worker the records
+    equal the synchronous ones, whether the gradient is summarised later in place (the guard drains
+    before the second backward) or, as with torch.distributed (C++ bucket writes), from a copy."""
+    import msprobe.dump.pytorch.modules as modules
+
+    monkeypatch.setattr(modules, "_distributed", lambda: distributed)
+    copies = []
+    private_copy = Encoder.private_copy
+
+    def counting_copy(self: Encoder, *args: Any) -> Any:
+        copies.append(args[1])
+        return private_copy(self, *args)
+
+    monkeypatch.setattr(Encoder, "private_copy", counting_copy)
     results = []
     for thread in (True, False):
         torch.manual_seed(0)
@@ -303,3 +316,4 @@ def test_l0_parameter_grads_accumulated_in_cpp_keep_each_backwards_value(
     assert threaded == sync
     grads = [v for k, v in threaded.items() if "parameters_grad" in k or "parameters" in json.dumps(v)]
     assert grads
+    assert bool(copies) is distributed  # the copy is taken only where C++ may write the gradient

@@ -104,3 +104,24 @@ def test_torch_compile_region_still_works(
     data = load_dump(tmp_path / "dump" / "step0" / "rank")["data"]
     assert "Module.0.Linear.forward.0" in data and "Functional.linear.0.forward" in data
     assert not [w for w in recwarn if "recompil" in str(w.message)]  # our hooks are not traced
+
+
+@pytest.mark.slow
+def test_no_compile_runs_eagerly_inside_and_outside_compiled_code(recwarn: pytest.WarningsRecorder) -> None:
+    """Our hooks' wrapper: a direct call in eager mode, never traced under torch.compile."""
+    from msprobe.dump.pytorch.modules import no_compile
+
+    traced: list[bool] = []
+
+    def probe(x: torch.Tensor) -> torch.Tensor:
+        traced.append(torch.compiler.is_compiling())
+        return x + 1
+
+    wrapped = no_compile(probe)
+    assert wrapped.__name__ == "probe"
+    assert torch.equal(wrapped(torch.ones(2)), torch.full((2,), 2.0))
+    compiled = torch.compile(lambda x: wrapped(x) * 2, backend="eager")
+    assert torch.equal(compiled(torch.ones(2)), torch.full((2,), 4.0))
+    assert torch.equal(compiled(torch.ones(2)), torch.full((2,), 4.0))
+    assert traced == [False, False, False]  # the body ran eagerly every time, dynamo never traced it
+    assert not [w for w in recwarn if "trace" in str(w.message) or "recompil" in str(w.message)]

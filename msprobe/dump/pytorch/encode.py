@@ -107,14 +107,23 @@ class Encoder:
         if seq is not None:
             self.worker.drain(seq)
 
-    def _deferred(self, t: torch.Tensor, record: str) -> dict[str, Any]:
+    def private_copy(self, t: torch.Tensor, record: str, side: str, path: Path) -> dict[str, Any]:
+        """Summary of a copy only the caller holds (a gradient snapshot): deferred when a worker runs,
+        and kept out of the cache (nobody else can see the copy, so no lookup can hit it)."""
+        if self.worker is None or t.device.type != "cpu":
+            return self.tensor(t, record, side, path)
+        return self._deferred(t, record, Slot(self.md5))
+
+    def _deferred(self, t: torch.Tensor, record: str, private: Slot | None = None) -> dict[str, Any]:
         assert self.worker is not None
-        if self.now_ids and id(t) in self.now_ids:
+        if private is not None:
+            slot, fresh = private, True
+        elif self.now_ids and id(t) in self.now_ids:
             slot, fresh = self.cache.slot(t, self.md5)
             if fresh or not slot.done:
                 slot.fill(t)
         else:
-            slot, fresh = self.cache.slot(t, self.md5)
+            slot, fresh = self.cache.slot(t, self.md5, layouts=False)  # layouts: on the worker
         out = Summary(
             {
                 "type": "torch.Tensor",
@@ -132,8 +141,8 @@ class Encoder:
         if slot.done:
             _copy_slot(out, slot)
         else:
-            self.worker.submit(self._fill, out, slot, t if fresh else None, t._version, record)
-            if fresh:
+            self.worker.submit(self._fill, out, slot, t if fresh else None, t._version, record, private)
+            if fresh and private is None:
                 if len(self.pending) > 4096:
                     done = self.worker.done
                     self.pending = {k: v for k, v in self.pending.items() if v > done}
@@ -143,11 +152,23 @@ class Encoder:
                     pass  # no storage: nothing can write into it through another tensor
         return out
 
-    def _fill(self, out: Summary, slot: Slot, t: torch.Tensor | None, version: int, record: str) -> None:
+    def _fill(
+        self,
+        out: Summary,
+        slot: Slot,
+        t: torch.Tensor | None,
+        version: int,
+        record: str,
+        private: Slot | None = None,
+    ) -> None:
         """Worker side: summarise ``t`` (the first holder of the slot), then copy into ``out``."""
         if t is not None:
             try:
-                slot.fill(t)
+                same = self.cache.share_layout(t, version, slot) if private is None else None
+                if same is not None:
+                    slot.stats, slot.digest, slot.done = same.stats, same.digest, True
+                else:
+                    slot.fill(t)
             finally:
                 if t._version != version and self.on_stale is not None:
                     self.on_stale(record)  # changed in place before it was summarised: a missed drain

@@ -24,11 +24,54 @@ if TYPE_CHECKING:
     from msprobe.dump.pytorch.service import TorchDumpService
 
 OPTIMIZER = "optimizer"
-# Our hooks are never traced by torch.compile (dynamo would compile the recorder, and recompile it).
-no_compile: Callable[[Callable[..., Any]], Callable[..., Any]] = getattr(
-    torch.compiler, "disable", lambda f: f
-)
+
+
+def no_compile(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn``, never traced by torch.compile (dynamo would compile the recorder, and recompile it).
+
+    ``torch.compiler.disable``'s wrapper resets the frame evaluator on every call (~4 us; our hooks
+    run a few hundred times a step). In eager mode there is nothing to disable, so the wrapper below
+    calls ``fn`` directly and takes the disabled path only while a compiled frame runs (an eval-frame
+    callback is set); its own frame is skipped by dynamo and inlining it is refused like ``disable``'s.
+    """
+    disable = getattr(torch.compiler, "disable", None)
+    if disable is None:
+        return fn
+    disabled = disable(fn)
+    eval_frame_callback, skip_frame = _eval_frame_hooks()
+    if eval_frame_callback is None:
+        return disabled
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if eval_frame_callback() is None:
+            return fn(*args, **kwargs)
+        return disabled(*args, **kwargs)
+
+    skip_frame(call.__code__)  # one code object for every wrapper
+    functools.update_wrapper(call, fn)
+
+    for attr in ("_torchdynamo_disable", "_torchdynamo_disable_msg", "_torchdynamo_disable_recursive"):
+        if hasattr(disabled, attr):
+            setattr(call, attr, getattr(disabled, attr))
+    return call
+
+
+@functools.cache
+def _eval_frame_hooks() -> tuple[Any, Any]:
+    try:
+        from torch._C._dynamo.eval_frame import get_eval_frame_callback
+        from torch._dynamo.eval_frame import skip_code
+    except (ImportError, AttributeError):  # another torch: the plain disable wrapper
+        return None, None
+    return get_eval_frame_callback, skip_code
+
+
 CLIP_GRAD = "clip_grad"
+
+
+def _distributed() -> bool:
+    dist = getattr(torch, "distributed", None)
+    return dist is not None and dist.is_available() and dist.is_initialized()
 
 
 def _snapshot_ok(t: torch.Tensor) -> bool:
@@ -40,6 +83,24 @@ def _snapshot_ok(t: torch.Tensor) -> bool:
         and not t.requires_grad
         and t.is_contiguous()
     )
+
+
+_named_parameters = torch.nn.Module.named_parameters
+
+
+def _direct_parameters(mod: torch.nn.Module) -> list[tuple[str, torch.nn.Parameter]]:
+    """``mod.named_parameters(recurse=False)``, read straight from ``_parameters`` unless the class
+    overrides ``named_parameters`` (the generic path costs ~4 us per module call)."""
+    params = getattr(mod, "_parameters", None)
+    if type(mod).named_parameters is not _named_parameters or not isinstance(params, dict):
+        return list(mod.named_parameters(recurse=False))
+    seen: set[int] = set()
+    out = []
+    for name, p in params.items():
+        if p is not None and id(p) not in seen:
+            seen.add(id(p))
+            out.append((name, p))
+    return out
 
 
 def _reset_views(value: Any) -> Any:
@@ -101,15 +162,13 @@ def _allow_inplace_on_hooked_views() -> None:
         def make(orig: Callable[..., Any]) -> Callable[..., Any]:
             @functools.wraps(orig)
             def wrapper(self: Any, args: Any) -> Any:
-                # BackwardHookFunction.apply makes views with Tensor.view_as from C++: not user calls
-                saved = [d.svc._inside for d in _active]
-                for d in _active:
-                    d.svc._inside = True
-                try:
+                if not any(d.svc.session.running for d in _active):
                     return _reset_views(_keep_aliases(orig, self, args))
-                finally:
-                    for d, was in zip(_active, saved):
-                        d.svc._inside = was
+                # The hook machinery's own tensor calls (view_as, requires_grad, grad_fn: ~15 per
+                # module call) are not the user's: hidden from every function mode while we dump, so
+                # neither our API capture nor the in-place guard pays for them.
+                with torch._C.DisableTorchFunction():
+                    return _reset_views(_keep_aliases(orig, self, args))
 
             return wrapper
 
@@ -177,10 +236,14 @@ class ModuleDumper:
                 self.forward_stack.pop()
             self.svc.session.filter.end(name)
             store = self.svc.session.store
-            if store is not None:  # construct entries in completion order, as 8.1.1 writes them
-                store.put_construct(name, parent)
-            if ok and not self._off():
+            if store is None:
+                return
+            record = ok and not self._off()
+            # construct entries in completion order, as 8.1.1 writes them
+            store.put_construct(name, parent, kick=not record)
+            if record:
                 self._guarded(self._record_forward, prefix, name, mod, args, kwargs, output)
+                store.kick()
 
         def bpre(mod: Any, grad_output: Any) -> None:
             if self._off() or (active is not None and not active()):
@@ -196,10 +259,13 @@ class ModuleDumper:
             if self.backward_stack:
                 self.backward_stack.pop()
             store = self.svc.session.store
-            if store is not None:
-                store.put_construct(name, parent)
-            if self.svc.session.filter.check(name):
+            if store is None:
+                return
+            record = self.svc.session.filter.check(name)
+            store.put_construct(name, parent, kick=not record)
+            if record:
                 self._guarded(self._record_backward, name, grad_input, grad_output)
+                store.kick()
 
         self.handles.append(module.register_forward_pre_hook(no_compile(pre), with_kwargs=True))
         self.handles.append(module.register_forward_hook(no_compile(post), with_kwargs=True, prepend=True))
@@ -213,12 +279,15 @@ class ModuleDumper:
     def _guarded(self, fn: Callable[..., None], *args: Any) -> None:
         was = self.svc._inside
         self.svc._inside = True
+        grad_was = torch.is_grad_enabled()
         try:
-            with torch._C.DisableTorchFunction(), torch.no_grad():
+            with torch._C.DisableTorchFunction():
+                torch._C._set_grad_enabled(False)  # torch.no_grad() costs ~1 us more per hook
                 fn(*args)
         except Exception as exc:
             self.svc.session.record_error(fn.__name__.lstrip("_"), str(args[1] if len(args) > 1 else ""), exc)
         finally:
+            torch._C._set_grad_enabled(grad_was)
             self.svc._inside = was
 
     # -- records ----------------------------------------------------------------------------------
@@ -239,19 +308,17 @@ class ModuleDumper:
             record["input_kwargs"] = enc.kwargs(dict(kwargs), name)
         if mode.side("output"):
             record["output"] = enc.output(output, name)
-        record["parameters"] = {
-            p: enc.value(t, name, "parameters", (p,)) for p, t in mod.named_parameters(recurse=False)
-        }
+        record["parameters"] = {p: enc.value(t, name, "parameters", (p,)) for p, t in _direct_parameters(mod)}
         record["is_recompute"] = svc.is_recompute
-        store.put(name, record)
-        store.put_stack(name, capture_stack(None, (), None))
-        self._param_grad_placeholder(prefix, mod)
+        store.put(name, record, kick=False)
+        store.put_stack(name, capture_stack(None, (), None), kick=False)
+        self._param_grad_placeholder(prefix, mod)  # the caller kicks
 
     def _param_grad_placeholder(self, prefix: str, mod: torch.nn.Module) -> None:
         mode = self.svc.config.data_mode
         if not mode.direction(BACKWARD):
             return
-        params = [(p, t) for p, t in mod.named_parameters(recurse=False) if t.requires_grad]
+        params = [(p, t) for p, t in _direct_parameters(mod) if t.requires_grad]
         if not params:
             return
         record = f"{prefix}.parameters_grad"
@@ -260,7 +327,7 @@ class ModuleDumper:
             return
         value: dict[str, Any] = {p: [None] for p, _ in params}
         self._grad_records[record] = value
-        store.put(record, value)
+        store.put(record, value, kick=False)  # the caller kicks
         for p, t in params:
             if id(t) not in self._params_hooked:
                 self._params_hooked.add(id(t))
@@ -279,10 +346,14 @@ class ModuleDumper:
         store, enc = self.svc.session.store, self.svc.encoder
         if value is None or store is None or enc is None or not self.svc.session.filter.check(record):
             return
-        if enc.worker is not None and _snapshot_ok(grad):
-            # .grad may be accumulated into in C++, where no drain can see it: the worker summarises a
-            # copy (one memory pass here instead of the summary's four; same strides, same values)
-            value[pname] = [enc.value(grad.detach().clone(), record, pname, ())]
+        if enc.worker is not None and not _distributed():
+            # deferred like any tensor: the writes that can follow (the next backward's accumulation
+            # into .grad, zero_grad, clipping, optimizers) are calls the in-place guard drains before
+            value[pname] = [enc.value(grad, record, pname, ())]
+        elif enc.worker is not None and _snapshot_ok(grad):
+            # with torch.distributed, gradient buckets are written in C++ (DDP, FSDP) where no drain can
+            # see it: the worker summarises a copy (one memory pass here instead of the summary's four)
+            value[pname] = [enc.private_copy(grad.detach().clone(), record, pname, ())]
         else:
             with enc.synchronous():
                 value[pname] = [enc.value(grad, record, pname, ())]
@@ -299,7 +370,7 @@ class ModuleDumper:
             record["input"] = enc.grads(tuple(grad_output), name, "input")
         if mode.side("output"):
             record["output"] = enc.grads(tuple(g for g in grad_input if g is not None), name, "output")
-        store.put(name, record)
+        store.put(name, record, kick=False)  # the caller kicks
 
     # -- optimizer (mix) --------------------------------------------------------------------------
     def _optimizer_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:

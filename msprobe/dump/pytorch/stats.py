@@ -7,6 +7,7 @@ against its version counter, which every in-place op bumps.
 
 from __future__ import annotations
 
+import threading
 import weakref
 import zlib
 from typing import Any
@@ -125,18 +126,75 @@ class Slot:
             self.done = True
 
 
+Entry = tuple["weakref.ref[torch.Tensor]", int, Slot, int]
+
+
+class LayoutMemo:
+    """Slots by element sequence: a view or reshape of a summarised, unchanged tensor shares its
+    summary. Used by the training thread (summaries computed at once) or by the background worker
+    (deferred summaries: the layout key costs ~9 us, which then stays off the training thread); the
+    lock makes a clear from the training thread safe while the worker looks up."""
+
+    __slots__ = ("_by_layout", "_lock")
+
+    def __init__(self) -> None:
+        self._by_layout: dict[tuple[Any, ...], Entry] = {}
+        self._lock = threading.Lock()
+
+    def find(self, layout: tuple[Any, ...], version: int, md5: bool) -> Slot | None:
+        with self._lock:
+            same = self._by_layout.get(layout)
+        if same is None or not (same[2].md5 or not md5):
+            return None
+        other = same[0]()
+        # alive, unchanged, and on the very same storage: then the address cannot be a reuse
+        if (
+            other is not None
+            and other._version == version == same[1]
+            and other.untyped_storage().data_ptr() == layout[0]
+        ):
+            return same[2]
+        return None
+
+    def remember(self, layout: tuple[Any, ...], entry: Entry) -> None:
+        with self._lock:
+            if len(self._by_layout) >= SummaryCache.LIMIT:
+                self._by_layout.clear()
+            self._by_layout[layout] = entry
+
+    def forget_storage(self, ptr: int) -> None:
+        with self._lock:
+            for k in [k for k in self._by_layout if k[0] == ptr]:
+                del self._by_layout[k]
+
+    def keep_parameters(self) -> None:
+        with self._lock:
+            self._by_layout = {k: e for k, e in self._by_layout.items() if _kept(e[0]())}
+
+    def clear(self) -> None:
+        with self._lock:
+            self._by_layout.clear()
+
+
+def layout_key(t: torch.Tensor) -> tuple[Any, ...] | None:
+    return element_sequence(t) if t.numel() >= _LAYOUT_MIN_NUMEL else None
+
+
 class SummaryCache:
     """Memo of summary slots per live tensor object and version, and per element sequence.
 
-    Used from the training thread only; a slot may be filled later by the background worker (jobs run
-    in order, so a slot handed out again is filled before any later job reads it).
+    The id/version memo is used from the training thread only; a slot may be filled later by the
+    background worker (jobs run in order, so a slot handed out again is filled before any later job
+    reads it). With ``layouts=False`` the element-sequence lookup is left to the caller (the worker,
+    through :attr:`layouts`).
     """
 
-    __slots__ = ("_by_layout", "_entries", "limit")
+    LIMIT = 20000
+    __slots__ = ("_entries", "layouts", "limit")
 
-    def __init__(self, limit: int = 20000) -> None:
-        self._entries: dict[int, tuple[weakref.ref[torch.Tensor], int, Slot, int]] = {}
-        self._by_layout: dict[tuple[Any, ...], tuple[weakref.ref[torch.Tensor], int, Slot, int]] = {}
+    def __init__(self, limit: int = LIMIT) -> None:
+        self._entries: dict[int, Entry] = {}
+        self.layouts = LayoutMemo()
         self.limit = limit
 
     def get(self, t: torch.Tensor, md5: bool) -> tuple[Stats, str | None]:
@@ -146,7 +204,7 @@ class SummaryCache:
             slot.fill(t)
         return slot.stats, slot.digest
 
-    def slot(self, t: torch.Tensor, md5: bool) -> tuple[Slot, bool]:
+    def slot(self, t: torch.Tensor, md5: bool, layouts: bool = True) -> tuple[Slot, bool]:
         """``(slot, fresh)``: the cached slot of ``t`` as it is now, or a new empty one (``fresh``)."""
         key = id(t)
         version = t._version
@@ -159,48 +217,55 @@ class SummaryCache:
             and hit[3] == _data_ptr(t)  # ``t.data = other`` swaps the memory without a version bump
         ):
             return hit[2], False
-        layout = element_sequence(t) if t.numel() >= _LAYOUT_MIN_NUMEL else None
+        layout = layout_key(t) if layouts else None
         if layout is not None:
-            same = self._by_layout.get(layout)
-            if same is not None and (same[2].md5 or not md5):
-                other = same[0]()
-                # alive, unchanged, and on the very same storage: then the address cannot be a reuse
-                if (
-                    other is not None
-                    and other._version == version == same[1]
-                    and other.untyped_storage().data_ptr() == layout[0]
-                ):
-                    self._remember(key, t, version, same[2], None)
-                    return same[2], False
+            same = self.layouts.find(layout, version, md5)
+            if same is not None:
+                self._remember(key, t, version, same, None)
+                return same, False
         slot = Slot(md5)
         self._remember(key, t, version, slot, layout)
         return slot, True
+
+    def share_layout(self, t: torch.Tensor, version: int, slot: Slot) -> Slot | None:
+        """Worker side of ``slot(..., layouts=False)``: the filled slot of an unchanged tensor with
+        the same element sequence as ``t`` (then ``t`` needs no summary of its own), else None after
+        registering ``slot`` for ``t``'s element sequence."""
+        layout = layout_key(t)
+        if layout is None:
+            return None
+        same = self.layouts.find(layout, version, slot.md5)
+        if same is not None and same is not slot and same.done:
+            return same
+        try:
+            self.layouts.remember(layout, (weakref.ref(t), version, slot, _data_ptr(t)))
+        except TypeError:
+            pass
+        return None
 
     def _remember(
         self, key: int, t: torch.Tensor, version: int, slot: Slot, layout: tuple[Any, ...] | None
     ) -> None:
         if len(self._entries) >= self.limit:
             self._entries.clear()
-            self._by_layout.clear()
+            self.layouts.clear()
         try:
             entry = (weakref.ref(t), version, slot, _data_ptr(t))
         except TypeError:
             return
         self._entries[key] = entry
         if layout is not None:
-            self._by_layout[layout] = entry
+            self.layouts.remember(layout, entry)
 
     def forget(self, t: torch.Tensor) -> None:
         """Drop ``t``: collectives write into tensors without bumping their version counter."""
         self._entries.pop(id(t), None)
         if isinstance(t, torch.Tensor) and t.layout == torch.strided:
-            ptr = t.untyped_storage().data_ptr()
-            for k in [k for k in self._by_layout if k[0] == ptr]:
-                del self._by_layout[k]
+            self.layouts.forget_storage(t.untyped_storage().data_ptr())
 
     def clear(self) -> None:
         self._entries.clear()
-        self._by_layout.clear()
+        self.layouts.clear()
 
     def prune(self) -> None:
         """At a step's end keep only live parameters: a parameter written by ``optimizer.step()``
@@ -208,4 +273,4 @@ class SummaryCache:
         Buffers are dropped: kernels such as batch_norm update running statistics without bumping
         the version counter."""
         self._entries = {k: e for k, e in self._entries.items() if _kept(e[0]())}
-        self._by_layout = {k: e for k, e in self._by_layout.items() if _kept(e[0]())}
+        self.layouts.keep_parameters()
