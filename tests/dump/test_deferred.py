@@ -224,7 +224,9 @@ _X = torch.zeros(2)
         ("Functional", "relu", (_X,), {"inplace": True}, True, None),
         ("Functional", "relu", (_X,), {"inplace": False}, False, None),
         ("Functional", "batch_norm", (_X,), {}, True, None),
-        ("Functional", "embedding", (_X,), {}, True, None),
+        ("Functional", "embedding", (_X, _X), {}, False, None),
+        ("Functional", "embedding", (_X, _X), {"max_norm": 1.0}, True, None),
+        ("Functional", "embedding", (_X, _X, None, 1.0), {}, True, None),
         ("Tensor", "backward", (_X,), {}, True, None),
         ("Tensor", "requires_grad_", (_X,), {}, True, [_X]),
         ("Torch", "grad", (_X,), {}, True, None),
@@ -240,7 +242,7 @@ def test_mutation_table(
 ) -> None:
     from msprobe.dump.pytorch.deferral import call_mutates, written_tensors
 
-    assert call_mutates(prefix, api, kwargs) is mutates
+    assert call_mutates(prefix, api, args, kwargs) is mutates
     if mutates:
         got = written_tensors(prefix, api, args, kwargs)
         assert (got is None) == (written is None)
@@ -289,13 +291,16 @@ def test_l0_parameter_grads_accumulated_in_cpp_keep_each_backwards_value(
 
     monkeypatch.setattr(modules, "_distributed", lambda: distributed)
     copies = []
-    private_copy = Encoder.private_copy
+    for_worker = modules.gradient_for_worker
 
-    def counting_copy(self: Encoder, *args: Any) -> Any:
-        copies.append(args[1])
-        return private_copy(self, *args)
+    def counting(grad: torch.Tensor) -> torch.Tensor:
+        out = for_worker(grad)
+        if out is not grad:
+            assert torch.equal(out, grad) and out.data_ptr() != grad.data_ptr()
+            copies.append(out)
+        return out
 
-    monkeypatch.setattr(Encoder, "private_copy", counting_copy)
+    monkeypatch.setattr(modules, "gradient_for_worker", counting)
     results = []
     for thread in (True, False):
         torch.manual_seed(0)
@@ -317,3 +322,21 @@ def test_l0_parameter_grads_accumulated_in_cpp_keep_each_backwards_value(
     grads = [v for k, v in threaded.items() if "parameters_grad" in k or "parameters" in json.dumps(v)]
     assert grads
     assert bool(copies) is distributed  # the copy is taken only where C++ may write the gradient
+
+
+def test_patched_operator_while_worker_busy_runs_once(
+    tmp_path: Path, debugger: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``c[0] = v`` goes through our patched ``__setitem__``, whose original torch reports back to the
+    tracer; with the worker busy (a wait before the write) that report must not re-enter the patch."""
+    dbg = _dump(tmp_path, debugger, monkeypatch, True)
+    dbg.start()
+    c = torch.sin(torch.linspace(-2.0, 3.0, 4096))
+    for i in range(20):
+        c[i] = 100.0 + i
+        torch.exp(c)  # keeps the (slowed-down) worker busy
+    dbg.stop()
+    data = load_dump(tmp_path / RANK)["data"]
+    assert [f"Tensor.__setitem__.{i}.forward" in data for i in range(20)] == [True] * 20
+    assert "Tensor.__setitem__.20.forward" not in data  # recorded once per call
+    assert data["Tensor.__setitem__.19.forward"]["input_args"][0]["Max"] == pytest.approx(118.0)

@@ -26,7 +26,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from msprobe.dump.api_families import FAMILIES, FUNCTION_MODE, PATCH, ApiFamily, record_api_name
-from msprobe.dump.pytorch.deferral import func_mutates
+from msprobe.dump.pytorch.deferral import BeforeWrite
 
 log = logging.getLogger("msprobe")
 
@@ -118,12 +118,12 @@ class ApiTracer(TorchFunctionMode):
         self,
         table: dict[Any, ApiKey],
         handler: CallHandler,
-        before_mutation: Callable[[], None] | None = None,
+        before_write: BeforeWrite | None = None,
     ) -> None:
         super().__init__()
         self.table = table
         self.handler = handler
-        self.before_mutation = before_mutation  # unrecorded in-place calls (deferred statistics)
+        self.before_write = before_write  # unrecorded calls that may write (deferred statistics)
 
     def __torch_function__(
         self, func: Any, types_: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
@@ -135,8 +135,15 @@ class ApiTracer(TorchFunctionMode):
             key = None
         if key is not None:
             return self.handler(key, func, args, kwargs)
-        if self.before_mutation is not None and func_mutates(func, kwargs):
-            self.before_mutation()
+        original = getattr(func, "_msprobe_original_of_wrapper", None)
+        if original is not None:
+            # One of our patched operators, reported by torch's dispatch from inside the original we
+            # called: the patch already handled this call, so run the original below every mode
+            # (redispatching the wrapper would enter the patch again, forever).
+            with torch._C.DisableTorchFunction():
+                return original(*args, **kwargs)
+        if self.before_write is not None:
+            self.before_write(func, args, kwargs)
         if _redispatch is not None and type(func) is types.FunctionType:
             with self:
                 return _redispatch(func, types_, args, kwargs)
@@ -182,6 +189,7 @@ class Patcher:
             return handler(key, orig, args, kwargs)
 
         wrapper._msprobe_wrapped = True  # type: ignore[attr-defined]
+        wrapper._msprobe_original_of_wrapper = orig  # type: ignore[attr-defined]
         self._originals[(id(owner), attr)] = (owner, orig)
         setattr(owner, attr, wrapper)
 

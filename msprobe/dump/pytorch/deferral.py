@@ -32,6 +32,7 @@ TORCH_PREFIXES = frozenset(("Torch", "Tensor", "Functional", "VF", "Aten"))
 IMPLICIT_MUTATORS = ("batch_norm", "instance_norm", "embedding", "backward", "resize")
 IMPLICIT_EXACT = frozenset(("grad", "set_"))  # torch.autograd.grad; Tensor.set_
 _NOT_INPLACE = frozenset(("__init__", "__index__", "__int__", "__invert__", "__iter__"))
+_MAX_NORM_AT = 3  # F.embedding(input, weight, padding_idx, max_norm, ...)
 
 
 def name_mutates(name: str) -> bool:
@@ -45,8 +46,19 @@ def kwargs_mutate(kwargs: dict[str, Any]) -> bool:
     return bool(kwargs) and (kwargs.get("out") is not None or kwargs.get("inplace") is True)
 
 
-def call_mutates(prefix: str, api: str, kwargs: dict[str, Any]) -> bool:
-    return prefix not in TORCH_PREFIXES or name_mutates(api) or kwargs_mutate(kwargs)
+def _embedding_renorms(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """``embedding`` writes its weight only to renormalise rows (``max_norm`` given)."""
+    if kwargs and kwargs.get("max_norm") is not None:
+        return True
+    return len(args) > _MAX_NORM_AT and args[_MAX_NORM_AT] is not None
+
+
+def call_mutates(prefix: str, api: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    if prefix not in TORCH_PREFIXES:
+        return True
+    if api == "embedding":
+        return _embedding_renorms(args, kwargs) or kwargs_mutate(kwargs)
+    return name_mutates(api) or kwargs_mutate(kwargs)
 
 
 def written_tensors(prefix: str, api: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any] | None:
@@ -65,36 +77,41 @@ def written_tensors(prefix: str, api: str, args: tuple[Any, ...], kwargs: dict[s
     return None
 
 
-_name_cache: dict[Any, bool] = {}
+_func_keys: dict[Any, tuple[str, str, bool]] = {}
 
 
-def func_mutates(func: Any, kwargs: dict[str, Any] | None) -> bool:
-    """For unrecorded calls seen by a function mode (cached per function object)."""
+def func_key(func: Any) -> tuple[str, str, bool] | None:
+    """``(prefix, name, writes by name)`` of a function seen by a function mode: Tensor methods and
+    operators get ``Tensor`` (so an in-place method names the tensor it writes), everything else
+    ``Torch``; the flag is :func:`call_mutates` without its argument checks (``out=``, ``inplace=``,
+    ``max_norm``). Cached per function object (a few hundred calls a step); None if unhashable."""
     try:
-        hit = _name_cache.get(func)
+        hit = _func_keys.get(func)
     except TypeError:
-        hit = None
+        return None
     if hit is None:
-        hit = name_mutates(getattr(func, "__name__", "") or "")
-        try:
-            _name_cache[func] = hit
-        except TypeError:
-            pass
-    return hit or (kwargs is not None and kwargs_mutate(kwargs))
+        qualname = getattr(func, "__qualname__", "") or ""
+        prefix = "Tensor" if qualname.startswith(("TensorBase.", "Tensor.")) else "Torch"
+        name = getattr(func, "__name__", "") or ""
+        hit = (prefix, name, name != "embedding" and name_mutates(name))
+        _func_keys[func] = hit
+    return hit
+
+
+BeforeWrite = Callable[[Any, tuple[Any, ...], dict[str, Any]], None]
 
 
 class MutationGuard(TorchFunctionMode):
-    """L0 without API capture: drain the worker before any call that may write in place."""
+    """L0 without API capture: lets ``before_write`` see every call (it waits for the queued
+    summaries a call may write into)."""
 
-    def __init__(self, drain: Callable[[], None], busy: Callable[[], bool]) -> None:
+    def __init__(self, before_write: BeforeWrite) -> None:
         super().__init__()
-        self._drain = drain
-        self._busy = busy
+        self._before_write = before_write
 
     def __torch_function__(
         self, func: Any, types_: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
     ) -> Any:
         kwargs = kwargs or {}
-        if self._busy() and func_mutates(func, kwargs):
-            self._drain()
+        self._before_write(func, args, kwargs)
         return func(*args, **kwargs)

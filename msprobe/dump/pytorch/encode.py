@@ -60,6 +60,39 @@ class Encoder:
         # storage address -> number of jobs submitted up to the last one reading that storage
         self.pending: dict[int, int] = {}
         self.now_ids: frozenset[int] = frozenset()  # tensors summarised at once (about to be written)
+        self._inline: Encoder | None = None  # the worker's own encoder (see :meth:`later`)
+
+    # -- whole records on the worker --------------------------------------------------------------
+    def later(self, fn: Callable[..., None], record: str, reads: Any, *args: Any) -> None:
+        """Run ``fn(encoder, *args)`` on the worker, after every job queued so far, with an encoder
+        that summarises there and then: the whole record is encoded off the training thread, which
+        only walks ``reads`` (the values whose tensors ``fn`` reads) to note their storages, so that a
+        write into one of them first waits for this job, and their versions, so that a write no drain
+        saw is reported (``on_stale``) instead of silently summarised."""
+        assert self.worker is not None
+        stamps = _tensor_stamps(reads)
+        self.worker.submit(self._run_later, fn, record, stamps, args)
+        seq = self.worker.submitted
+        pending = self.pending
+        if len(pending) > 4096:
+            done = self.worker.done
+            self.pending = pending = {k: v for k, v in pending.items() if v > done}
+        for t, _ in stamps:
+            try:
+                pending[t.untyped_storage().data_ptr()] = seq
+            except (RuntimeError, NotImplementedError):
+                pass
+
+    def _run_later(
+        self, fn: Callable[..., None], record: str, stamps: list[tuple[torch.Tensor, int]], args: Any
+    ) -> None:
+        if self.on_stale is not None and any(t._version != v for t, v in stamps):
+            self.on_stale(record)  # written before the record was encoded: a missed wait
+        inline = self._inline
+        if inline is None:
+            inline = self._inline = Encoder(self.cache, self.md5, None, self.save_filter, None)
+        with torch.no_grad():
+            fn(inline, *args)
 
     @contextlib.contextmanager
     def synchronous(self) -> Iterator[None]:
@@ -107,18 +140,9 @@ class Encoder:
         if seq is not None:
             self.worker.drain(seq)
 
-    def private_copy(self, t: torch.Tensor, record: str, side: str, path: Path) -> dict[str, Any]:
-        """Summary of a copy only the caller holds (a gradient snapshot): deferred when a worker runs,
-        and kept out of the cache (nobody else can see the copy, so no lookup can hit it)."""
-        if self.worker is None or t.device.type != "cpu":
-            return self.tensor(t, record, side, path)
-        return self._deferred(t, record, Slot(self.md5))
-
-    def _deferred(self, t: torch.Tensor, record: str, private: Slot | None = None) -> dict[str, Any]:
+    def _deferred(self, t: torch.Tensor, record: str) -> dict[str, Any]:
         assert self.worker is not None
-        if private is not None:
-            slot, fresh = private, True
-        elif self.now_ids and id(t) in self.now_ids:
+        if self.now_ids and id(t) in self.now_ids:
             slot, fresh = self.cache.slot(t, self.md5)
             if fresh or not slot.done:
                 slot.fill(t)
@@ -141,8 +165,8 @@ class Encoder:
         if slot.done:
             _copy_slot(out, slot)
         else:
-            self.worker.submit(self._fill, out, slot, t if fresh else None, t._version, record, private)
-            if fresh and private is None:
+            self.worker.submit(self._fill, out, slot, t if fresh else None, t._version, record)
+            if fresh:
                 if len(self.pending) > 4096:
                     done = self.worker.done
                     self.pending = {k: v for k, v in self.pending.items() if v > done}
@@ -152,19 +176,11 @@ class Encoder:
                     pass  # no storage: nothing can write into it through another tensor
         return out
 
-    def _fill(
-        self,
-        out: Summary,
-        slot: Slot,
-        t: torch.Tensor | None,
-        version: int,
-        record: str,
-        private: Slot | None = None,
-    ) -> None:
+    def _fill(self, out: Summary, slot: Slot, t: torch.Tensor | None, version: int, record: str) -> None:
         """Worker side: summarise ``t`` (the first holder of the slot), then copy into ``out``."""
         if t is not None:
             try:
-                same = self.cache.share_layout(t, version, slot) if private is None else None
+                same = self.cache.share_layout(t, version, slot)
                 if same is not None:
                     slot.stats, slot.digest, slot.done = same.stats, same.digest, True
                 else:
@@ -264,6 +280,22 @@ class Encoder:
 
     def grads(self, grads: Any, record: str, side: str) -> list[Any]:
         return [self.value(g, record, side, (i,)) for i, g in enumerate(grads)]
+
+
+def _tensor_stamps(value: Any, depth: int = 0, out: list[tuple[torch.Tensor, int]] | None = None) -> Any:
+    """``(tensor, version)`` of every tensor in a nest of tuples, lists and dicts."""
+    if out is None:
+        out = []
+    if isinstance(value, torch.Tensor):
+        out.append((value, value._version))
+    elif depth < MAX_DEPTH:
+        if isinstance(value, dict):
+            value = value.values()
+        elif not isinstance(value, list | tuple):
+            return out
+        for v in value:
+            _tensor_stamps(v, depth + 1, out)
+    return out
 
 
 def _copy_slot(out: Summary, slot: Slot) -> None:

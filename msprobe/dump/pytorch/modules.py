@@ -21,7 +21,9 @@ from msprobe.dump.naming import BACKWARD, FORWARD
 from msprobe.dump.stack import capture_stack
 
 if TYPE_CHECKING:
+    from msprobe.dump.pytorch.encode import Encoder
     from msprobe.dump.pytorch.service import TorchDumpService
+    from msprobe.dump.writer import RankStore
 
 OPTIMIZER = "optimizer"
 
@@ -72,6 +74,16 @@ CLIP_GRAD = "clip_grad"
 def _distributed() -> bool:
     dist = getattr(torch, "distributed", None)
     return dist is not None and dist.is_available() and dist.is_initialized()
+
+
+def gradient_for_worker(grad: torch.Tensor) -> torch.Tensor:
+    """What the worker may summarise later for a parameter's gradient: the gradient itself (the writes
+    that can follow, the next backward's accumulation into ``.grad``, ``zero_grad``, clipping,
+    optimizers, are calls the in-place guard waits before), or with torch.distributed, where gradient
+    buckets are written in C++ (DDP, FSDP) unseen, a copy (one memory pass instead of four here)."""
+    if _distributed() and _snapshot_ok(grad):
+        return grad.detach().clone()
+    return grad
 
 
 def _snapshot_ok(t: torch.Tensor) -> bool:
@@ -291,28 +303,71 @@ class ModuleDumper:
             self.svc._inside = was
 
     # -- records ----------------------------------------------------------------------------------
+    def _later(self) -> Encoder | None:
+        """The encoder that hands whole records to the background worker, or None to encode here.
+
+        At L0 the worker encodes module records itself (the training thread only notes what a record
+        reads). At mix the API records share the summary cache in the training thread, so module
+        records are encoded there too (their tensors' summaries still deferred)."""
+        enc = self.svc.encoder
+        if enc is None or enc.worker is None or self.svc.apis_on:
+            return None
+        return enc
+
+    def _encode(self, fn: Callable[..., None], record: str, reads: Any, *args: Any) -> None:
+        """``fn(encoder, *args)``: on the worker when :meth:`_later` says so, else right here."""
+        enc = self._later()
+        if enc is not None:
+            enc.later(self._worker_guarded, record, reads, fn, *args)
+        elif self.svc.encoder is not None:
+            fn(self.svc.encoder, *args)
+
+    def _worker_guarded(self, enc: Encoder, fn: Callable[..., None], *args: Any) -> None:
+        try:
+            fn(enc, *args)
+        except Exception as exc:
+            self.svc.session.record_error(fn.__name__.lstrip("_"), str(args[1]), exc)
+
     def _record_forward(
         self, prefix: str, name: str, mod: torch.nn.Module, args: Any, kwargs: Any, output: Any
     ) -> None:
         svc = self.svc
-        store, enc = svc.session.store, svc.encoder
-        if store is None or enc is None:
+        store = svc.session.store
+        if store is None or svc.encoder is None:
             return
-        mode = svc.config.data_mode
-        if not mode.direction(FORWARD):
+        if not svc.config.data_mode.direction(FORWARD):
             self._param_grad_placeholder(prefix, mod)
             return
-        record: dict[str, Any] = {}
-        if mode.side("input"):
-            record["input_args"] = enc.args(tuple(args), name)
-            record["input_kwargs"] = enc.kwargs(dict(kwargs), name)
-        if mode.side("output"):
-            record["output"] = enc.output(output, name)
-        record["parameters"] = {p: enc.value(t, name, "parameters", (p,)) for p, t in _direct_parameters(mod)}
-        record["is_recompute"] = svc.is_recompute
-        store.put(name, record, kick=False)
+        params = _direct_parameters(mod)
+        args, kwargs = tuple(args), dict(kwargs)
+        reads = (args, kwargs, output, params)
+        self._encode(
+            self._forward_record, name, reads, store, name, args, kwargs, output, params, svc.is_recompute
+        )
         store.put_stack(name, capture_stack(None, (), None), kick=False)
         self._param_grad_placeholder(prefix, mod)  # the caller kicks
+
+    def _forward_record(
+        self,
+        enc: Encoder,
+        store: RankStore,
+        name: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        output: Any,
+        params: list[tuple[str, torch.nn.Parameter]],
+        is_recompute: bool,
+    ) -> None:
+        mode = self.svc.config.data_mode
+        record: dict[str, Any] = {}
+        if mode.side("input"):
+            record["input_args"] = enc.args(args, name)
+            record["input_kwargs"] = enc.kwargs(kwargs, name)
+        if mode.side("output"):
+            record["output"] = enc.output(output, name)
+        record["parameters"] = {p: enc.value(t, name, "parameters", (p,)) for p, t in params}
+        record["is_recompute"] = is_recompute
+        store.put(name, record, kick=False)
 
     def _param_grad_placeholder(self, prefix: str, mod: torch.nn.Module) -> None:
         mode = self.svc.config.data_mode
@@ -346,30 +401,47 @@ class ModuleDumper:
         store, enc = self.svc.session.store, self.svc.encoder
         if value is None or store is None or enc is None or not self.svc.session.filter.check(record):
             return
-        if enc.worker is not None and not _distributed():
-            # deferred like any tensor: the writes that can follow (the next backward's accumulation
-            # into .grad, zero_grad, clipping, optimizers) are calls the in-place guard drains before
-            value[pname] = [enc.value(grad, record, pname, ())]
-        elif enc.worker is not None and _snapshot_ok(grad):
-            # with torch.distributed, gradient buckets are written in C++ (DDP, FSDP) where no drain can
-            # see it: the worker summarises a copy (one memory pass here instead of the summary's four)
-            value[pname] = [enc.private_copy(grad.detach().clone(), record, pname, ())]
-        else:
-            with enc.synchronous():
+        if enc.worker is None or grad.device.type != "cpu":
+            with enc.synchronous():  # device tensors: summarised on their stream, here
                 value[pname] = [enc.value(grad, record, pname, ())]
-        store.put(record, value)
+            store.put(record, value)
+            return
+        grad = gradient_for_worker(grad)
+        self._encode(self._param_grad_record, record, grad, store, record, value, pname, grad)
+        store.kick()
+
+    @staticmethod
+    def _param_grad_record(
+        enc: Encoder, store: RankStore, record: str, value: dict[str, Any], pname: str, grad: torch.Tensor
+    ) -> None:
+        value[pname] = [enc.value(grad, record, pname, ())]
+        store.put(record, value, kick=False)
 
     def _record_backward(self, name: str, grad_input: Any, grad_output: Any) -> None:
         svc = self.svc
-        store, enc = svc.session.store, svc.encoder
-        if store is None or enc is None:
+        store = svc.session.store
+        if store is None or svc.encoder is None:
             return
-        mode = svc.config.data_mode
+        grad_output = tuple(grad_output)
+        grad_input = tuple(g for g in grad_input if g is not None)
+        self._encode(
+            self._backward_record, name, (grad_input, grad_output), store, name, grad_input, grad_output
+        )
+
+    def _backward_record(
+        self,
+        enc: Encoder,
+        store: RankStore,
+        name: str,
+        grad_input: tuple[Any, ...],
+        grad_output: tuple[Any, ...],
+    ) -> None:
+        mode = self.svc.config.data_mode
         record: dict[str, Any] = {}
         if mode.side("input"):
-            record["input"] = enc.grads(tuple(grad_output), name, "input")
+            record["input"] = enc.grads(grad_output, name, "input")
         if mode.side("output"):
-            record["output"] = enc.grads(tuple(g for g in grad_input if g is not None), name, "output")
+            record["output"] = enc.grads(grad_input, name, "output")
         store.put(name, record, kick=False)  # the caller kicks
 
     # -- optimizer (mix) --------------------------------------------------------------------------

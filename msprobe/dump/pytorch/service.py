@@ -28,7 +28,7 @@ from msprobe.dump.naming import BACKWARD, FORWARD
 from msprobe.dump.pytorch.callsite import recover_call_args
 from msprobe.dump.pytorch.capture import ApiKey, ApiTracer, Patcher, build_mode_table, pop_mode, push_mode
 from msprobe.dump.pytorch.debug_save import DebugSaver
-from msprobe.dump.pytorch.deferral import MutationGuard, call_mutates, written_tensors
+from msprobe.dump.pytorch.deferral import MutationGuard, call_mutates, func_key, written_tensors
 from msprobe.dump.pytorch.encode import Encoder
 from msprobe.dump.pytorch.modules import ModuleDumper, no_compile
 from msprobe.dump.pytorch.stats import SummaryCache
@@ -82,8 +82,8 @@ class TorchDumpService:
         self.worker: Worker | None = None
         if config.task == "statistics" and config.level != "debug" and enabled_by_env():
             self.worker = Worker(self._worker_error)
-        self.tracer = ApiTracer(build_mode_table(self.api_lists), handler, self._drain_if_busy)
-        self._guard = MutationGuard(self.drain, self._busy)
+        self.tracer = ApiTracer(build_mode_table(self.api_lists), handler, self.before_write)
+        self._guard = MutationGuard(self.before_write)
         self._guard_pushed = False
         self.patcher = Patcher(handler)
         self.patcher.patch_families(self.api_lists)
@@ -109,18 +109,35 @@ class TorchDumpService:
         self._recent_grads: Any = None
 
     # -- deferred statistics ------------------------------------------------------------------------
-    def _busy(self) -> bool:
-        w = self.worker
-        return w is not None and w.submitted != w.done
-
     def drain(self) -> None:
         if self.worker is not None:
             self.worker.drain()
 
-    def _drain_if_busy(self) -> None:
+    def before_write(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """An unrecorded call is about to run: if it may write into a tensor still queued for its
+        summary, wait for the jobs reading that tensor's storage (for the whole queue when what it
+        writes is not certain). Cheap when the worker is idle: one comparison."""
         w = self.worker
-        if w is not None and w.submitted != w.done:
+        if w is None or w.submitted == w.done:
+            return
+        key = func_key(func)
+        if key is None:
             w.drain()
+        elif key[2] or ((kwargs or key[1] == "embedding") and call_mutates(key[0], key[1], args, kwargs)):
+            self._wait_before_write(key[0], key[1], args, kwargs)
+
+    def _wait_before_write(
+        self, prefix: str, api: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        w, enc = self.worker, self.encoder
+        if w is None:
+            return
+        written = written_tensors(prefix, api, args, kwargs)
+        if written is None or enc is None:
+            w.drain()
+            return
+        for t in written:
+            enc.wait_for_storage(t)
 
     def _worker_error(self, exc: BaseException) -> None:
         self.session.record_error("statistics", "deferred summary", exc)
@@ -255,8 +272,9 @@ class TorchDumpService:
             or os.getpid() != self._owner_pid
         ):
             w = self.worker
-            if w is not None and w.submitted != w.done and call_mutates(key[0], key[1], kwargs):
-                w.drain()  # before anything can write into a tensor still queued for its summary
+            if w is not None and w.submitted != w.done and call_mutates(key[0], key[1], args, kwargs):
+                # before anything can write into a tensor still queued for its summary
+                self._wait_before_write(key[0], key[1], args, kwargs)
             return func(*args, **kwargs)
         self._inside = True  # our own tensor code and the API's internals record nothing
         try:
@@ -276,7 +294,7 @@ class TorchDumpService:
         record: dict[str, Any] | None = None
         in_ok = s.filter.check(name)
         w = self.worker
-        mutating = call_mutates(prefix, api, kwargs)
+        mutating = call_mutates(prefix, api, args, kwargs)
         mutates = w is not None and mutating
         written = written_tensors(prefix, api, args, kwargs) if mutates else None
         enc = self.encoder
