@@ -50,9 +50,12 @@ def capture_stack(
             text = get(key, _MISS)
             if text is _MISS:
                 text = _by_offset[key] = _format(code, f.f_lineno or 0)
-            if text is not None and code is not skip_code:
-                if not (skip_files and code.co_filename.endswith(skip_files)):
-                    out.append(text)  # type: ignore[arg-type]
+            if (
+                text is not None
+                and code is not skip_code
+                and not (skip_files and code.co_filename.endswith(skip_files))
+            ):
+                out.append(text)  # type: ignore[arg-type]
             f = f.f_back
         return tuple(out)
     except Exception:  # pragma: no cover - defensive: a stack is never worth a crash

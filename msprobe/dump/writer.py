@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
@@ -72,6 +73,7 @@ class RankStore:
         # Set while statistics are deferred: puts then run on the worker, after the jobs queued before
         # them (the statistics their record holds), in submission order.
         self.worker: Worker | None = None
+        self.before_flush: list[Callable[[], None]] = []
 
     def open(self, with_tensor_dir: bool) -> None:
         """Create the rank folder and its journal; a folder the OS refuses is one user-facing line
@@ -170,6 +172,8 @@ class RankStore:
         }
 
     def flush(self) -> None:
+        for callback in list(self.before_flush):  # records their owners still hold back
+            callback()
         self.drain()
         if not self._dirty:
             return

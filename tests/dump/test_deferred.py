@@ -340,3 +340,57 @@ def test_patched_operator_while_worker_busy_runs_once(
     assert [f"Tensor.__setitem__.{i}.forward" in data for i in range(20)] == [True] * 20
     assert "Tensor.__setitem__.20.forward" not in data  # recorded once per call
     assert data["Tensor.__setitem__.19.forward"]["input_args"][0]["Max"] == pytest.approx(118.0)
+
+
+class _PartlyUsed(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.unused = nn.Parameter(torch.ones(3))  # never in the graph: no gradient
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x)
+
+
+class _Wrap(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.part = _PartlyUsed()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.part(x).relu()
+
+
+@pytest.mark.parametrize("thread", [True, False], ids=["worker", "sync"])
+def test_parameter_grads_stored_once_per_backward_and_at_flush(
+    tmp_path: Path, debugger: Any, monkeypatch: pytest.MonkeyPatch, thread: bool
+) -> None:
+    """A parameters_grad record is stored when all its parameters reported (not once per parameter);
+    one whose parameter never gets a gradient is stored with what arrived when the step is written."""
+    from msprobe.dump.writer import RankStore
+
+    puts: list[str] = []
+    put = RankStore._put
+
+    def counting_put(self: RankStore, name: str, value: Any) -> None:
+        if name.endswith("parameters_grad"):
+            puts.append(name)
+        put(self, name, value)
+
+    monkeypatch.setattr(RankStore, "_put", counting_put)
+    torch.manual_seed(0)
+    net = _Wrap()
+    x = torch.randn(4, 8)
+    dbg = _dump(tmp_path, debugger, monkeypatch, thread, level="L0")
+    dbg.start(model=net)
+    net(x).sum().backward()
+    net(x).sum().backward()  # gradient accumulation: the record keeps the last gradient
+    dbg.stop()
+    data = load_dump(tmp_path / RANK)["data"]
+    fc = data["Module.part.fc.Linear.parameters_grad"]
+    expect = (net.part.fc.weight.grad / 2).abs().max().item()  # the second backward's own gradient
+    assert fc["weight"][0]["Max"] == pytest.approx(expect, rel=1e-5)
+    assert data["Module.part._PartlyUsed.parameters_grad"] == {"unused": [None]}
+    # placeholder + one per backward for fc; placeholder + the flush for _PartlyUsed (nothing reported)
+    assert puts.count("Module.part.fc.Linear.parameters_grad") == 3
+    assert puts.count("Module.part._PartlyUsed.parameters_grad") == 1

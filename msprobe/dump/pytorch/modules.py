@@ -196,6 +196,11 @@ class ModuleDumper:
         self.backward_stack: list[str] = []
         self.handles: list[Any] = []
         self._grad_records: dict[str, dict[str, Any]] = {}  # parameters_grad record -> value (this step)
+        # parameters whose gradient arrived since the record was last stored: the record is stored once
+        # all its parameters have reported (one encoding per module and backward, not per parameter),
+        # or at the next flush for parameters that got no gradient
+        self._grad_reported: dict[str, set[str]] = {}
+        self._flush_store: RankStore | None = None
         self._params_hooked: set[int] = set()
         self._restore: list[tuple[Any, str, Any]] = []
 
@@ -382,7 +387,11 @@ class ModuleDumper:
             return
         value: dict[str, Any] = {p: [None] for p, _ in params}
         self._grad_records[record] = value
+        self._grad_reported[record] = set()
         store.put(record, value, kick=False)  # the caller kicks
+        if self._flush_store is not store:
+            store.before_flush.append(self._flush_param_grads)
+            self._flush_store = store
         for p, t in params:
             if id(t) not in self._params_hooked:
                 self._params_hooked.add(id(t))
@@ -403,19 +412,43 @@ class ModuleDumper:
             return
         if enc.worker is None or grad.device.type != "cpu":
             with enc.synchronous():  # device tensors: summarised on their stream, here
-                value[pname] = [enc.value(grad, record, pname, ())]
-            store.put(record, value)
+                self._param_grad_record(enc, store, record, value, pname, grad)
+            store.kick()
             return
         grad = gradient_for_worker(grad)
         self._encode(self._param_grad_record, record, grad, store, record, value, pname, grad)
         store.kick()
 
-    @staticmethod
     def _param_grad_record(
-        enc: Encoder, store: RankStore, record: str, value: dict[str, Any], pname: str, grad: torch.Tensor
+        self,
+        enc: Encoder,
+        store: RankStore,
+        record: str,
+        value: dict[str, Any],
+        pname: str,
+        grad: torch.Tensor,
     ) -> None:
         value[pname] = [enc.value(grad, record, pname, ())]
-        store.put(record, value, kick=False)
+        reported = self._grad_reported.setdefault(record, set())
+        reported.add(pname)
+        if len(reported) >= len(value):
+            reported.clear()
+            store.put(record, value, kick=False)
+
+    def _flush_param_grads(self) -> None:
+        """Before the json files are written: store the records still waiting for a parameter (one
+        that got no gradient), after the gradients queued before (a job on the worker, in order)."""
+        store = self.svc.session.store
+        if store is None or not self._grad_records:
+            return
+        self._encode(self._store_reported_grads, "parameters_grad", (), store)
+        store.kick()
+
+    def _store_reported_grads(self, enc: Encoder, store: RankStore) -> None:
+        for record, reported in list(self._grad_reported.items()):
+            if reported:
+                reported.clear()
+                store.put(record, self._grad_records[record], kick=False)
 
     def _record_backward(self, name: str, grad_input: Any, grad_output: Any) -> None:
         svc = self.svc
@@ -493,6 +526,8 @@ class ModuleDumper:
         self.forward_stack.clear()
         self.backward_stack.clear()
         self._grad_records.clear()
+        self._grad_reported.clear()
+        self._flush_store = None
 
     def api_parent(self, direction: str) -> str | None:
         stack = self.forward_stack if direction == FORWARD else self.backward_stack
