@@ -172,7 +172,8 @@ class RankStore:
         }
 
     def flush(self) -> None:
-        for callback in list(self.before_flush):  # records their owners still hold back
+        self.drain()
+        for callback in list(self.before_flush):  # records their owners still hold back (worker idle)
             callback()
         self.drain()
         if not self._dirty:

@@ -427,10 +427,11 @@ class _PartlyUsed(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.fc = nn.Linear(8, 8)
+        self.scale = nn.Parameter(torch.full((8,), 2.0))
         self.unused = nn.Parameter(torch.ones(3))  # never in the graph: no gradient
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(x)
+        return self.fc(x) * self.scale
 
 
 class _Wrap(nn.Module):
@@ -471,7 +472,9 @@ def test_parameter_grads_stored_once_per_backward_and_at_flush(
     fc = data["Module.part.fc.Linear.parameters_grad"]
     expect = (net.part.fc.weight.grad / 2).abs().max().item()  # the second backward's own gradient
     assert fc["weight"][0]["Max"] == pytest.approx(expect, rel=1e-5)
-    assert data["Module.part._PartlyUsed.parameters_grad"] == {"unused": [None]}
-    # placeholder + one per backward for fc; placeholder + the flush for _PartlyUsed (nothing reported)
+    part = data["Module.part._PartlyUsed.parameters_grad"]
+    assert part["unused"] == [None]
+    assert part["scale"][0]["Max"] == pytest.approx((net.part.scale.grad / 2).max().item(), rel=1e-5)
+    # fc: placeholder + one per backward; _PartlyUsed (``unused`` never reports): placeholder + flush
     assert puts.count("Module.part.fc.Linear.parameters_grad") == 3
-    assert puts.count("Module.part._PartlyUsed.parameters_grad") == 1
+    assert puts.count("Module.part._PartlyUsed.parameters_grad") == 2

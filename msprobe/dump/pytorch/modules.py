@@ -350,7 +350,7 @@ class ModuleDumper:
             self._forward_record, name, reads, store, name, args, kwargs, output, params, svc.is_recompute
         )
         store.put_stack(name, capture_stack(None, (), None), kick=False)
-        self._param_grad_placeholder(prefix, mod)  # the caller kicks
+        self._param_grad_placeholder(prefix, mod, params)  # the caller kicks
 
     def _forward_record(
         self,
@@ -374,16 +374,19 @@ class ModuleDumper:
         record["is_recompute"] = is_recompute
         store.put(name, record, kick=False)
 
-    def _param_grad_placeholder(self, prefix: str, mod: torch.nn.Module) -> None:
-        mode = self.svc.config.data_mode
-        if not mode.direction(BACKWARD):
-            return
-        params = [(p, t) for p, t in _direct_parameters(mod) if t.requires_grad]
-        if not params:
+    def _param_grad_placeholder(
+        self, prefix: str, mod: torch.nn.Module, params: list[tuple[str, torch.nn.Parameter]] | None = None
+    ) -> None:
+        if not self.svc.config.data_mode.direction(BACKWARD):
             return
         record = f"{prefix}.parameters_grad"
         store = self.svc.session.store
         if store is None or record in self._grad_records:
+            return
+        params = [
+            (p, t) for p, t in (params if params is not None else _direct_parameters(mod)) if t.requires_grad
+        ]
+        if not params:
             return
         value: dict[str, Any] = {p: [None] for p, _ in params}
         self._grad_records[record] = value
@@ -436,19 +439,16 @@ class ModuleDumper:
             store.put(record, value, kick=False)
 
     def _flush_param_grads(self) -> None:
-        """Before the json files are written: store the records still waiting for a parameter (one
-        that got no gradient), after the gradients queued before (a job on the worker, in order)."""
+        """Before the json files are written (the worker is idle): store the records still waiting
+        for a parameter that got no gradient."""
         store = self.svc.session.store
-        if store is None or not self._grad_records:
+        if store is None:
             return
-        self._encode(self._store_reported_grads, "parameters_grad", (), store)
-        store.kick()
-
-    def _store_reported_grads(self, enc: Encoder, store: RankStore) -> None:
-        for record, reported in list(self._grad_reported.items()):
+        for record, reported in self._grad_reported.items():
             if reported:
                 reported.clear()
                 store.put(record, self._grad_records[record], kick=False)
+        store.kick()
 
     def _record_backward(self, name: str, grad_input: Any, grad_output: Any) -> None:
         svc = self.svc
