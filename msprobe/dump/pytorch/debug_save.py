@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from msprobe.dump.naming import CallCounter
+from msprobe.dump.pytorch.encode import quiet
 from msprobe.dump.save_walk import Path, check_savable, nulls, set_at, tensor_leaves
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ class DebugSaver:
         was = self.svc._inside
         self.svc._inside = True
         try:
-            with torch._C.DisableTorchFunction(), torch.no_grad():
+            with quiet():
                 store.put(record, enc.value(variable, record, "", ()))
             if save_backward:
                 grads = [(p, t) for p, t in tensor_leaves(variable, torch.Tensor) if t.requires_grad]
@@ -82,7 +83,7 @@ class DebugSaver:
                 was = self.svc._inside
                 self.svc._inside = True
                 try:
-                    with torch._C.DisableTorchFunction(), torch.no_grad():
+                    with quiet():
                         holder["value"] = set_at(holder["value"], path, enc.value(grad, record, "", path))
                         st.put(record, holder["value"])
                 except Exception as exc:

@@ -22,6 +22,26 @@ from msprobe.dump.pytorch.stats import Slot, SummaryCache, tensor_stats
 from msprobe.dump.pytorch.tensor_io import TensorWriter
 
 MAX_DEPTH = 50
+
+
+class quiet:
+    """``with quiet():`` around our own tensor code: no function-mode dispatch and no autograd, as
+    ``DisableTorchFunction()`` + ``torch.no_grad()`` (measured 1.5 us) at 0.6 us; it runs a few
+    hundred times a step."""
+
+    __slots__ = ("_grad", "_off")
+
+    def __enter__(self) -> None:
+        self._off = torch._C.DisableTorchFunction()
+        self._off.__enter__()
+        self._grad = torch.is_grad_enabled()
+        torch._C._set_grad_enabled(False)
+
+    def __exit__(self, *exc: Any) -> None:
+        torch._C._set_grad_enabled(self._grad)
+        self._off.__exit__(*exc)
+
+
 Path = tuple[int | str, ...]
 
 
@@ -91,7 +111,7 @@ class Encoder:
         inline = self._inline
         if inline is None:
             inline = self._inline = Encoder(self.cache, self.md5, None, self.save_filter, None)
-        with torch.no_grad():
+        with quiet():
             fn(inline, *args)
 
     @contextlib.contextmanager

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from msprobe.dump.naming import BACKWARD, FORWARD
+from msprobe.dump.pytorch.encode import quiet
 from msprobe.dump.stack import capture_stack
 
 if TYPE_CHECKING:
@@ -296,15 +297,12 @@ class ModuleDumper:
     def _guarded(self, fn: Callable[..., None], *args: Any) -> None:
         was = self.svc._inside
         self.svc._inside = True
-        grad_was = torch.is_grad_enabled()
         try:
-            with torch._C.DisableTorchFunction():
-                torch._C._set_grad_enabled(False)  # torch.no_grad() costs ~1 us more per hook
+            with quiet():
                 fn(*args)
         except Exception as exc:
             self.svc.session.record_error(fn.__name__.lstrip("_"), str(args[1] if len(args) > 1 else ""), exc)
         finally:
-            torch._C._set_grad_enabled(grad_was)
             self.svc._inside = was
 
     # -- records ----------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from msprobe.dump.pytorch.callsite import recover_call_args
 from msprobe.dump.pytorch.capture import ApiKey, ApiTracer, Patcher, build_mode_table, pop_mode, push_mode
 from msprobe.dump.pytorch.debug_save import DebugSaver
 from msprobe.dump.pytorch.deferral import MutationGuard, call_mutates, func_key, written_tensors
-from msprobe.dump.pytorch.encode import Encoder
+from msprobe.dump.pytorch.encode import Encoder, quiet
 from msprobe.dump.pytorch.modules import ModuleDumper, no_compile
 from msprobe.dump.pytorch.stats import SummaryCache
 from msprobe.dump.pytorch.tensor_io import TensorWriter
@@ -352,7 +352,7 @@ class TorchDumpService:
     def _inputs(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
         assert self.encoder is not None
         try:
-            with torch._C.DisableTorchFunction(), torch.no_grad():
+            with quiet():
                 return {
                     "input_args": self.encoder.args(args, name),
                     "input_kwargs": self.encoder.kwargs(kwargs, name),
@@ -379,7 +379,7 @@ class TorchDumpService:
             return
         if out_ok:
             try:
-                with torch._C.DisableTorchFunction(), torch.no_grad():
+                with quiet():
                     encoded = self.encoder.output(out if shown is None else shown, name)
                 record = {} if record is None else record
                 record["output"] = encoded
@@ -426,7 +426,7 @@ class TorchDumpService:
         # are usually these very tensors, and a live object lets the summary cache recognise them.
         self._recent_grads = (grad_inputs, grad_outputs)
         try:
-            with torch._C.DisableTorchFunction(), torch.no_grad():
+            with quiet():
                 record: dict[str, Any] = {}
                 if mode.side("input"):
                     record["input"] = self.encoder.grads(grad_outputs, name, "input")
