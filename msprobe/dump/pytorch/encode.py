@@ -302,19 +302,21 @@ class Encoder:
         return [self.value(g, record, side, (i,)) for i, g in enumerate(grads)]
 
 
-def _tensor_stamps(value: Any, depth: int = 0, out: list[tuple[torch.Tensor, int]] | None = None) -> Any:
-    """``(tensor, version)`` of every tensor in a nest of tuples, lists and dicts."""
-    if out is None:
-        out = []
-    if isinstance(value, torch.Tensor):
-        out.append((value, value._version))
-    elif depth < MAX_DEPTH:
-        if isinstance(value, dict):
-            value = value.values()
-        elif not isinstance(value, list | tuple):
-            return out
-        for v in value:
-            _tensor_stamps(v, depth + 1, out)
+def _tensor_stamps(value: Any) -> list[tuple[torch.Tensor, int]]:
+    """``(tensor, version)`` of every tensor in a nest of tuples, lists and dicts (order free; a
+    loop, not recursion: it runs for every module record; bounded, so a self-containing list ends)."""
+    out: list[tuple[torch.Tensor, int]] = []
+    todo = [value]
+    budget = 100_000
+    while todo and budget:
+        budget -= 1
+        v = todo.pop()
+        if isinstance(v, torch.Tensor):
+            out.append((v, v._version))
+        elif isinstance(v, list | tuple):
+            todo.extend(v)
+        elif isinstance(v, dict):
+            todo.extend(v.values())
     return out
 
 
