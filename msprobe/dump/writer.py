@@ -93,15 +93,18 @@ class RankStore:
     def put(self, name: str, value: Any, kick: bool = True) -> None:
         """Store a record. With a worker, ``kick=False`` leaves it queued for the caller's next
         :meth:`kick` (one wake-up of the worker per captured call, not one per file entry)."""
-        if not self.keep_data:
-            return
+        if self.keep_data:
+            self._in_order(kick, self._put, name, value)
+
+    def _in_order(self, kick: bool, fn: Callable[..., None], *args: Any) -> None:
+        """``fn(*args)`` now, or, while statistics are deferred, on the worker behind what it queued."""
         w = self.worker
         if w is not None and not w.in_worker():
-            w.submit(self._put, name, value)
+            w.submit(fn, *args)
             if kick:
                 w.kick()
-            return
-        self._put(name, value)
+        else:
+            fn(*args)
 
     def kick(self) -> None:
         """Hand what was queued with ``kick=False`` to the worker."""
@@ -127,13 +130,7 @@ class RankStore:
             self.worker.drain()
 
     def put_stack(self, name: str, frames: tuple[str, ...], kick: bool = True) -> None:
-        w = self.worker
-        if w is not None and not w.in_worker():
-            w.submit(self._put_stack, name, frames)
-            if kick:
-                w.kick()
-            return
-        self._put_stack(name, frames)
+        self._in_order(kick, self._put_stack, name, frames)
 
     def _put_stack(self, name: str, frames: tuple[str, ...]) -> None:
         sid = self._stack_ids.get(frames)
@@ -151,13 +148,7 @@ class RankStore:
             self.journal.append(entry)
 
     def put_construct(self, name: str, parent: str | None, kick: bool = True) -> None:
-        w = self.worker
-        if w is not None and not w.in_worker():
-            w.submit(self._put_construct, name, parent)
-            if kick:
-                w.kick()
-            return
-        self._put_construct(name, parent)
+        self._in_order(kick, self._put_construct, name, parent)
 
     def _put_construct(self, name: str, parent: str | None) -> None:
         self.construct[name] = parent
