@@ -53,12 +53,27 @@ def _embedding_renorms(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     return len(args) > _MAX_NORM_AT and args[_MAX_NORM_AT] is not None
 
 
+# APIs whose name says they may write, but whose arguments say whether this call does
+_WRITES_IF = {"embedding": _embedding_renorms}
+
+
+def mutates_by_name(api: str) -> bool:
+    """Whether every call of this torch API may write (the name alone decides)."""
+    return api not in _WRITES_IF and name_mutates(api)
+
+
+def mutates_by_args(api: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether this call writes because of its arguments (``out=``, ``inplace=True``, ``max_norm``)."""
+    if kwargs_mutate(kwargs):
+        return True
+    check = _WRITES_IF.get(api)
+    return check is not None and check(args, kwargs)
+
+
 def call_mutates(prefix: str, api: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     if prefix not in TORCH_PREFIXES:
         return True
-    if api == "embedding":
-        return _embedding_renorms(args, kwargs) or kwargs_mutate(kwargs)
-    return name_mutates(api) or kwargs_mutate(kwargs)
+    return mutates_by_name(api) or mutates_by_args(api, args, kwargs)
 
 
 def written_tensors(prefix: str, api: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any] | None:
@@ -83,8 +98,8 @@ _func_keys: dict[Any, tuple[str, str, bool]] = {}
 def func_key(func: Any) -> tuple[str, str, bool] | None:
     """``(prefix, name, writes by name)`` of a function seen by a function mode: Tensor methods and
     operators get ``Tensor`` (so an in-place method names the tensor it writes), everything else
-    ``Torch``; the flag is :func:`call_mutates` without its argument checks (``out=``, ``inplace=``,
-    ``max_norm``). Cached per function object (a few hundred calls a step); None if unhashable."""
+    ``Torch``; the flag is :func:`mutates_by_name`. Cached per function object (a few hundred calls a
+    step); None if unhashable."""
     try:
         hit = _func_keys.get(func)
     except TypeError:
@@ -93,7 +108,7 @@ def func_key(func: Any) -> tuple[str, str, bool] | None:
         qualname = getattr(func, "__qualname__", "") or ""
         prefix = "Tensor" if qualname.startswith(("TensorBase.", "Tensor.")) else "Torch"
         name = getattr(func, "__name__", "") or ""
-        hit = (prefix, name, name != "embedding" and name_mutates(name))
+        hit = (prefix, name, mutates_by_name(name))
         _func_keys[func] = hit
     return hit
 

@@ -28,7 +28,13 @@ from msprobe.dump.naming import BACKWARD, FORWARD
 from msprobe.dump.pytorch.callsite import recover_call_args
 from msprobe.dump.pytorch.capture import ApiKey, ApiTracer, Patcher, build_mode_table, pop_mode, push_mode
 from msprobe.dump.pytorch.debug_save import DebugSaver
-from msprobe.dump.pytorch.deferral import MutationGuard, call_mutates, func_key, written_tensors
+from msprobe.dump.pytorch.deferral import (
+    MutationGuard,
+    call_mutates,
+    func_key,
+    mutates_by_args,
+    written_tensors,
+)
 from msprobe.dump.pytorch.encode import Encoder, quiet
 from msprobe.dump.pytorch.modules import ModuleDumper, no_compile
 from msprobe.dump.pytorch.stats import SummaryCache
@@ -123,7 +129,7 @@ class TorchDumpService:
         key = func_key(func)
         if key is None:
             w.drain()
-        elif key[2] or ((kwargs or key[1] == "embedding") and call_mutates(key[0], key[1], args, kwargs)):
+        elif key[2] or mutates_by_args(key[1], args, kwargs):
             self._wait_before_write(key[0], key[1], args, kwargs)
 
     def _wait_before_write(
