@@ -92,16 +92,7 @@ class Encoder:
         assert self.worker is not None
         stamps = _tensor_stamps(reads)
         self.worker.submit(self._run_later, fn, record, stamps, args)
-        seq = self.worker.submitted
-        pending = self.pending
-        if len(pending) > 4096:
-            done = self.worker.done
-            self.pending = pending = {k: v for k, v in pending.items() if v > done}
-        for t, _ in stamps:
-            try:
-                pending[t.untyped_storage().data_ptr()] = seq
-            except (RuntimeError, NotImplementedError):
-                pass
+        self._note_reads(t for t, _ in stamps)
 
     def _run_later(
         self, fn: Callable[..., None], record: str, stamps: list[tuple[torch.Tensor, int]], args: Any
@@ -187,14 +178,22 @@ class Encoder:
         else:
             self.worker.submit(self._fill, out, slot, t if fresh else None, t._version, record)
             if fresh:
-                if len(self.pending) > 4096:
-                    done = self.worker.done
-                    self.pending = {k: v for k, v in self.pending.items() if v > done}
-                try:
-                    self.pending[t.untyped_storage().data_ptr()] = self.worker.submitted
-                except (RuntimeError, NotImplementedError):
-                    pass  # no storage: nothing can write into it through another tensor
+                self._note_reads((t,))
         return out
+
+    def _note_reads(self, tensors: Any) -> None:
+        """The job just submitted reads these tensors: a write into their storage waits for it."""
+        assert self.worker is not None
+        seq = self.worker.submitted
+        pending = self.pending
+        if len(pending) > 4096:
+            done = self.worker.done
+            self.pending = pending = {k: v for k, v in pending.items() if v > done}
+        for t in tensors:
+            try:
+                pending[t.untyped_storage().data_ptr()] = seq
+            except (RuntimeError, NotImplementedError):
+                pass  # no storage: nothing can write into it through another tensor
 
     def _fill(self, out: Summary, slot: Slot, t: torch.Tensor | None, version: int, record: str) -> None:
         """Worker side: summarise ``t`` (the first holder of the slot), then copy into ``out``."""
