@@ -201,7 +201,6 @@ class ModuleDumper:
         # all its parameters have reported (one encoding per module and backward, not per parameter),
         # or at the next flush for parameters that got no gradient
         self._grad_reported: dict[str, set[str]] = {}
-        self._flush_store: RankStore | None = None
         self._params_hooked: set[int] = set()
         self._restore: list[tuple[Any, str, Any]] = []
 
@@ -301,9 +300,13 @@ class ModuleDumper:
             with quiet():
                 fn(*args)
         except Exception as exc:
-            self.svc.session.record_error(fn.__name__.lstrip("_"), str(args[1] if len(args) > 1 else ""), exc)
+            self._record_failure(fn, args, exc)
         finally:
             self.svc._inside = was
+
+    def _record_failure(self, fn: Callable[..., None], args: tuple[Any, ...], exc: Exception) -> None:
+        """A record that could not be made goes to dump_error_info.log (args[1]: its name)."""
+        self.svc.session.record_error(fn.__name__.lstrip("_"), str(args[1] if len(args) > 1 else ""), exc)
 
     # -- records ----------------------------------------------------------------------------------
     def _later(self) -> Encoder | None:
@@ -329,7 +332,7 @@ class ModuleDumper:
         try:
             fn(enc, *args)
         except Exception as exc:
-            self.svc.session.record_error(fn.__name__.lstrip("_"), str(args[1]), exc)
+            self._record_failure(fn, args, exc)
 
     def _record_forward(
         self, prefix: str, name: str, mod: torch.nn.Module, args: Any, kwargs: Any, output: Any
@@ -390,9 +393,8 @@ class ModuleDumper:
         self._grad_records[record] = value
         self._grad_reported[record] = set()
         store.put(record, value, kick=False)  # the caller kicks
-        if self._flush_store is not store:
+        if self._flush_param_grads not in store.before_flush:  # a new store each step
             store.before_flush.append(self._flush_param_grads)
-            self._flush_store = store
         for p, t in params:
             if id(t) not in self._params_hooked:
                 self._params_hooked.add(id(t))
@@ -414,10 +416,9 @@ class ModuleDumper:
         if enc.worker is None or grad.device.type != "cpu":
             with enc.synchronous():  # device tensors: summarised on their stream, here
                 self._param_grad_record(enc, store, record, value, pname, grad)
-            store.kick()
-            return
-        grad = gradient_for_worker(grad)
-        self._encode(self._param_grad_record, record, grad, store, record, value, pname, grad)
+        else:
+            grad = gradient_for_worker(grad)
+            self._encode(self._param_grad_record, record, grad, store, record, value, pname, grad)
         store.kick()
 
     def _param_grad_record(
@@ -525,7 +526,6 @@ class ModuleDumper:
         self.backward_stack.clear()
         self._grad_records.clear()
         self._grad_reported.clear()
-        self._flush_store = None
 
     def api_parent(self, direction: str) -> str | None:
         stack = self.forward_stack if direction == FORWARD else self.backward_stack
