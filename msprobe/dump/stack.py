@@ -4,7 +4,7 @@ A frame is ``"File {path}, line {n}, in {func}, \\n {source line stripped}"``. F
 a cache keyed by (code object identity, bytecode offset), so the cost per record is a walk of
 ``f_back`` pointers: ``f_lineno`` is computed from the line table on every access and a code object's
 hash from its constants, while ``id`` and ``f_lasti`` are plain fields (a module record nested in a
-model: 37 us a stack before, ~3 us after).
+model: 37 us a stack before, 10 us after, most of it making the frame objects).
 """
 
 from __future__ import annotations

@@ -180,7 +180,7 @@ class Patcher:
 
     def wrap(self, owner: Any, attr: str, key: ApiKey) -> None:
         orig = getattr(owner, attr)
-        if getattr(orig, "_msprobe_wrapped", False):
+        if getattr(orig, "_msprobe_original_of_wrapper", None) is not None:  # wrapped already
             return
         handler = self.handler
 
@@ -188,7 +188,6 @@ class Patcher:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             return handler(key, orig, args, kwargs)
 
-        wrapper._msprobe_wrapped = True  # type: ignore[attr-defined]
         wrapper._msprobe_original_of_wrapper = orig  # type: ignore[attr-defined]
         self._originals[(id(owner), attr)] = (owner, orig)
         setattr(owner, attr, wrapper)
