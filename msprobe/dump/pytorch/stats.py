@@ -135,11 +135,12 @@ class LayoutMemo:
     (deferred summaries: the layout key costs ~9 us, which then stays off the training thread); the
     lock makes a clear from the training thread safe while the worker looks up."""
 
-    __slots__ = ("_by_layout", "_lock")
+    __slots__ = ("_by_layout", "_lock", "limit")
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int) -> None:
         self._by_layout: dict[tuple[Any, ...], Entry] = {}
         self._lock = threading.Lock()
+        self.limit = limit
 
     def find(self, layout: tuple[Any, ...], version: int, md5: bool) -> Slot | None:
         with self._lock:
@@ -158,7 +159,7 @@ class LayoutMemo:
 
     def remember(self, layout: tuple[Any, ...], entry: Entry) -> None:
         with self._lock:
-            if len(self._by_layout) >= SummaryCache.LIMIT:
+            if len(self._by_layout) >= self.limit:
                 self._by_layout.clear()
             self._by_layout[layout] = entry
 
@@ -189,12 +190,11 @@ class SummaryCache:
     through :attr:`layouts`).
     """
 
-    LIMIT = 20000
     __slots__ = ("_entries", "layouts", "limit")
 
-    def __init__(self, limit: int = LIMIT) -> None:
+    def __init__(self, limit: int = 20000) -> None:
         self._entries: dict[int, Entry] = {}
-        self.layouts = LayoutMemo()
+        self.layouts = LayoutMemo(limit)
         self.limit = limit
 
     def get(self, t: torch.Tensor, md5: bool) -> tuple[Stats, str | None]:
