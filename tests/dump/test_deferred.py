@@ -88,15 +88,18 @@ def _train_body() -> Callable[[Any], None]:
     return run
 
 
+def _slowed(job: Callable[..., None]) -> Callable[..., None]:
+    def slow(self: Encoder, *args: Any) -> None:
+        time.sleep(0.002)  # a slow worker: without the drains the training thread would overtake it
+        job(self, *args)
+
+    return slow
+
+
 def _dump(tmp_path: Path, debugger: Any, monkeypatch: pytest.MonkeyPatch, thread: bool, **cfg: Any) -> Any:
     monkeypatch.setenv("MSPROBE_STAT_THREAD", "1" if thread else "0")
-    fill = Encoder._fill
-
-    def slow_fill(self: Encoder, *args: Any) -> None:
-        time.sleep(0.002)  # a slow worker: without the drains the training thread would overtake it
-        fill(self, *args)
-
-    monkeypatch.setattr(Encoder, "_fill", slow_fill)
+    for job in ("_fill", "_run_later"):  # summaries of API records, whole module records
+        monkeypatch.setattr(Encoder, job, _slowed(getattr(Encoder, job)))
     dbg = debugger(**cfg)
     assert (dbg.service.worker is not None) is thread
     return dbg
@@ -478,3 +481,26 @@ def test_parameter_grads_stored_once_per_backward_and_at_flush(
     # fc: placeholder + one per backward; _PartlyUsed (``unused`` never reports): placeholder + flush
     assert puts.count("Module.part.fc.Linear.parameters_grad") == 3
     assert puts.count("Module.part._PartlyUsed.parameters_grad") == 2
+
+
+def test_mutation_guard_checks_every_call_that_may_write() -> None:
+    """The guard's fast path (functions that write only when given keywords) never hides a call that
+    may write: in-place names, ``out=``/``inplace=True`` and positional ``max_norm`` still reach the
+    check, repeated read-only calls do not."""
+    from msprobe.dump.pytorch.deferral import MutationGuard
+
+    seen: list[str] = []
+    guard = MutationGuard(lambda func, args, kwargs: seen.append(func.__name__))
+    x, w, out = torch.ones(4), torch.randn(10, 3), torch.empty(4)
+    idx = torch.tensor([1, 2])
+    with guard:
+        for _ in range(3):
+            torch.mul(x, 2.0)
+            x.view(2, 2)
+            _ = w.grad
+        torch.mul(x, 2.0, out=out)
+        x.add_(1.0)
+        F.relu(x, inplace=True)
+        F.embedding(idx, w)  # no max_norm: reaches the check too (the table decides by its arguments)
+        F.embedding(idx, w, None, 1.0)
+    assert seen == ["mul", "add_", "relu", "embedding", "embedding"]

@@ -113,6 +113,13 @@ def func_key(func: Any) -> tuple[str, str, bool] | None:
     return hit
 
 
+def writes_only_with_kwargs(func: Any) -> bool:
+    """Whether a call of ``func`` without keyword arguments never writes (neither its name nor a
+    positional argument can say so: ``out=`` and ``inplace=True`` are keywords)."""
+    key = func_key(func)
+    return key is not None and not key[2] and key[1] not in _WRITES_IF
+
+
 BeforeWrite = Callable[[Any, tuple[Any, ...], dict[str, Any]], None]
 
 
@@ -123,10 +130,24 @@ class MutationGuard(TorchFunctionMode):
     def __init__(self, before_write: BeforeWrite) -> None:
         super().__init__()
         self._before_write = before_write
+        # functions seen so far that write only when given keywords: most calls (``p.grad``, views,
+        # linear...) skip the check (a few hundred a step, mostly the optimizer's)
+        self._reads_only: set[Any] = set()
 
     def __torch_function__(
         self, func: Any, types_: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
     ) -> Any:
+        if not kwargs:
+            try:
+                safe = func in self._reads_only
+            except TypeError:  # unhashable: the full check
+                safe = False
+            else:
+                if not safe and writes_only_with_kwargs(func):
+                    self._reads_only.add(func)
+                    safe = True
+            if safe:
+                return func(*args)
         kwargs = kwargs or {}
         self._before_write(func, args, kwargs)
         return func(*args, **kwargs)
