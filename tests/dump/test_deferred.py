@@ -408,6 +408,48 @@ def test_l0_parameter_grads_accumulated_in_cpp_keep_each_backwards_value(
     assert bool(copies) is distributed  # the copy is taken only where C++ may write the gradient
 
 
+@pytest.mark.parametrize("level", ["L1", "L0"])
+def test_backward_pass_waits_for_queued_reads_of_existing_gradients(
+    tmp_path: Path, debugger: Any, monkeypatch: pytest.MonkeyPatch, level: str
+) -> None:
+    """A backward pass accumulates into an existing ``.grad`` in place, in C++: a summary of that
+    gradient queued before it (a recorded call at L1, a module's input at L0) still gets the value
+    before the accumulation. The wait covers the tensors that do not require grad only."""
+
+    class Scale(nn.Module):
+        def forward(self, g: torch.Tensor) -> torch.Tensor:
+            return g * 0.5
+
+    results = []
+    for thread in (True, False):
+        torch.manual_seed(0)
+        w = nn.Parameter(torch.randn(256, 256))
+        scale = Scale()
+        holder = nn.ModuleDict({"scale": scale})
+        out = tmp_path / ("thread" if thread else "sync")
+        dbg = _dump(out, debugger, monkeypatch, thread, level=level, dump_path=str(out / "dump"))
+        dbg.start(model=holder)
+        for k in (2.0, 3.0, 5.0):
+            (w * k).sum().backward()  # the second and third accumulate into w.grad in place
+            assert w.grad is not None
+            if level == "L1":
+                torch.sin(w.grad)
+            else:
+                scale(w.grad)
+        dbg.stop()
+        dbg.step()
+        results.append(load_dump(out / "dump" / "step0" / "rank")["data"])
+        assert not (out / "dump" / "step0" / "rank" / "dump_error_info.log").exists()
+        from msprobe.pytorch import PrecisionDebugger
+
+        PrecisionDebugger._shutdown()
+    threaded, sync = results
+    assert threaded == sync
+    reader = "Torch.sin." if level == "L1" else "Module.scale.Scale.forward."
+    maxes = [r["input_args"][0]["Max"] for n, r in sync.items() if n.startswith(reader)]
+    assert maxes == [2.0, 5.0, 10.0]  # the gradient of (w * k).sum() is k; .grad sums them
+
+
 def test_patched_operator_while_worker_busy_runs_once(
     tmp_path: Path, debugger: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -10,12 +10,14 @@ worker before:
   ``batch_norm``'s running statistics, ``embedding``'s ``max_norm`` renormalisation...);
 * every call of a family outside torch's own namespaces (``Distributed.*``, ``NPU.*``, custom APIs);
 * backward passes (``Tensor.backward``, ``torch.autograd.backward/grad``: gradients accumulate into
-  ``.grad`` in C++);
+  ``.grad`` in C++), for the jobs up to the last one reading a tensor that does not require grad
+  (:data:`BACKWARD_PASSES`);
 * stop/step/exit (in :class:`~msprobe.dump.writer.RankStore`).
 
 At L1 and mix the API tracer sees every call (recorded or not); at L0 :class:`MutationGuard`, a
 function mode doing nothing else, is pushed for the same purpose. Writes torch cannot see (through a
-``.numpy()`` view, a C extension) are not detected; ``MSPROBE_STAT_THREAD=0`` summarises everything
+``.numpy()`` view, a C extension, a backward pass accumulating into a ``.grad`` that was set by hand to a
+tensor requiring grad) are not detected; ``MSPROBE_STAT_THREAD=0`` summarises everything
 in the training thread.
 """
 
@@ -31,6 +33,11 @@ from torch.overrides import TorchFunctionMode
 TORCH_PREFIXES = frozenset(("Torch", "Tensor", "Functional", "VF", "Aten"))
 IMPLICIT_MUTATORS = ("batch_norm", "instance_norm", "embedding", "backward", "resize")
 IMPLICIT_EXACT = frozenset(("grad", "set_"))  # torch.autograd.grad; Tensor.set_
+# Calls that run a backward pass. They write only ``.grad`` tensors (accumulated in place in C++), and
+# a ``.grad`` does not require grad (with ``create_graph=True`` it may, but then the accumulation is out
+# of place): such a call waits only for the jobs reading tensors that do not require grad, not for the
+# forward's activations and parameters.
+BACKWARD_PASSES = frozenset(("backward", "grad"))
 _NOT_INPLACE = frozenset(("__init__", "__index__", "__int__", "__invert__", "__iter__"))
 _MAX_NORM_AT = 3  # F.embedding(input, weight, padding_idx, max_norm, ...)
 

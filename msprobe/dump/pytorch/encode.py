@@ -79,6 +79,9 @@ class Encoder:
         self.on_stale: Callable[[str], None] | None = None
         # storage address -> number of jobs submitted up to the last one reading that storage
         self.pending: dict[int, int] = {}
+        # jobs submitted up to the last one reading a tensor that does not require grad: what a
+        # backward pass may write into (``.grad``, see deferral.BACKWARD_PASSES) is read by no later job
+        self.no_grad_reads_upto = 0
         self.now_ids: frozenset[int] = frozenset()  # tensors summarised at once (about to be written)
         self._inline: Encoder | None = None  # the worker's own encoder (see :meth:`later`)
 
@@ -190,6 +193,8 @@ class Encoder:
             done = self.worker.done
             self.pending = pending = {k: v for k, v in pending.items() if v > done}
         for t in tensors:
+            if not t.requires_grad:
+                self.no_grad_reads_upto = seq
             try:
                 pending[t.untyped_storage().data_ptr()] = seq
             except (RuntimeError, NotImplementedError):

@@ -29,6 +29,7 @@ from msprobe.dump.pytorch.callsite import recover_call_args
 from msprobe.dump.pytorch.capture import ApiKey, ApiTracer, Patcher, build_mode_table, pop_mode, push_mode
 from msprobe.dump.pytorch.debug_save import DebugSaver
 from msprobe.dump.pytorch.deferral import (
+    BACKWARD_PASSES,
     MutationGuard,
     call_mutates,
     func_key,
@@ -137,6 +138,9 @@ class TorchDumpService:
     ) -> None:
         w, enc = self.worker, self.encoder
         if w is None:
+            return
+        if api in BACKWARD_PASSES and enc is not None:
+            w.drain(enc.no_grad_reads_upto)  # it writes only .grad tensors
             return
         written = written_tensors(prefix, api, args, kwargs)
         if written is None or enc is None:
