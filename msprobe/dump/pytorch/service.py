@@ -30,6 +30,7 @@ from msprobe.dump.pytorch.capture import ApiKey, ApiTracer, Patcher, build_mode_
 from msprobe.dump.pytorch.debug_save import DebugSaver
 from msprobe.dump.pytorch.deferral import (
     BACKWARD_PASSES,
+    TORCH_PREFIXES,
     MutationGuard,
     call_mutates,
     func_key,
@@ -139,7 +140,7 @@ class TorchDumpService:
         w, enc = self.worker, self.encoder
         if w is None:
             return
-        if api in BACKWARD_PASSES and enc is not None:
+        if api in BACKWARD_PASSES and prefix in TORCH_PREFIXES and enc is not None:
             w.drain(enc.no_grad_reads_upto)  # it writes only .grad tensors
             return
         written = written_tensors(prefix, api, args, kwargs)
