@@ -143,7 +143,14 @@ class TorchDumpService:
         if api in BACKWARD_PASSES and prefix in TORCH_PREFIXES and enc is not None:
             w.drain(enc.no_grad_reads_upto)  # it writes only .grad tensors
             return
-        written = written_tensors(prefix, api, args, kwargs)
+        self._wait_for_written(written_tensors(prefix, api, args, kwargs))
+
+    def _wait_for_written(self, written: list[Any] | None) -> None:
+        """Wait for the jobs reading the storages a call writes (views included), or for the whole
+        queue when what it writes is not certain (``written`` None)."""
+        w, enc = self.worker, self.encoder
+        if w is None:
+            return
         if written is None or enc is None:
             w.drain()
             return
@@ -322,12 +329,8 @@ class TorchDumpService:
             if written and enc is not None:
                 enc.now_ids = frozenset()
         if mutates and w is not None and w.submitted != w.done:
-            # what the call writes must have been summarised wherever it is queued (views included)
-            if written is not None and enc is not None:
-                for t in written:
-                    enc.wait_for_storage(t)
-            else:
-                w.drain()
+            # what the call writes must have been summarised wherever it is queued
+            self._wait_for_written(written)
         out = func(*args, **kwargs)
         if mutating and (written_tensors(prefix, api, args, kwargs) if w is None else written) is None:
             # batch_norm & co. write running statistics without bumping the version counter
