@@ -122,18 +122,7 @@ class Encoder:
         if self.worker is not None and t.device.type == "cpu":  # device tensors: their streams, here
             return self._deferred(t, record)
         stats, digest = self.cache.get(t, self.md5)
-        out = Summary(
-            {
-                "type": "torch.Tensor",
-                "dtype": str(t.dtype),
-                "shape": list(t.shape),
-                "Max": stats[0],
-                "Min": stats[1],
-                "Mean": stats[2],
-                "Norm": stats[3],
-                "requires_grad": t.requires_grad,
-            }
-        )
+        out = _tensor_summary(t, stats)
         if digest is not None:
             out["md5"] = digest
         if self.writer is not None and (self.save_filter is None or self.save_filter(record)):
@@ -162,18 +151,7 @@ class Encoder:
                 slot.fill(t)
         else:
             slot, fresh = self.cache.slot(t, self.md5, layouts=False)  # layouts: on the worker
-        out = Summary(
-            {
-                "type": "torch.Tensor",
-                "dtype": _dtype_name(t.dtype),
-                "shape": list(t.shape),
-                "Max": None,
-                "Min": None,
-                "Mean": None,
-                "Norm": None,
-                "requires_grad": t.requires_grad,
-            }
-        )
+        out = _tensor_summary(t, _NO_STATS)
         if self.md5:
             out["md5"] = None
         if slot.done:
@@ -322,6 +300,25 @@ def _tensor_stamps(value: Any) -> list[tuple[torch.Tensor, int]]:
         elif isinstance(v, dict):
             todo.extend(v.values())
     return out
+
+
+_NO_STATS = (None, None, None, None)  # filled in by the worker
+
+
+def _tensor_summary(t: torch.Tensor, stats: tuple[Any, ...]) -> Summary:
+    """A tensor's statistics object without md5/data_name (those follow, in this key order)."""
+    return Summary(
+        {
+            "type": "torch.Tensor",
+            "dtype": _dtype_name(t.dtype),
+            "shape": list(t.shape),
+            "Max": stats[0],
+            "Min": stats[1],
+            "Mean": stats[2],
+            "Norm": stats[3],
+            "requires_grad": t.requires_grad,
+        }
+    )
 
 
 def _copy_slot(out: Summary, slot: Slot) -> None:
