@@ -19,6 +19,7 @@ import torch
 
 from msprobe.dump.naming import BACKWARD, FORWARD
 from msprobe.dump.pytorch.encode import quiet
+from msprobe.dump.pytorch.tensor_io import plain_cpu_tensor
 from msprobe.dump.stack import capture_stack
 
 if TYPE_CHECKING:
@@ -89,13 +90,7 @@ def gradient_for_worker(grad: torch.Tensor) -> torch.Tensor:
 
 def _snapshot_ok(t: torch.Tensor) -> bool:
     """A plain dense CPU tensor whose clone has the same layout (so the same summary)."""
-    return (
-        type(t) is torch.Tensor
-        and t.device.type == "cpu"
-        and t.layout == torch.strided
-        and not t.requires_grad
-        and t.is_contiguous()
-    )
+    return plain_cpu_tensor(t) and t.is_contiguous()
 
 
 _named_parameters = torch.nn.Module.named_parameters

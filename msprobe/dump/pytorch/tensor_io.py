@@ -60,16 +60,18 @@ class _StoragePickler(pickle.Pickler):
         return None
 
 
-def _lean_ok(d: torch.Tensor) -> bool:
+def plain_cpu_tensor(t: torch.Tensor) -> bool:
+    """A plain (no subclass) dense CPU tensor that does not require grad."""
     return (
-        type(d) is torch.Tensor
-        and d.device.type == "cpu"
-        and d.layout == torch.strided
-        and not d.is_quantized
-        and not d.is_conj()
-        and not d.is_neg()
-        and not d.requires_grad
+        type(t) is torch.Tensor
+        and t.device.type == "cpu"
+        and t.layout == torch.strided
+        and not t.requires_grad
     )
+
+
+def _lean_ok(d: torch.Tensor) -> bool:
+    return plain_cpu_tensor(d) and not d.is_quantized and not d.is_conj() and not d.is_neg()
 
 
 class _LeanSaver:
