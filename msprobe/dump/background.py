@@ -31,10 +31,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-Job = tuple[Callable[..., Any], tuple[Any, ...]]
+# (fn, args, hint): ``hint`` is what the job will read, for ``before_batch`` (None: nothing to say)
+Job = tuple[Callable[..., Any], tuple[Any, ...], Any]
 Batch = list[Job]
 
 HANDOVER_JOBS = 32
+# jobs per ``before_batch`` call: work done ahead for a group delays its first job, which a drain may
+# be waiting for
+HINTED_JOBS = 16
 HANDOVER_SECONDS = 0.002
 _TICK: Batch = []  # queue item: "take what is waiting after HANDOVER_SECONDS" (compared by identity)
 
@@ -58,10 +62,20 @@ def enabled_by_env() -> bool:
 
 
 class Worker:
-    """A daemon thread draining a FIFO of ``(fn, args)`` jobs."""
+    """A daemon thread draining a FIFO of ``(fn, args, hint)`` jobs."""
 
-    def __init__(self, on_error: Callable[[BaseException], None] | None = None) -> None:
+    def __init__(
+        self,
+        on_error: Callable[[BaseException], None] | None = None,
+        before_batch: Callable[[list[Any]], None] | None = None,
+        after_batch: Callable[[], None] | None = None,
+    ) -> None:
+        """``before_batch(hints)`` runs on the thread before each group of up to
+        :data:`HINTED_JOBS` jobs, with the hints given to :meth:`submit` (work the jobs share can be
+        done there at once); ``after_batch()`` after them."""
         self._on_error = on_error
+        self._before_batch = before_batch
+        self._after_batch = after_batch
         self.submitted = 0
         self.done = 0
         self._thread: threading.Thread | None = None
@@ -89,11 +103,11 @@ class Worker:
     def in_worker(self) -> bool:
         return self._thread is not None and threading.current_thread() is self._thread
 
-    def submit(self, fn: Callable[..., Any], *args: Any) -> None:
+    def submit(self, fn: Callable[..., Any], *args: Any, hint: Any = None) -> None:
         """Queue a job; it is handed to the thread by :meth:`kick` (soon) or a drain (now)."""
         self.submitted += 1
         with self._batch_lock:
-            self._batch.append((fn, args))
+            self._batch.append((fn, args, hint))
 
     def kick(self) -> None:
         """A record is complete: hand the waiting jobs over if enough wait or enough time passed,
@@ -162,7 +176,7 @@ class Worker:
         self._thread.start()
 
     def _run(self, job: Job) -> None:
-        fn, args = job
+        fn, args, _ = job
         try:
             fn(*args)
         except Exception as exc:
@@ -195,8 +209,25 @@ class Worker:
             if batch is _TICK:
                 self._after_tick()
                 continue
-            for job in batch:
-                self._run(job)
+            for start in range(0, len(batch), HINTED_JOBS):
+                group = batch[start : start + HINTED_JOBS] if len(batch) > HINTED_JOBS else batch
+                if self._before_batch is not None:
+                    self._batch_hook(self._before_batch, [job[2] for job in group if job[2] is not None])
+                for job in group:
+                    self._run(job)
+                self._batch_hook(self._after_batch)
+
+    def _batch_hook(self, hook: Callable[..., None] | None, *args: Any) -> None:
+        if hook is None:
+            return
+        try:
+            hook(*args)
+        except Exception as exc:
+            if self._on_error is not None:
+                try:
+                    self._on_error(exc)
+                except Exception:
+                    pass
 
     def _run_left(self) -> None:
         while True:

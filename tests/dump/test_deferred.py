@@ -182,6 +182,27 @@ def test_worker_runs_jobs_in_order_and_survives_errors() -> None:
     assert seen[-1] == -1
 
 
+def test_worker_shows_each_batch_its_jobs_hints_before_running_them() -> None:
+    log: list[object] = []
+    errors: list[BaseException] = []
+
+    def before(hints: list[object]) -> None:
+        log.append(("before", list(hints)))
+        if hints == ["bad"]:
+            raise ValueError("hint")
+
+    w = Worker(errors.append, before, lambda: log.append("after"))
+    w.submit(log.append, 1, hint="a")
+    w.submit(log.append, 2)  # no hint
+    w.submit(log.append, 3, hint="b")
+    w.drain()
+    w.submit(log.append, 4, hint="bad")
+    w.drain()
+    w.close()
+    assert log == [("before", ["a", "b"]), 1, 2, 3, "after", ("before", ["bad"]), 4, "after"]
+    assert len(errors) == 1 and "hint" in str(errors[0])  # reported, and the jobs ran all the same
+
+
 CHILD = textwrap.dedent(
     """
     import sys, time, torch

@@ -90,6 +90,74 @@ def test_int_stats_cast_to_float32(values: list[int]) -> None:
     assert tensor_stats(t) == (f.max().item(), f.min().item(), f.mean().item(), f.norm().item())
 
 
+def _same_stats(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    """Equal values, NaN equal to NaN."""
+    nan = lambda v: isinstance(v, float) and math.isnan(v)  # noqa: E731
+    return all(x == y or (nan(x) and nan(y)) for x, y in zip(a, b))
+
+
+special_floats = st.one_of(
+    st.floats(-1e4, 1e4, width=32), st.sampled_from([0.0, -0.0, math.inf, -math.inf, math.nan])
+)
+
+
+@given(
+    st.lists(st.lists(special_floats, min_size=1, max_size=40), min_size=1, max_size=6),
+    st.sampled_from([torch.float32, torch.float16, torch.bfloat16]),
+    st.booleans(),
+)
+def test_batch_stats_equal_one_tensor_at_a_time(
+    arrays: list[list[float]], dtype: torch.dtype, strided: bool
+) -> None:
+    from msprobe.dump.pytorch.stats import BatchStats
+
+    tensors = [torch.tensor(a, dtype=dtype) for a in arrays]
+    if strided:  # every other element of a longer tensor, and a transposed matrix
+        tensors = [torch.tensor(a + a, dtype=dtype)[::2] for a in arrays] + [tensors[0].repeat(3, 1).t()]
+    batch = BatchStats()
+    batch.compute(tensors)
+    for t in tensors:
+        got = batch.take(t)
+        assert got is not None and _same_stats(got, tensor_stats(t))
+
+
+def test_batch_stats_are_taken_only_for_the_same_unchanged_tensor() -> None:
+    from msprobe.dump.pytorch.stats import BatchStats, batchable
+
+    x, y = torch.arange(6.0), torch.arange(6.0)
+    batch = BatchStats()
+    batch.compute([x])
+    assert batch.take(x) == tensor_stats(x) and batch.take(y) is None
+    x.add_(1)  # changed since: summarised again, one tensor at a time
+    assert batch.take(x) is None
+    batch.compute([y])
+    batch.clear()
+    assert batch.take(y) is None
+    batched = (torch.ones(2), torch.ones(2).half(), torch.ones(2, requires_grad=True))
+    assert all(batchable(t) for t in batched)
+    not_batched = (torch.tensor(1.0), torch.empty(0), torch.ones(2, dtype=torch.float64), torch.arange(3))
+    assert not any(batchable(t) for t in (*not_batched, torch.ones(2, device="meta"), torch.ones(2) > 0))
+
+
+def test_summaries_ahead_skip_known_changed_and_unbatchable_tensors(monkeypatch: pytest.MonkeyPatch) -> None:
+    from msprobe.dump.pytorch import stats as st_mod
+
+    computed: list[list[torch.Tensor]] = []
+    real = st_mod.BatchStats.compute
+    monkeypatch.setattr(st_mod.BatchStats, "compute", lambda self, ts: (computed.append(ts), real(self, ts)))
+    cache = SummaryCache()
+    known, fresh, changed, ints = torch.ones(4), torch.randn(5), torch.randn(6), torch.arange(3)
+    cache.get(known, md5=False)
+    stamps = [(known, 0), (fresh, 0), (fresh, 0), (ints, 0), (changed, 0)]
+    changed.mul_(2)  # written after it was queued: the job reports it, nothing summarised ahead
+    cache.summarise_ahead(stamps, md5=False)
+    assert [[id(t) for t in ts] for ts in computed] == [[id(fresh)]]
+    assert cache.get(fresh, md5=False)[0] == tensor_stats(fresh)
+    computed.clear()
+    cache.summarise_ahead([(known, 0)], md5=True)  # its cached summary has no md5: not known
+    assert [[id(t) for t in ts] for ts in computed] == [[id(known)]]
+
+
 def test_stats_special_cases() -> None:
     assert tensor_stats(torch.empty(0)) == (None, None, None, None)
     assert tensor_stats(torch.empty(3, device="meta")) == (None, None, None, None)

@@ -94,7 +94,7 @@ class Encoder:
         saw is reported (``on_stale``) instead of silently summarised."""
         assert self.worker is not None
         stamps = _tensor_stamps(reads)
-        self.worker.submit(self._run_later, fn, record, stamps, args)
+        self.worker.submit(self._run_later, fn, record, stamps, args, hint=stamps)
         self._note_reads(t for t, _ in stamps)
 
     def _run_later(
@@ -157,9 +157,12 @@ class Encoder:
         if slot.done:
             _copy_slot(out, slot)
         else:
-            self.worker.submit(self._fill, out, slot, t if fresh else None, t._version, record)
+            version = t._version
             if fresh:
+                self.worker.submit(self._fill, out, slot, t, version, record, hint=((t, version),))
                 self._note_reads((t,))
+            else:
+                self.worker.submit(self._fill, out, slot, None, version, record)
         return out
 
     def _note_reads(self, tensors: Any) -> None:
@@ -186,7 +189,7 @@ class Encoder:
                 if same is not None:
                     slot.stats, slot.digest, slot.done = same.stats, same.digest, True
                 else:
-                    slot.fill(t)
+                    slot.fill(t, self.cache.ahead)
             finally:
                 if t._version != version and self.on_stale is not None:
                     self.on_stale(record)  # changed in place before it was summarised: a missed drain

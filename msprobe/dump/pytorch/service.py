@@ -89,7 +89,7 @@ class TorchDumpService:
         # Deferred statistics (statistics task, no tensor files): one background worker summarises.
         self.worker: Worker | None = None
         if config.task == "statistics" and config.level != "debug" and enabled_by_env():
-            self.worker = Worker(self._worker_error)
+            self.worker = Worker(self._worker_error, self._summarise_ahead, self.cache.ahead.clear)
         self.tracer = ApiTracer(build_mode_table(self.api_lists), handler, self.before_write)
         self._guard = MutationGuard(self.before_write)
         self._guard_pushed = False
@@ -156,6 +156,11 @@ class TorchDumpService:
             return
         for t in written:
             enc.wait_for_storage(t)
+
+    def _summarise_ahead(self, hints: list[list[tuple[torch.Tensor, int]]]) -> None:
+        """Worker side: the summaries a batch of jobs needs (their hints: the ``(tensor, version)``
+        stamps each job reads), in one call (see stats.BatchStats)."""
+        self.cache.summarise_ahead((stamp for stamps in hints for stamp in stamps), self.config.md5)
 
     def _worker_error(self, exc: BaseException) -> None:
         self.session.record_error("statistics", "deferred summary", exc)
