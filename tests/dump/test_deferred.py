@@ -126,14 +126,18 @@ def test_inplace_after_capture_keeps_pre_modification_statistics(
     assert not (tmp_path / RANK / "dump_error_info.log").exists()
 
 
-@pytest.mark.parametrize("level", ["L1", "L0", "mix"])
+@pytest.mark.parametrize(
+    ("level", "data_mode"),
+    [("L1", ["all"]), ("L0", ["all"]), ("mix", ["all"]), ("L0", ["input"]), ("L0", ["output"])],
+)
 def test_deferred_dump_equals_synchronous_dump(
-    tmp_path: Path, debugger: Any, monkeypatch: pytest.MonkeyPatch, level: str
+    tmp_path: Path, debugger: Any, monkeypatch: pytest.MonkeyPatch, level: str, data_mode: list[str]
 ) -> None:
     results = []
+    section = {"statistics": {"scope": [], "list": [], "data_mode": data_mode, "summary_mode": "statistics"}}
     for thread in (True, False):
         out = tmp_path / ("thread" if thread else "sync")
-        dbg = _dump(out, debugger, monkeypatch, thread, level=level, dump_path=str(out / "dump"))
+        dbg = _dump(out, debugger, monkeypatch, thread, level=level, dump_path=str(out / "dump"), **section)
         _train_body()(dbg)
         if level == "L1":
             dbg.start()

@@ -341,7 +341,9 @@ class ModuleDumper:
             return
         params = _direct_parameters(mod)
         args, kwargs = tuple(args), dict(kwargs)
-        reads = (args, kwargs, output, params)
+        mode = svc.config.data_mode
+        # what the record will summarise (the worker computes those summaries ahead, see stats.BatchStats)
+        reads = ((args, kwargs) if mode.side("input") else (), output if mode.side("output") else (), params)
         self._encode(
             self._forward_record, name, reads, store, name, args, kwargs, output, params, svc.is_recompute
         )
@@ -451,9 +453,9 @@ class ModuleDumper:
             return
         grad_output = tuple(grad_output)
         grad_input = tuple(g for g in grad_input if g is not None)
-        self._encode(
-            self._backward_record, name, (grad_input, grad_output), store, name, grad_input, grad_output
-        )
+        mode = svc.config.data_mode
+        reads = (grad_output if mode.side("input") else (), grad_input if mode.side("output") else ())
+        self._encode(self._backward_record, name, reads, store, name, grad_input, grad_output)
 
     def _backward_record(
         self,
