@@ -31,12 +31,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-# (fn, args, hint): ``hint`` is what the job will read, for ``before_batch`` (None: nothing to say)
+# (fn, args, hint): ``hint`` is what the job will read, for ``before_group`` (None: nothing to say)
 Job = tuple[Callable[..., Any], tuple[Any, ...], Any]
 Batch = list[Job]
 
 HANDOVER_JOBS = 32
-# jobs per ``before_batch`` call: work done ahead for a group delays its first job, which a drain may
+# jobs per ``before_group`` call: work done ahead for a group delays its first job, which a drain may
 # be waiting for
 HINTED_JOBS = 16
 HANDOVER_SECONDS = 0.002
@@ -67,15 +67,15 @@ class Worker:
     def __init__(
         self,
         on_error: Callable[[BaseException], None] | None = None,
-        before_batch: Callable[[list[Any]], None] | None = None,
-        after_batch: Callable[[], None] | None = None,
+        before_group: Callable[[list[Any]], None] | None = None,
+        after_group: Callable[[], None] | None = None,
     ) -> None:
-        """``before_batch(hints)`` runs on the thread before each group of up to
+        """``before_group(hints)`` runs on the thread before each group of up to
         :data:`HINTED_JOBS` jobs, with the hints given to :meth:`submit` (work the jobs share can be
-        done there at once); ``after_batch()`` after them."""
+        done there at once); ``after_group()`` after them."""
         self._on_error = on_error
-        self._before_batch = before_batch
-        self._after_batch = after_batch
+        self._before_group = before_group
+        self._after_group = after_group
         self.submitted = 0
         self.done = 0
         self._thread: threading.Thread | None = None
@@ -211,13 +211,13 @@ class Worker:
                 continue
             for start in range(0, len(batch), HINTED_JOBS):
                 group = batch[start : start + HINTED_JOBS] if len(batch) > HINTED_JOBS else batch
-                if self._before_batch is not None:
-                    self._batch_hook(self._before_batch, [job[2] for job in group if job[2] is not None])
+                if self._before_group is not None:
+                    self._group_hook(self._before_group, [job[2] for job in group if job[2] is not None])
                 for job in group:
                     self._run(job)
-                self._batch_hook(self._after_batch)
+                self._group_hook(self._after_group)
 
-    def _batch_hook(self, hook: Callable[..., None] | None, *args: Any) -> None:
+    def _group_hook(self, hook: Callable[..., None] | None, *args: Any) -> None:
         if hook is None:
             return
         try:

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from msprobe.dump.background import Worker
+from msprobe.dump.background import HINTED_JOBS, Worker
 from msprobe.dump.pytorch.encode import Encoder
 from tests.dump.conftest import load_dump
 from tests.dump.test_crash import kill_when_ready
@@ -186,7 +186,7 @@ def test_worker_runs_jobs_in_order_and_survives_errors() -> None:
     assert seen[-1] == -1
 
 
-def test_worker_shows_each_batch_its_jobs_hints_before_running_them() -> None:
+def test_worker_shows_each_group_its_jobs_hints_before_running_them() -> None:
     log: list[object] = []
     errors: list[BaseException] = []
 
@@ -205,6 +205,21 @@ def test_worker_shows_each_batch_its_jobs_hints_before_running_them() -> None:
     w.close()
     assert log == [("before", ["a", "b"]), 1, 2, 3, "after", ("before", ["bad"]), 4, "after"]
     assert len(errors) == 1 and "hint" in str(errors[0])  # reported, and the jobs ran all the same
+    log.clear()
+    n = HINTED_JOBS + 4
+    for i in range(n):  # one hand-over, two groups: work done ahead delays a drain's target less
+        w.submit(log.append, i, hint=i)
+    w.drain()
+    w.close()
+    cut = HINTED_JOBS
+    assert log == [
+        ("before", list(range(cut))),
+        *range(cut),
+        "after",
+        ("before", list(range(cut, n))),
+        *range(cut, n),
+        "after",
+    ]
 
 
 CHILD = textwrap.dedent(
