@@ -178,6 +178,19 @@ class Worker:
     def _run(self, job: Job) -> None:
         fn, args, _ = job
         try:
+            self._call(fn, *args)
+        finally:
+            self.done += 1  # only the worker (or the draining thread after its death) counts
+            wait_for = self._wait_for
+            if wait_for and self.done >= wait_for:
+                with self._idle:
+                    self._idle.notify_all()
+
+    def _call(self, fn: Callable[..., Any] | None, *args: Any) -> None:
+        """``fn(*args)``; an exception goes to ``on_error`` (and one from there is dropped)."""
+        if fn is None:
+            return
+        try:
             fn(*args)
         except Exception as exc:
             if self._on_error is not None:
@@ -185,12 +198,6 @@ class Worker:
                     self._on_error(exc)
                 except Exception:
                     pass
-        finally:
-            self.done += 1  # only the worker (or the draining thread after its death) counts
-            wait_for = self._wait_for
-            if wait_for and self.done >= wait_for:
-                with self._idle:
-                    self._idle.notify_all()
 
     def _after_tick(self) -> None:
         """A tick: let the jobs of this window gather (a drain cuts the wait short), then queue them
@@ -212,22 +219,10 @@ class Worker:
             for start in range(0, len(batch), HINTED_JOBS):
                 group = batch[start : start + HINTED_JOBS] if len(batch) > HINTED_JOBS else batch
                 if self._before_group is not None:
-                    self._group_hook(self._before_group, [job[2] for job in group if job[2] is not None])
+                    self._call(self._before_group, [job[2] for job in group if job[2] is not None])
                 for job in group:
                     self._run(job)
-                self._group_hook(self._after_group)
-
-    def _group_hook(self, hook: Callable[..., None] | None, *args: Any) -> None:
-        if hook is None:
-            return
-        try:
-            hook(*args)
-        except Exception as exc:
-            if self._on_error is not None:
-                try:
-                    self._on_error(exc)
-                except Exception:
-                    pass
+                self._call(self._after_group)
 
     def _run_left(self) -> None:
         while True:
