@@ -19,6 +19,7 @@ import torch
 
 from msprobe.dump.naming import BACKWARD, FORWARD
 from msprobe.dump.pytorch.encode import quiet
+from msprobe.dump.pytorch.recompute import in_recomputation
 from msprobe.dump.pytorch.tensor_io import plain_cpu_tensor
 from msprobe.dump.stack import capture_stack
 
@@ -345,7 +346,7 @@ class ModuleDumper:
         # what the record will summarise (the worker computes those summaries ahead, see stats.BatchStats)
         reads = ((args, kwargs) if mode.side("input") else (), output if mode.side("output") else (), params)
         self._encode(
-            self._forward_record, name, reads, store, name, args, kwargs, output, params, svc.is_recompute
+            self._forward_record, name, reads, store, name, args, kwargs, output, params, in_recomputation()
         )
         store.put_stack(name, capture_stack(None, (), None), kick=False)
         self._param_grad_placeholder(prefix, mod, params)  # the caller kicks

@@ -39,6 +39,7 @@ from msprobe.dump.pytorch.deferral import (
 )
 from msprobe.dump.pytorch.encode import Encoder, quiet
 from msprobe.dump.pytorch.modules import ModuleDumper, no_compile
+from msprobe.dump.pytorch.recompute import FullRecomputation, in_recomputation
 from msprobe.dump.pytorch.stats import SummaryCache
 from msprobe.dump.pytorch.tensor_io import TensorWriter
 from msprobe.dump.session import DumpSession
@@ -102,11 +103,11 @@ class TorchDumpService:
         self.writer: TensorWriter | None = None
         self.encoder: Encoder | None = None
         self.session.step_reset_hooks.append(self._reset_step)
-        self.is_recompute = False
         self._owner_thread = threading.get_ident()
         self._owner_pid = os.getpid()
         self.modules_on, self.apis_on, self.api_parents = LEVELS[config.level]
         self.modules = ModuleDumper(self)
+        self._full_recomputation = FullRecomputation()
         self.saver = DebugSaver(self)
         self.apis_suppressed = False  # between module_dump() and module_dump_end()
         self.module_dump_on = False
@@ -181,6 +182,7 @@ class TorchDumpService:
         on = self.session.start(current_rank)
         if on:
             self._open_encoder()
+            self._full_recomputation.enter()
             if self.modules_on and model is not None:
                 self.modules.register(model)
             if token_range is not None:
@@ -249,6 +251,7 @@ class TorchDumpService:
 
     def _pop(self) -> None:
         self.drain()
+        self._full_recomputation.leave()
         if self._guard_pushed:
             pop_mode(self._guard)
             self._guard_pushed = False
@@ -375,7 +378,7 @@ class TorchDumpService:
                 return {
                     "input_args": self.encoder.args(args, name),
                     "input_kwargs": self.encoder.kwargs(kwargs, name),
-                    "is_recompute": self.is_recompute,
+                    "is_recompute": in_recomputation(),
                 }
         except Exception as exc:
             self.session.record_error("forward_input_data_collect", name, exc)
