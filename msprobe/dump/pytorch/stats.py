@@ -302,21 +302,12 @@ class SummaryCache:
         self.ahead.compute(list(todo.values()))
 
     def _known(self, t: torch.Tensor, md5: bool) -> bool:
-        hit = self._entries.get(id(t))
-        return (
-            hit is not None
-            and hit[2].done
-            and hit[0]() is t
-            and hit[1] == t._version
-            and (hit[2].md5 or not md5)
-            and hit[3] == _data_ptr(t)
-        )
+        cached = self._cached(t, t._version, md5)
+        return cached is not None and cached.done
 
-    def slot(self, t: torch.Tensor, md5: bool, layouts: bool = True) -> tuple[Slot, bool]:
-        """``(slot, fresh)``: the cached slot of ``t`` as it is now, or a new empty one (``fresh``)."""
-        key = id(t)
-        version = t._version
-        hit = self._entries.get(key)
+    def _cached(self, t: torch.Tensor, version: int, md5: bool) -> Slot | None:
+        """The slot remembered for this very tensor object at this version (with md5 if wanted)."""
+        hit = self._entries.get(id(t))
         if (
             hit is not None
             and hit[0]() is t
@@ -324,7 +315,16 @@ class SummaryCache:
             and (hit[2].md5 or not md5)
             and hit[3] == _data_ptr(t)  # ``t.data = other`` swaps the memory without a version bump
         ):
-            return hit[2], False
+            return hit[2]
+        return None
+
+    def slot(self, t: torch.Tensor, md5: bool, layouts: bool = True) -> tuple[Slot, bool]:
+        """``(slot, fresh)``: the cached slot of ``t`` as it is now, or a new empty one (``fresh``)."""
+        key = id(t)
+        version = t._version
+        cached = self._cached(t, version, md5)
+        if cached is not None:
+            return cached, False
         layout = layout_key(t) if layouts else None
         if layout is not None:
             same = self.layouts.find(layout, version, md5)
