@@ -1,10 +1,17 @@
 """Dump overhead: step time with the dump on divided by the step time without it.
 
-GPT-like model (4 blocks, d=256, 4 heads, batch 8x64, vocab 512), one thread, forward + backward +
-SGD. Each configuration runs in its own fresh process; configurations alternate (round-robin) so
-drifting machine load hits all of them alike. The ratio of medians is printed per configuration.
+Two models, one thread each:
+- ``gpt``: a GPT-like model (4 blocks, d=256, 4 heads, batch 8x64, vocab 512), forward + backward +
+  SGD: few records over large tensors.
+- ``llama``: a tiny random-init transformers Llama (d=64, 2 layers, batch 2x16) with AdamW: hundreds
+  of records over small tensors, where the host cost per record decides (as on an NPU or GPU, where
+  kernels run asynchronously and the host is the bottleneck). Needs ``transformers``.
 
-    python benchmarks/dump_overhead.py [--rounds 3] [--steps 5] [--configs statistics-L1,tensor-L1,...]
+Each configuration runs in its own fresh process; configurations alternate (round-robin) so drifting
+machine load hits all of them alike. Per configuration it prints the ratio of medians, the host time
+the dump adds per record (microseconds) and, in tensor mode, the bytes written per step.
+
+    python benchmarks/dump_overhead.py [--models gpt,llama] [--rounds 3] [--steps 5] [--configs ...]
 """
 
 from __future__ import annotations
@@ -34,15 +41,20 @@ CONFIGS: dict[str, dict[str, Any] | None] = {
     # tensor files through torch.save instead of the lean writer (msprobe/dump/pytorch/tensor_io.py)
     "tensor-L1-torchsave": {"task": "tensor", "level": "L1", "env": {"MSPROBE_PT_WRITER": "torch.save"}},
 }
-LIMITS = {"statistics-L1": 1.5, "tensor-L1": 4.0, "statistics-L0": 1.3, "statistics-mix": 2.0}
+LIMITS = {
+    "gpt": {"statistics-L1": 1.3, "tensor-L1": 3.5, "statistics-L0": 1.3, "statistics-mix": 1.6},
+    "llama": {"statistics-L1": 4.0, "statistics-mix": 5.0},
+}
+MODELS = ("gpt", "llama")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def worker(config_name: str, steps: int, out_dir: str) -> list[tuple[float, float]]:
+def gpt_step() -> Any:
+    """The GPT-like model and one training step of it (SGD)."""
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
 
-    torch.set_num_threads(1)
     torch.manual_seed(0)
     d, heads, vocab, seq, batch = 256, 4, 512, 64, 8
 
@@ -85,6 +97,58 @@ def worker(config_name: str, steps: int, out_dir: str) -> list[tuple[float, floa
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     idx = torch.randint(0, vocab, (batch, seq))
     tgt = torch.randint(0, vocab, (batch, seq))
+
+    def train() -> None:
+        loss = F.cross_entropy(model(idx).view(-1, vocab), tgt.view(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    return model, train
+
+
+def llama_step() -> Any:
+    """The tiny transformers Llama of the tests and one training step of it (AdamW)."""
+    import torch
+
+    sys.path.insert(0, REPO)
+    from tests import zoo
+
+    model = zoo.build("llama")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    ids, labels = zoo.batch()
+
+    def train() -> None:
+        model(input_ids=ids, labels=labels).loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+    return model, train
+
+
+def _dumped(out_dir: str) -> tuple[int, int]:
+    """(records, tensor bytes) of the steps dumped under ``out_dir``, which are then removed."""
+    records = size = 0
+    for step in os.listdir(out_dir):
+        if not step.startswith("step"):
+            continue
+        for root, _dirs, files in os.walk(os.path.join(out_dir, step)):
+            for name in files:
+                path = os.path.join(root, name)
+                if name == "dump.json":
+                    with open(path, encoding="utf-8") as fh:
+                        records += len(json.load(fh).get("data", {}))
+                elif name.endswith(".pt"):
+                    size += os.path.getsize(path)
+        shutil.rmtree(os.path.join(out_dir, step), ignore_errors=True)
+    return records, size
+
+
+def worker(model_name: str, config_name: str, steps: int, out_dir: str) -> list[tuple[float, ...]]:
+    import torch
+
+    torch.set_num_threads(1)
+    model, train = {"gpt": gpt_step, "llama": llama_step}[model_name]()
     cfg = CONFIGS[config_name]
     dbg = None
     if cfg is not None:
@@ -111,24 +175,21 @@ def worker(config_name: str, steps: int, out_dir: str) -> list[tuple[float, floa
     def one_step() -> None:
         if dbg is not None:
             dbg.start(model=model)
-        loss = F.cross_entropy(model(idx).view(-1, vocab), tgt.view(-1))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        train()
         if dbg is not None:
             dbg.stop()
             dbg.step()
 
     one_step()  # warm-up (allocations, first-call costs)
+    _dumped(out_dir)
     times = []
     for _ in range(steps):
         t0, c0 = time.perf_counter(), time.process_time()
         one_step()
-        times.append((time.perf_counter() - t0, time.process_time() - c0))
-        if dbg is not None:  # keep the disk from filling up in tensor mode; not timed
-            for name in os.listdir(out_dir):
-                if name.startswith("step"):
-                    shutil.rmtree(os.path.join(out_dir, name), ignore_errors=True)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        # counted and removed (so tensor mode does not fill the disk) outside the timed step
+        records, size = _dumped(out_dir) if dbg is not None else (0, 0)
+        times.append((wall, cpu, records, size))
     return times
 
 
@@ -136,6 +197,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--models", default=",".join(MODELS), help="gpt, llama or both (comma-separated)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument(
@@ -144,27 +206,34 @@ def main() -> int:
         "statistics-L1-sync,statistics-L0-sync,statistics-mix-sync",
     )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--model", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        print(json.dumps(worker(args.worker, args.steps, args.out)))
+        print(json.dumps(worker(args.model, args.worker, args.steps, args.out)))
         return 0
     names = ["off", *[c for c in args.configs.split(",") if c and c != "off"]]
     for n in names:
         if n not in CONFIGS:
             parser.error(f"unknown config {n!r}; known: {', '.join(CONFIGS)}")
-    samples: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
+    models = [m for m in args.models.split(",") if m]
+    for m in models:
+        if m not in MODELS:
+            parser.error(f"unknown model {m!r}; known: {', '.join(MODELS)}")
+    runs = [(m, n) for m in models for n in names]
+    samples: dict[tuple[str, str], list[tuple[float, ...]]] = {run: [] for run in runs}
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     # each configuration says whether it wants the worker and which .pt writer
     env.pop("MSPROBE_STAT_THREAD", None)
     env.pop("MSPROBE_PT_WRITER", None)
     for r in range(args.rounds):
-        for n in names:
+        for m, n in runs:
             out = tempfile.mkdtemp(prefix="msprobe_bench_")
             cfg = CONFIGS[n]
             try:
+                cmd = [sys.executable, __file__, "--model", m, "--worker", n, "--steps", str(args.steps)]
                 res = subprocess.run(
-                    [sys.executable, __file__, "--worker", n, "--steps", str(args.steps), "--out", out],
+                    [*cmd, "--out", out],
                     capture_output=True,
                     text=True,
                     env={**env, **(cfg.get("env", {}) if cfg else {})},
@@ -172,26 +241,40 @@ def main() -> int:
                 )
             finally:
                 shutil.rmtree(out, ignore_errors=True)
-            samples[n].extend(tuple(x) for x in json.loads(res.stdout.strip().splitlines()[-1]))
+            samples[(m, n)].extend(tuple(x) for x in json.loads(res.stdout.strip().splitlines()[-1]))
         print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
 
-    def med(n: str, i: int) -> float:
-        return statistics.median(s[i] for s in samples[n])
+    def med(run: tuple[str, str], i: int) -> float:
+        return statistics.median(s[i] for s in samples[run])
 
-    base_wall, base_cpu = med("off", 0), med("off", 1)
-    print(
-        f"GPT-like 4x256, batch 8x64, 1 thread, fwd+bwd+SGD; baseline step {base_wall * 1000:.1f} ms wall, "
-        f"{base_cpu * 1000:.1f} ms CPU (medians of {len(samples['off'])} steps)"
-    )
     print("ratio = median step time with the dump / without; 'cpu' uses process CPU time, which a busy")
     print("shared machine disturbs far less than wall time (training is single-threaded; the statistics")
     print("worker of the statistics rows adds its own CPU time; '-sync' rows run without it).")
-    print(f"{'config':<20} {'wall ms':>9} {'wall':>7} {'cpu':>7} {'limit':>6}")
-    for n in names[1:]:
-        limit = LIMITS.get(n)
-        lim = f"{limit:.1f}x" if limit else "-"
-        w, c = med(n, 0), med(n, 1)
-        print(f"{n:<20} {w * 1000:>9.1f} {w / base_wall:>6.2f}x {c / base_cpu:>6.2f}x {lim:>6}")
+    print("us/rec = wall time the dump adds to a step, divided by the records it writes in that step.")
+    titles = {
+        "gpt": "GPT-like 4x256, batch 8x64, fwd+bwd+SGD",
+        "llama": "transformers Llama d=64 x2 layers, batch 2x16, fwd+bwd+AdamW",
+    }
+    for m in models:
+        base_wall, base_cpu = med((m, "off"), 0), med((m, "off"), 1)
+        print(
+            f"\n{titles[m]}, 1 thread; baseline step {base_wall * 1000:.1f} ms wall, "
+            f"{base_cpu * 1000:.1f} ms CPU (medians of {len(samples[(m, 'off')])} steps)"
+        )
+        print(
+            f"{'config':<20} {'wall ms':>9} {'wall':>7} {'cpu':>7} {'limit':>6} "
+            f"{'records':>8} {'us/rec':>7} {'MB':>7}"
+        )
+        for n in names[1:]:
+            limit = LIMITS.get(m, {}).get(n)
+            lim = f"{limit:.1f}x" if limit else "-"
+            w, c, recs, size = (med((m, n), i) for i in range(4))
+            per_record = (w - base_wall) / recs * 1e6 if recs else float("nan")
+            mb = f"{size / 1e6:>7.1f}" if size else f"{'-':>7}"
+            print(
+                f"{n:<20} {w * 1000:>9.1f} {w / base_wall:>6.2f}x {c / base_cpu:>6.2f}x {lim:>6} "
+                f"{int(recs):>8} {per_record:>7.0f} {mb}"
+            )
     return 0
 
 
