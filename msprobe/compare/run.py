@@ -1,23 +1,19 @@
 """The compare pipeline: load both details files, merge, judge, combine, then write CSVs and reports.
 
-``run_compare`` is the one entry point used by the CLI and by ``msprobe demo``. Analysis
-(:func:`analyse`) returns data frames only; writing and rendering happen afterwards.
+``run_compare`` is the one entry point used by the CLI and by ``msprobe demo``. The analysis
+(:func:`msprobe.compare.analysis.analyse`, re-exported here) returns data frames only; writing and
+rendering happen afterwards.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
-
-from msprobe.compare.merge import duplicates, merge
-from msprobe.compare.results import VERDICT, result_rows
-from msprobe.compare.table import DetailsTable, load_details
-from msprobe.compare.verdicts import evaluate
+from msprobe.compare.analysis import Analysis, analyse
+from msprobe.compare.table import load_details
 from msprobe.errors import MsprobeError
 from msprobe.formats import accuracy_csv as ac
 
@@ -25,23 +21,6 @@ RESULT_NAME = "api_precision_compare_result_{ts}.csv"
 DETAILS_NAME = "api_precision_compare_details_{ts}.csv"
 HTML_NAME = "api_precision_compare_report_{ts}.html"
 MARKDOWN_NAME = "api_precision_compare_report_{ts}.md"
-MAX_NAMED = 5
-
-
-@dataclass(frozen=True)
-class Analysis:
-    """Finished compare data: every details row and every result row, with analysis columns (``_*``)."""
-
-    npu: DetailsTable
-    gpu: DetailsTable
-    details: pd.DataFrame
-    results: pd.DataFrame
-
-    def api_counts(self) -> dict[str, int]:
-        return dict(Counter(self.results[VERDICT]))
-
-    def row_counts(self) -> dict[str, int]:
-        return dict(Counter(self.details["比对结果"]))
 
 
 @dataclass(frozen=True)
@@ -69,26 +48,6 @@ class CompareOutcome:
     @property
     def failed(self) -> bool:
         return self.api_counts.get("error", 0) > 0
-
-
-def _refuse_duplicates(table: DetailsTable, side: str) -> None:
-    found = duplicates(table, side)
-    if not found:
-        return
-    named = "; ".join(f"{d.name} (lines {', '.join(map(str, d.lines))})" for d in found[:MAX_NAMED])
-    more = f" and {len(found) - MAX_NAMED} more" if len(found) > MAX_NAMED else ""
-    raise MsprobeError(
-        f"{table.path}: {len(found)} API Name(s) occur more than once: {named}{more}; "
-        "each output must appear once (was the file appended twice?)"
-    )
-
-
-def analyse(npu: DetailsTable, gpu: DetailsTable) -> Analysis:
-    """Judge two loaded details tables; refuses duplicated API Names on either side."""
-    _refuse_duplicates(npu, "npu")
-    _refuse_duplicates(gpu, "gpu")
-    details = evaluate(merge(npu, gpu), npu.numeric)
-    return Analysis(npu=npu, gpu=gpu, details=details, results=result_rows(details))
 
 
 def timestamp() -> str:

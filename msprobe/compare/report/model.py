@@ -1,4 +1,4 @@
-"""What the reports show, as plain data built from a finished :class:`~msprobe.compare.run.Analysis`.
+"""What the reports show, as plain data built from a finished :class:`~msprobe.compare.analysis.Analysis`.
 
 Renderers (``html.py``, ``markdown.py``) only format this; nothing here formats HTML or Markdown.
 """
@@ -21,7 +21,7 @@ from msprobe.compare.standards import Standard
 from msprobe.formats.accuracy_csv import COMPARE_RESULT_HEADER
 
 if TYPE_CHECKING:
-    from msprobe.compare.run import Analysis
+    from msprobe.compare.analysis import Analysis
 
 IMMEDIATE = ("invalid", "exception")
 """Row kinds that give their own result row (never part of an API's rows)."""

@@ -1,0 +1,56 @@
+"""Judging two loaded details tables: merge, verdict per row, result per API, as data frames only.
+
+:class:`Analysis` is what the CSV writers (``compare/run.py``) and the report model
+(``compare/report/model.py``) read; nothing here writes or renders.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import pandas as pd
+
+from msprobe.compare.merge import duplicates, merge
+from msprobe.compare.results import VERDICT, result_rows
+from msprobe.compare.table import DetailsTable
+from msprobe.compare.verdicts import evaluate
+from msprobe.errors import MsprobeError
+
+MAX_NAMED = 5
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Finished compare data: every details row and every result row, with analysis columns (``_*``)."""
+
+    npu: DetailsTable
+    gpu: DetailsTable
+    details: pd.DataFrame
+    results: pd.DataFrame
+
+    def api_counts(self) -> dict[str, int]:
+        return dict(Counter(self.results[VERDICT]))
+
+    def row_counts(self) -> dict[str, int]:
+        return dict(Counter(self.details["比对结果"]))
+
+
+def _refuse_duplicates(table: DetailsTable, side: str) -> None:
+    found = duplicates(table, side)
+    if not found:
+        return
+    named = "; ".join(f"{d.name} (lines {', '.join(map(str, d.lines))})" for d in found[:MAX_NAMED])
+    more = f" and {len(found) - MAX_NAMED} more" if len(found) > MAX_NAMED else ""
+    raise MsprobeError(
+        f"{table.path}: {len(found)} API Name(s) occur more than once: {named}{more}; "
+        "each output must appear once (was the file appended twice?)"
+    )
+
+
+def analyse(npu: DetailsTable, gpu: DetailsTable) -> Analysis:
+    """Judge two loaded details tables; refuses duplicated API Names on either side."""
+    _refuse_duplicates(npu, "npu")
+    _refuse_duplicates(gpu, "gpu")
+    details = evaluate(merge(npu, gpu), npu.numeric)
+    return Analysis(npu=npu, gpu=gpu, details=details, results=result_rows(details))
