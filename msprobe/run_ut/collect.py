@@ -118,6 +118,7 @@ class ApiItem(pytest.Item):
             info=self.ihook.pytest_msprobe_api_info(
                 api_type=self.record.api_type, bare_name=self.record.bare_name
             ),
+            device_function=self._device_function,
         )
         self.stash[RESULT_KEY] = result
         if session.save_error_data:
@@ -128,6 +129,13 @@ class ApiItem(pytest.Item):
             raise AccuracyError(result.reason)
         if result.outcome == "warning":
             warnings.warn(AccuracyWarning(self._named(result.reason)), stacklevel=1)
+
+    def _device_function(self, function: Any) -> Any:
+        """The device side's callable: the ``pytest_msprobe_device_function`` answer, else ``function``."""
+        chosen = self.ihook.pytest_msprobe_device_function(
+            api_type=self.record.api_type, bare_name=self.record.bare_name, function=function
+        )
+        return function if chosen is None else chosen
 
     def _named(self, text: str) -> str:
         """One line that starts with the API's name (the scorer's reasons usually already do)."""

@@ -15,3 +15,12 @@ def pytest_msprobe_api_info(api_type: str, bare_name: str) -> Any:
     ``bare_name`` the middle one(s) (``linear``, ``linalg.inv``). Called once per API item, in the
     process that replays it.
     """
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_msprobe_device_function(api_type: str, bare_name: str, function: Any) -> Any:
+    """Return the callable the device side runs for this API instead of ``function`` (the one the CPU
+    benchmark runs), e.g. your own kernel to check against the benchmark, or a deliberately faulty one
+    (``msprobe demo`` plants its fault this way); ``None`` runs ``function`` on both sides. Called once
+    per API item, in the process that replays it, only for APIs that are replayed.
+    """

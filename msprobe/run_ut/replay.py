@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,11 +86,14 @@ def replay(
     keep_tensors: bool = False,
     routing: str = DEFAULT_ROUTING,
     info: registry.ApiInfo | None = None,
+    device_function: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
 ) -> ApiResult:
     """Replay one API on ``device`` against the CPU benchmark and score it.
 
     ``routing``: the scorer's standard routing; ``info``: a registry entry to use instead of the
-    built-in lookup (from the ``pytest_msprobe_api_info`` hook).
+    built-in lookup (from the ``pytest_msprobe_api_info`` hook); ``device_function``: given the
+    function the benchmark runs, the one the device side runs (the ``pytest_msprobe_device_function``
+    hook).
     """
     name = record.name
     if info is None:
@@ -124,8 +128,11 @@ def replay(
         bench_raw = execute.run_forward(func, bench_side, args, kwargs, autocast=None, **run)
         if grad is not None and isinstance(bench_raw, (tuple, list)) and info.grad_index is None:
             backward_message, grad = MULTIPLE_BACKWARD, None
+        device_func = func if device_function is None else device_function(func)
         device_side = execute.Side(device, {}, info.hf32)
-        device_raw = execute.run_forward(func, device_side, args, kwargs, autocast=plan.autocast_dtype, **run)
+        device_raw = execute.run_forward(
+            device_func, device_side, args, kwargs, autocast=plan.autocast_dtype, **run
+        )
         bench_grads = device_grads = None
         if grad is not None:
             bench_grads = execute.run_backward(bench_side, bench_raw, grad, info.grad_index)

@@ -165,6 +165,25 @@ def test_conftest_can_supply_a_registry_entry_through_the_hook(pytester: pytest.
     run(pytester, dump).assert_outcomes(passed=1)
 
 
+def test_conftest_can_replace_the_device_side_function_through_the_hook(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        """
+        def pytest_msprobe_device_function(api_type, bare_name, function):
+            if (api_type, bare_name) == ("Torch", "exp"):
+                return lambda x: function(x) * 1.5  # the device side only: the benchmark stays exact
+            return None
+        """
+    )
+    data = {
+        "Torch.exp.0.forward": forward(tensor("torch.float32", [32], -1.0, 1.0)),
+        "Torch.tanh.0.forward": forward(tensor("torch.float32", [32], -1.0, 1.0)),
+    }
+    dump = write_dump(pytester.path / "d", data)
+    run(pytester, dump).assert_outcomes(passed=1, failed=1)
+    verdicts = {r[0]: r[1] for r in read_csv(csv_pair(pytester.path / "out")[0])[1:]}
+    assert verdicts == {"Torch.exp.0": "error", "Torch.tanh.0": "pass"}
+
+
 def test_a_node_id_inside_the_dump_selects_one_api(pytester: pytest.Pytester) -> None:
     data = {
         "Torch.exp.0.forward": forward(tensor("torch.float32", [8], -1.0, 1.0)),
