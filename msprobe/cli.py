@@ -16,7 +16,7 @@ from msprobe.errors import MsprobeError
 
 # name -> ("module:function", one-line help). Upstream's spellings are kept as aliases.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("msprobe.demo:main", "dump a built-in model twice (bf16, fp32), replay, compare, report"),
+    "demo": ("msprobe.demo:main", "built-in model with a planted fault: dump, replay twice, compare"),
     "run_ut": ("msprobe.run_ut.cli:main", "replay a dump as pytest cases (upstream's run_ut flags)"),
     "compare": ("msprobe.compare.cli:main", "compare NPU and GPU details CSVs into verdicts and a report"),
     "api_precision_compare": ("msprobe.compare.cli:main", "alias of compare (upstream's name)"),

@@ -1,13 +1,14 @@
-"""``msprobe demo``: the whole pipeline on a built-in model, no accelerator and no download.
+"""``msprobe demo``: the whole pipeline on a built-in model with a known answer, no accelerator needed.
 
-1. dump a small GPT-like block stack at level L1 in tensor mode, once in bfloat16 and once in float32
-   (each in its own process: ``PrecisionDebugger`` is a per-process singleton, as upstream's);
-2. replay each dump on the CPU (bf16 on CPU vs an fp32 CPU benchmark; fp32 vs fp64);
-3. compare the bf16 replay (the "device under test") against the fp32 replay (the "reference
-   device"), so every difference the report shows is a real precision difference;
-4. write the compare CSVs and the HTML/Markdown report.
+1. dump one training step of a small GPT-like model at level L1 in tensor mode (in a child process:
+   ``PrecisionDebugger`` is a per-process singleton, as upstream's);
+2. replay that dump on the CPU as the reference device (the "GPU" side of the compare);
+3. replay the same dump on a simulated faulty device: the CPU with one precision fault planted by the
+   replay plugin ``msprobe.demo_fault`` (the device side of ``Functional.softmax`` sums in bfloat16);
+4. compare the faulty replay (the "NPU" side) against the reference replay and write the report.
 
-Progress of each stage goes to stderr.
+The answer is known: the report must name the planted API first, and every other API must pass. The
+stages are printed to stderr, what was planted and which file to open to stdout.
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ from pathlib import Path
 
 from msprobe.errors import MsprobeError
 
-DTYPES = ("bfloat16", "float32")
+DTYPE = "float32"
+FAULT_PLUGIN = "msprobe.demo_fault"
+STAGES = 4
 
 
-def build_model(dtype_name: str):  # -> torch.nn.Module (torch is imported lazily)
-    """A GPT-like stack: token embedding, 2 pre-norm blocks (attention + GELU MLP), LM head."""
+def build_model(dtype_name: str = DTYPE):  # -> torch.nn.Module (torch is imported lazily)
+    """A GPT-like stack: token embedding, 2 pre-norm blocks (bias-free QKV attention + GELU MLP), LM head."""
     import torch
     from torch import nn
     from torch.nn import functional as F
@@ -36,7 +39,7 @@ def build_model(dtype_name: str):  # -> torch.nn.Module (torch is imported lazil
             super().__init__()
             self.heads = heads
             self.ln1 = nn.LayerNorm(d)
-            self.qkv = nn.Linear(d, 3 * d)
+            self.qkv = nn.Linear(d, 3 * d, bias=False)  # a key bias has a zero gradient: no ULP to compare
             self.proj = nn.Linear(d, d)
             self.ln2 = nn.LayerNorm(d)
             self.fc1 = nn.Linear(d, 4 * d)
@@ -91,13 +94,13 @@ def dump_child(dtype_name: str, dump_path: str) -> int:
     return 0
 
 
-def _stage(title: str) -> float:
-    print(f"[msprobe demo] {title} ...", file=sys.stderr, flush=True)
+def _stage(number: int, title: str) -> float:
+    print(f"[{number}/{STAGES}] {title} ...", file=sys.stderr, flush=True)
     return time.perf_counter()
 
 
 def _done(start: float, what: str) -> None:
-    print(f"[msprobe demo]   {what} ({time.perf_counter() - start:.1f} s)", file=sys.stderr, flush=True)
+    print(f"      {what} ({time.perf_counter() - start:.1f} s)", file=sys.stderr, flush=True)
 
 
 def _rank_dir(dump_root: Path) -> Path:
@@ -114,46 +117,63 @@ def _newest(folder: Path, pattern: str) -> Path:
     return found[-1]
 
 
+def dump(dump_root: Path) -> Path:
+    """Stage 1: the child process that dumps; the rank folder it wrote."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "msprobe.demo", "--dump-child", DTYPE, str(dump_root)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["(no output)"]
+        raise MsprobeError(f"demo dump failed: {tail[0]}")
+    return _rank_dir(dump_root)
+
+
+def replay(rank_dir: Path, out: Path, workers: int, plugins: Sequence[str] = ()) -> Path:
+    """Stages 2 and 3: ``msprobe run_ut`` on the CPU, with extra pytest plugins; its details CSV."""
+    import pytest
+
+    from msprobe.run_ut.cli import pytest_args
+
+    argv = ["-api_info", str(rank_dir / "dump.json"), "-o", str(out), "-device_type", "cpu", "-q"]
+    if workers > 1:
+        argv += ["-n", str(workers)]
+    out.mkdir(parents=True, exist_ok=True)
+    extra = [arg for name in plugins for arg in ("-p", name)]
+    pytest.main([*pytest_args(argv), *extra])  # status 1 only means some API failed: the faulty run's
+    return _newest(out, "accuracy_checking_details_*.csv")
+
+
 def run_demo(out: Path, workers: int) -> int:
     from msprobe.compare import run_compare
-    from msprobe.run_ut.cli import main as run_ut_main
+    from msprobe.demo_fault import PLANTED, PLANTED_API
 
     out.mkdir(parents=True, exist_ok=True)
-    details: dict[str, Path] = {}
-    for dtype_name in DTYPES:
-        dump_root = out / f"dump_{dtype_name}"
-        t0 = _stage(f"1/3 dumping the demo model in {dtype_name} (L1, tensor mode)")
-        env = dict(os.environ, OMP_NUM_THREADS="1")
-        proc = subprocess.run(
-            [sys.executable, "-m", "msprobe.demo", "--dump-child", dtype_name, str(dump_root)],
-            env=env,
-            capture_output=True,
-            text=True,
-        )
-        if proc.returncode != 0:
-            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["(no output)"]
-            raise MsprobeError(f"demo dump in {dtype_name} failed: {tail[0]}")
-        rank_dir = _rank_dir(dump_root)
-        _done(t0, f"dump written to {rank_dir}")
+    t0 = _stage(1, f"dump: one training step of the demo model ({DTYPE}, L1, tensor mode)")
+    rank_dir = dump(out / "dump")
+    _done(t0, f"written to {rank_dir}")
 
-        t0 = _stage(f"2/3 replaying the {dtype_name} dump on the CPU")
-        replay_out = out / f"replay_{dtype_name}"
-        replay_out.mkdir(exist_ok=True)
-        argv = ["-api_info", str(rank_dir / "dump.json"), "-o", str(replay_out), "-q"]
-        if workers > 1:
-            argv += ["-n", str(workers)]
-        run_ut_main(argv)  # a non-zero status only means some APIs were flagged: that is the point
-        details[dtype_name] = _newest(replay_out, "accuracy_checking_details_*.csv")
-        _done(t0, f"details in {details[dtype_name]}")
+    t0 = _stage(2, "replay on the reference device (the CPU)")
+    reference = replay(rank_dir, out / "replay_reference", workers)
+    _done(t0, f"details in {reference}")
 
-    t0 = _stage("3/3 comparing bf16 (device under test) against fp32 (reference device)")
-    outcome = run_compare(
-        details["bfloat16"], details["float32"], out / "compare", dump_dir=_rank_dir(out / "dump_bfloat16")
-    )
-    _done(t0, "compare written")
-    for path in outcome.paths:
-        print(f"written: {path}")
+    t0 = _stage(3, f"replay on the simulated faulty device (the CPU with a planted fault in {PLANTED_API})")
+    faulty = replay(rank_dir, out / "replay_faulty", workers, plugins=(FAULT_PLUGIN,))
+    _done(t0, f"details in {faulty}")
+
+    t0 = _stage(4, "compare: the faulty device (as NPU) against the reference device (as GPU)")
+    outcome = run_compare(faulty, reference, out / "compare", dump_dir=rank_dir)
+    _done(t0, f"written to {outcome.report_html.parent}")
+
+    failing = outcome.failing_apis
+    print(f"planted: {PLANTED}")
     print("verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(outcome.counts.items())))
+    print("failing:  " + (", ".join(failing) if failing else "none (the planted fault was not found)"))
+    print(f"open:     {outcome.report_html}")
+    print("next:     docs/workflow.md walks through the same steps on a real NPU training job")
     return 0
 
 

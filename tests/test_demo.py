@@ -1,24 +1,58 @@
-"""`msprobe demo` end to end: the README's main job, in a fresh process as a user runs it."""
+"""`msprobe demo`: the README's main job, with a known answer (the fault it plants must be found)."""
 
 import csv
 import subprocess
 import sys
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
+import torch
+
+from msprobe.demo_fault import PLANTED_API, bf16_sum_softmax, pytest_msprobe_device_function
 
 
-class _Text(HTMLParser):
+class _FailingSections(HTMLParser):
+    """The ``data-api`` of every ``section.api`` of the report, in page order."""
+
     def __init__(self) -> None:
         super().__init__()
-        self.chunks: list[str] = []
+        self.apis: list[str] = []
 
-    def handle_data(self, data: str) -> None:
-        self.chunks.append(data)
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if tag == "section" and found.get("class") == "api":
+            self.apis.append(str(found.get("data-api")))
+
+
+def _result_rows(folder: Path) -> list[list[str]]:
+    (result_csv,) = folder.glob("api_precision_compare_result_*.csv")
+    with open(result_csv, encoding="utf-8-sig", newline="") as fh:
+        return list(csv.reader(fh))[1:]
+
+
+def test_the_plugin_plants_its_fault_in_one_api_only():
+    softmax = torch.nn.functional.softmax
+    assert pytest_msprobe_device_function("Functional", "gelu", torch.nn.functional.gelu) is None
+    assert pytest_msprobe_device_function("Tensor", "softmax", torch.Tensor.softmax) is None
+    planted = pytest_msprobe_device_function(*PLANTED_API.split("."), softmax)
+    assert planted is not None
+    x = torch.randn(4, 64, generator=torch.Generator().manual_seed(0))
+    exact = softmax(x.double(), dim=-1)
+    faulty_error = (planted(x, dim=-1).double() - exact).abs().max().item()
+    kernel_error = (softmax(x, dim=-1).double() - exact).abs().max().item()
+    assert faulty_error > 100 * kernel_error  # a bfloat16 sum, far worse than the float32 kernel
+    assert torch.allclose(planted(x, dim=-1).sum(-1), torch.ones(4), atol=2**-7)  # still a softmax
+
+
+def test_the_faulty_softmax_has_a_gradient():
+    x = torch.randn(3, 8, requires_grad=True)
+    bf16_sum_softmax(torch.nn.functional.softmax)(x, dim=-1).pow(2).sum().backward()
+    assert x.grad is not None and torch.isfinite(x.grad).all()
 
 
 @pytest.mark.slow
-def test_demo_writes_replays_compare_and_report(tmp_path):
+def test_demo_finds_the_fault_it_planted(tmp_path):
     out = tmp_path / "demo"
     proc = subprocess.run(
         [sys.executable, "-m", "msprobe", "demo", "--out", str(out)],
@@ -27,20 +61,19 @@ def test_demo_writes_replays_compare_and_report(tmp_path):
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    for stage in ("1/3", "2/3", "3/3"):
-        assert f"[msprobe demo] {stage}" in proc.stderr
-    for dtype in ("bfloat16", "float32"):
-        assert list((out / f"dump_{dtype}").glob("step0/rank/dump_tensor_data/*.pt"))
-        assert list((out / f"replay_{dtype}").glob("accuracy_checking_details_*.csv"))
-    (result_csv,) = (out / "compare").glob("api_precision_compare_result_*.csv")
-    with open(result_csv, encoding="utf-8-sig", newline="") as fh:
-        rows = list(csv.reader(fh))[1:]
+    stages = [line.split("]")[0] + "]" for line in proc.stderr.splitlines() if line[:1] == "["]
+    assert stages == ["[1/4]", "[2/4]", "[3/4]", "[4/4]"]  # each stage numbered once, in order
+    assert list((out / "dump").glob("step0/rank/dump_tensor_data/*.pt"))
+    rows = _result_rows(out / "compare")
     assert len(rows) >= 30  # every API of the demo model has a verdict
-    verdicts = {r[1] for r in rows} | {r[2] for r in rows}
-    assert "error" in verdicts and "pass" in verdicts  # bf16 vs fp32 shows real differences
+    failing = [r[0] for r in rows if "error" in (r[1], r[2]) or "missing" in (r[1], r[2])]
+    assert failing and all(name.rsplit(".", 1)[0] == PLANTED_API for name in failing)
+    assert len(failing) <= 3
+    others = {v for r in rows if r[0] not in failing for v in r[1:3]}
+    assert others <= {"pass", "SKIP", " "}, others
     (html,) = (out / "compare").glob("api_precision_compare_report_*.html")
-    parser = _Text()
-    parser.feed(html.read_text(encoding="utf-8"))
-    text = " ".join(parser.chunks)
-    failing = sorted({r[0] for r in rows if "error" in (r[1], r[2])})
-    assert failing and all(name in text for name in failing)
+    sections = _FailingSections()
+    sections.feed(html.read_text(encoding="utf-8"))
+    assert sections.apis and sections.apis[0].rsplit(".", 1)[0] == PLANTED_API  # the planted API first
+    assert PLANTED_API in proc.stdout  # says what it planted
+    assert f"open:     {html}" in proc.stdout  # and which file to open
