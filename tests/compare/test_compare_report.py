@@ -15,6 +15,7 @@ from msprobe.errors import MsprobeError
 from msprobe.formats import accuracy_csv as ac
 
 F, B = "forward.output", "backward.output"
+TORCH_MODULE = "/venv/lib/python3.11/site-packages/torch/nn/modules/module.py"
 
 
 class Page(HTMLParser):
@@ -105,7 +106,14 @@ def _inputs(tmp_path: Path) -> tuple[Path, Path, Path]:
     dump = tmp_path / "dump" / "step0" / "rank0"
     dump.mkdir(parents=True)
     stack = {
-        "0": [["Torch.exp.0.forward"], ["File model.py, line 7, in forward, \n return torch.exp(x)"]],
+        "0": [
+            ["Torch.exp.0.forward"],
+            [
+                "File model.py, line 7, in forward, \n return torch.exp(x)",
+                f"File {TORCH_MODULE}, line 1789, in _call_impl, \n return forward_call(*args, **kwargs)",
+                "File train.py, line 20, in main, \n loss = model(x)",
+            ],
+        ],
         "1": [["Functional.linear.0.forward"], ["File model.py, line 3, in forward, \n return self.fc(x)"]],
     }
     (dump / "stack.json").write_text(json.dumps(stack))
@@ -149,9 +157,20 @@ def test_html_holds_what_the_csvs_say(tmp_path):
         section = page.sections[name]
         assert [r[0] for r in section[1:]] == [d[0] for d in details if d[0].startswith(name + ".")]
     exp_row = page.sections["Torch.exp.0"][1]
-    assert exp_row[2:7] == ["error", "torch.float16", "torch.float16", "(2, 3)", "(2, 3)"]
-    assert "RMSE ratio (均方根误差比值) = 50.00000000000000 [error]" in exp_row[7]
-    assert "return torch.exp(x)" in page.stacks["Torch.exp.0"]
+    assert exp_row[1] == "error"
+    assert exp_row[2] == "error: RMSE ratio (均方根误差比值) 50 > 2"  # why this row got its verdict
+    assert exp_row[3] == "benchmark (标杆比对法)"  # English first, the CSV's name in parentheses
+    assert exp_row[4:8] == ["torch.float16", "torch.float16", "(2, 3)", "(2, 3)"]
+    assert "RMSE ratio (均方根误差比值) = 50 [error]" in exp_row[8]
+    assert "benchmark standard: each NPU error ÷ the GPU error of the same output" in html
+    linear_backward = page.sections["Functional.linear.0"][2]
+    assert linear_backward[1] == "pass"
+    assert linear_backward[2] == "pass: every metric of the ULP standard within its bound"
+    # the user's frames stay, in order; torch's own frame is left out and counted
+    assert page.stacks["Torch.exp.0"] == "File model.py, line 7, in forward, \n return torch.exp(x)\n" + (
+        "File train.py, line 20, in main, \n loss = model(x)"
+    )
+    assert "1 frame of torch left out" in html and "site-packages/torch" not in html
     assert "return self.fc(x)" in page.stacks["Functional.linear.0"]
     assert "Tensor.add_.0" not in page.stacks  # not in stack.json
 
@@ -162,10 +181,35 @@ def test_html_holds_what_the_csvs_say(tmp_path):
     assert len(page.images) == 2 and all(src.startswith("data:image/png;base64,") for src in page.images)
     assert "worst NPU/GPU ratio per API (÷ its error bound), by API family" in html
     assert "verdict</h3>" not in html
+    # the summary, then the plots, then the failing APIs
+    assert html.index('id="counts"') < html.index("class='plot'") < html.index('id="failing"')
+    legend = html[html.index("id='verdicts'") : html.index("</ul>")]
+    assert all(f">{v}</span>: " in legend for v in ("error", "missing", "pass", "Warning", "SKIP"))
+    assert "docs/workflow.md" in html
     assert "http://" not in html and "https://" not in html and "<script" not in html
 
     md = out.report_md.read_text(encoding="utf-8")
     assert "| error | 3 | 3 |" in md and "| 2 | Torch.exp.0 | error |  | 25× |" in md
+    assert "benchmark (标杆比对法)" in md and "docs/workflow.md" in md
+
+
+def test_long_tables_fold_away(tmp_path):
+    from msprobe.compare.report.html import FAILING_SHOWN
+
+    failing = [row(f"Torch.exp.{i}.{F}.0", "torch.float16", {"均方根误差": "0.05"}) for i in range(30)]
+    one_sided = [row(f"Torch.only_npu.{i}.{F}.0") for i in range(12)]
+    gpu = [row(f"Torch.exp.{i}.{F}.0", "torch.float16", {"均方根误差": "0.001"}) for i in range(30)]
+    out = run_compare(
+        write(tmp_path / "n.csv", failing + one_sided), write(tmp_path / "g.csv", gpu), tmp_path
+    )
+    html = out.report_html.read_text(encoding="utf-8")
+    page = Page()
+    page.feed(html)
+    assert len(page.tables["failing"]) - 1 == FAILING_SHOWN
+    assert len(page.tables["failing-more"]) - 1 == 30 - FAILING_SHOWN
+    assert html.index('<details><summary>10 more</summary><table id="failing-more"') > 0
+    assert '<details><summary>show the 12 rows</summary><table id="missing"' in html
+    assert html.count('<section class="api"') == 30 and html.count("<details open>") == 5
 
 
 def test_a_dump_folder_without_stack_json_is_refused(tmp_path):

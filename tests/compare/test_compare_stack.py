@@ -1,4 +1,4 @@
-"""stack.json reading for the report (spec dump.md §3.5)."""
+"""stack.json reading for the report, and leaving the framework's own frames out."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from msprobe.compare.report.stack import load_stacks, parse_stack
+from msprobe.compare.report.stack import load_stacks, parse_stack, user_frames
 from msprobe.errors import MsprobeError
 
 DATA = Path(__file__).parents[1] / "data" / "compare" / "upstream_v811_cnn"
@@ -43,3 +43,18 @@ def test_first_file_wins_and_links_out_of_the_folder_are_not_read(tmp_path):
     (root / "step2" / "rank0").symlink_to(outside)
     stacks = load_stacks(root)
     assert stacks == {"Torch.a.0": ["first"]}
+
+
+def test_user_frames_leave_out_the_framework_packages_only():
+    frames = [
+        "File /home/me/model.py, line 7, in forward, \n return F.softmax(x)",
+        "File /venv/lib/python3.11/site-packages/torch/nn/modules/module.py, line 1789, in call, \n f()",
+        "File /usr/lib/python3/dist-packages/torch_npu/utils/hook.py, line 3, in wrap, \n f()",
+        "File C:\\Python311\\Lib\\site-packages\\torch\\nn\\functional.py, line 9, in softmax, \n f()",
+        "File /venv/lib/python3.11/site-packages/torchvision/ops/boxes.py, line 5, in nms, \n f()",
+        "File /home/me/torch/train.py, line 20, in main, \n loss = model(x)",
+        "not a frame line",
+    ]
+    kept, dropped = user_frames(frames)
+    assert kept == [frames[0], frames[4], frames[5], frames[6]]  # order kept, torchvision is not torch
+    assert dropped == 3

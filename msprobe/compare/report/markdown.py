@@ -1,7 +1,8 @@
-"""A short Markdown summary for terminals and CI logs: counts, then the worst failing APIs."""
+"""A short Markdown summary for terminals and CI logs: counts, the worst failing APIs, what next."""
 
 from __future__ import annotations
 
+from msprobe.compare.report.explain import WHAT_NEXT, standard_name
 from msprobe.compare.report.model import Report, severity_text
 
 TOP = 20
@@ -26,14 +27,20 @@ def render_markdown(report: Report) -> str:
         lines.append(f"| {key.strip() or 'blank'} | {apis.get(key, 0)} | {rows.get(key, 0)} |")
     lines += ["", f"## Failing APIs ({report.failing_total}), worst first", ""]
     if report.failing:
-        lines += ["| # | API | fwd | bwd | severity | worst metric | NPU dtype | GPU dtype | shape |",
-                  "|---:|---|---|---|---:|---|---|---|---|"]  # fmt: skip
+        lines += [
+            "| # | API | fwd | bwd | severity | worst metric | standard | NPU dtype | GPU dtype | shape |",
+            "|---:|---|---|---|---:|---|---|---|---|---|",
+        ]
         for i, api in enumerate(report.failing[:TOP], start=1):
             row = next((r for r in api.rows if r.status == "error"), api.rows[0] if api.rows else None)
-            dtypes = (row.npu_dtype, row.gpu_dtype, row.npu_shape) if row else ("", "", "")
+            facts = (
+                (standard_name(row.standard), row.npu_dtype, row.gpu_dtype, row.npu_shape)
+                if row
+                else ("", "", "", "")
+            )
             cells = (
                 str(i), _md(api.name), api.forward.strip(), api.backward.strip(), severity_text(api.severity),
-                _md(api.worst), dtypes[0], dtypes[1], _md(dtypes[2]),
+                _md(api.worst), *(_md(f) for f in facts),
             )  # fmt: skip
             lines.append("| " + " | ".join(cells) + " |")
         if report.failing_total > TOP:
@@ -46,6 +53,8 @@ def render_markdown(report: Report) -> str:
         "",
         f"Rows on one side only: {report.missing_total}. "
         f"Rows whose dtype or shape differ between NPU and GPU: {report.flagged_total}.",
+        "",
+        WHAT_NEXT,
         "",
     ]
     return "\n".join(lines)

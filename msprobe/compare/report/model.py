@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 
 from msprobe.compare import rules as R
-from msprobe.compare.report.stack import load_stacks
+from msprobe.compare.report.explain import row_reason
+from msprobe.compare.report.stack import load_stacks, user_frames
 from msprobe.compare.results import VERDICT
 from msprobe.compare.standards import Standard
 from msprobe.formats.accuracy_csv import COMPARE_RESULT_HEADER
@@ -42,7 +43,6 @@ METRICS: dict[str, tuple[tuple[str, str | None], ...]] = {
                          ("ULP误差大于阈值占比比值", "ULP误差判定结果")),
 }  # fmt: skip
 
-ENGLISH = R.ENGLISH
 
 # metrics whose NPU/GPU ratio distribution is plotted, with the bound drawn on the plot
 RATIO_PLOTS: tuple[tuple[str, float], ...] = (
@@ -76,6 +76,7 @@ class RowInfo:
     gpu_shape: str
     metrics: tuple[Metric, ...]
     message: str
+    why: str = ""  # one line: why this row got its verdict (:func:`explain.row_reason`)
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,8 @@ class FailingApi:
     severity: float  # how far past its bound the worst failing metric is (> 1; inf for inf/nan mismatches)
     worst: str  # that metric against its bound: "RMSE ratio (均方根误差比值) 50 > 2"
     rows: tuple[RowInfo, ...]
-    stack: tuple[str, ...] | None  # None: no dump given or API not in stack.json
+    stack: tuple[str, ...] | None  # the user's frames; None: no dump given or API not in stack.json
+    hidden_frames: int = 0  # frames of torch / torch_npu left out of ``stack``
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,7 @@ def _row_info(d: Mapping[Hashable, object]) -> RowInfo:
         gpu_shape=str(d["_gpu_shape"]).strip(),
         metrics=metrics,
         message=str(d["Message"]).strip(),
+        why=row_reason(str(d["比对结果"]), std, str(d["_worst"]), str(d["_plain_message"])),
     )
 
 
@@ -180,7 +183,7 @@ def build_report(analysis: Analysis, dump_dir: Path | None = None) -> Report:
         mine = rows_of.get(str(r["_full"]), [])
         rows = tuple(_row_info(rec) for rec in mine)
         worst = [str(rec["_worst"]) for rec in mine if rec["_severity"] == r["_severity"]]
-        frames = stacks.get(str(r["_full"]))
+        frames, hidden = user_frames(stacks[str(r["_full"])]) if str(r["_full"]) in stacks else (None, 0)
         failing.append(
             FailingApi(
                 name=str(r[COMPARE_RESULT_HEADER[0]]),
@@ -190,6 +193,7 @@ def build_report(analysis: Analysis, dump_dir: Path | None = None) -> Report:
                 worst=str(worst[0]) if worst else "",
                 rows=rows,
                 stack=tuple(frames) if frames is not None else None,
+                hidden_frames=hidden,
             )
         )
     missing_all = details[details["_kind"] == "missing"]

@@ -1,20 +1,41 @@
-"""Call stacks from a dump's ``stack.json`` (spec dump.md §3.5), keyed by API (``Functional.conv2d.0``).
+"""Call stacks from a dump's ``stack.json``, keyed by API (``Functional.conv2d.0``).
 
-Format: ``{"0": [[record names...], [frames...]], ...}``; older files map a record name straight to its
-frames. ``dump_dir`` may be a rank folder (holding ``stack.json``) or a dump root with ``step*/rank*/``
-(or ``proc*``) folders; with several files the first (sorted path) that names an API wins. Only files
-inside ``dump_dir`` are read.
+Format (upstream 8.1.1's): ``{"0": [[record names...], [frames...]], ...}``; older files map a record
+name straight to its frames (``"File PATH, line N, in FUNC, \\n CODE"``). ``dump_dir`` may be a rank
+folder (holding ``stack.json``) or a dump root with ``step*/rank*/`` (or ``proc*``) folders; with
+several files the first (sorted path) that names an API wins. Only files inside ``dump_dir`` are read.
+:func:`user_frames` drops the frames of the framework's own packages (``torch``, ``torch_npu`` under
+site-packages), so the report shows the user's code only.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from msprobe.errors import MsprobeError
 
 DIRECTIONS = (".forward", ".backward")
+FRAMEWORK_PACKAGES = ("torch", "torch_npu")
+"""Installed packages whose frames are the framework's, not the user's (``nn.Module.__call__``, ...)."""
+_FRAME_PATH = re.compile(r"^File (.*?), line \d+")
+_FRAMEWORK_PATH = re.compile(
+    r"[\\/](?:site|dist)-packages[\\/](?:" + "|".join(FRAMEWORK_PACKAGES) + r")[\\/]"
+)
+
+
+def is_framework_frame(frame: str) -> bool:
+    """A frame whose file lies in an installed framework package (``.../site-packages/torch/...``)."""
+    found = _FRAME_PATH.match(frame)
+    return found is not None and _FRAMEWORK_PATH.search(found.group(1)) is not None
+
+
+def user_frames(frames: Sequence[str]) -> tuple[list[str], int]:
+    """The frames that are not in a framework package (order kept), and how many were dropped."""
+    kept = [f for f in frames if not is_framework_frame(f)]
+    return kept, len(frames) - len(kept)
 
 
 def _api_of(record: str) -> str:
