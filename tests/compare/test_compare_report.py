@@ -160,8 +160,8 @@ def test_html_holds_what_the_csvs_say(tmp_path):
     assert exp_row[1] == "error"
     assert exp_row[2] == "error: RMSE ratio (均方根误差比值) 50 > 2"  # why this row got its verdict
     assert exp_row[3] == "benchmark (标杆比对法)"  # English first, the CSV's name in parentheses
-    assert exp_row[4:8] == ["torch.float16", "torch.float16", "(2, 3)", "(2, 3)"]
-    assert "RMSE ratio (均方根误差比值) = 50 [error]" in exp_row[8]
+    assert exp_row[4:6] == ["torch.float16\n(2, 3)", "torch.float16\n(2, 3)"]  # NPU, GPU dtype and shape
+    assert "RMSE ratio (均方根误差比值) = 50 [error]" in exp_row[6]
     assert "benchmark standard: each NPU error ÷ the GPU error of the same output" in html
     linear_backward = page.sections["Functional.linear.0"][2]
     assert linear_backward[1] == "pass"

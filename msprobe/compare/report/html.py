@@ -45,7 +45,7 @@ th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums}
 section.api{border-left:4px solid #c0392b;padding-left:1em;margin:1em 0}
 pre{background:#f8f8f8;padding:.5em;overflow-x:auto;font-size:.8em;white-space:pre-wrap}
 .meta{color:#555;font-size:.9em}img.plot{max-width:100%;display:block;margin:.5em 0}
-summary{cursor:pointer}td.why{min-width:14em}td.metrics{white-space:pre-line;min-width:18em}
+summary{cursor:pointer}table.rows{width:100%}td.lines{white-space:pre-line}.small{font-size:.85em}
 ul#verdicts{font-size:.9em}p#next{background:#eef4fb;padding:.6em;font-size:.9em}
 """
 
@@ -134,12 +134,12 @@ def _metrics(row: RowInfo) -> str:
 
 def _api_section(api: FailingApi, is_open: bool) -> str:
     rows = [
-        _cell(r.name) + _verdict(r.status) + _cell(r.why, "why") + _cell(standard_name(r.standard))
-        + _cell(r.npu_dtype) + _cell(r.gpu_dtype) + _cell(r.npu_shape) + _cell(r.gpu_shape)
-        + _cell(_metrics(r), "metrics") + _cell(r.message)
+        _cell(r.name) + _verdict(r.status) + _cell(r.why) + _cell(standard_name(r.standard))
+        + _cell(f"{r.npu_dtype}\n{r.npu_shape}", "lines") + _cell(f"{r.gpu_dtype}\n{r.gpu_shape}", "lines")
+        + _cell(_metrics(r), "lines") + _cell(r.message, "lines small")
         for r in api.rows
     ]  # fmt: skip
-    head = ["output", "verdict", "why", "standard", "NPU dtype", "GPU dtype", "NPU shape", "GPU shape",
+    head = ["output", "verdict", "why", "standard", "NPU dtype, shape", "GPU dtype, shape",
             "metrics (NPU/GPU ratios or NPU values)", "message (upstream)"]  # fmt: skip
     table = _table("", head, rows, cls="rows")
     rules = "".join(
