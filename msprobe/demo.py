@@ -143,7 +143,9 @@ def replay(rank_dir: Path, out: Path, workers: int, plugins: Sequence[str] = ())
         argv += ["-n", str(workers)]
     out.mkdir(parents=True, exist_ok=True)
     extra = [arg for name in plugins for arg in ("-p", name)]
-    pytest.main([*pytest_args(argv), *extra])  # status 1 only means some API failed: the faulty run's
+    status = int(pytest.main([*pytest_args(argv), *extra]))
+    if status not in (0, 1):  # 1 only means some API failed its check: expected of the faulty run
+        raise MsprobeError(f"{out}: the demo's replay stopped with pytest exit status {status}")
     return _newest(out, "accuracy_checking_details_*.csv")
 
 
@@ -169,7 +171,7 @@ def run_demo(out: Path, workers: int) -> int:
     _done(t0, f"written to {outcome.report_html.parent}")
 
     failing = outcome.failing_apis
-    print(f"planted: {PLANTED}")
+    print(f"planted:  {PLANTED}")
     print("verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(outcome.counts.items())))
     print("failing:  " + (", ".join(failing) if failing else "none (the planted fault was not found)"))
     print(f"open:     {outcome.report_html}")
@@ -178,7 +180,8 @@ def run_demo(out: Path, workers: int) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="msprobe demo", description=__doc__.splitlines()[0])
+    summary = __doc__.splitlines()[0].split(": ", 1)[-1]
+    parser = argparse.ArgumentParser(prog="msprobe demo", description=summary)
     parser.add_argument("--out", default="msprobe_demo", help="output folder (default ./msprobe_demo)")
     parser.add_argument("-n", "--workers", type=int, default=1, help="replay workers (pytest-xdist)")
     parser.add_argument("--dump-child", nargs=2, metavar=("DTYPE", "DUMP_PATH"), help=argparse.SUPPRESS)
