@@ -48,8 +48,8 @@ STANDARDS: dict[str, tuple[str, str]] = {
 
 WORKFLOW_DOC = "docs/workflow.md"
 WHAT_NEXT = (
-    "What next: start with the first failing API below. Its rows say which output and metric failed, "
-    "its call stack which line of your code called it. To look closer, dump only that API "
+    "What next: start with the first failing API, the worst one. Its rows say which output and metric "
+    "failed, its call stack which line of your code called it. To look closer, dump only that API "
     '(config.json "list" or "scope") in tensor mode and replay it again; check whether it ran in a lower '
     "dtype or under autocast on the NPU than on the GPU; if the NPU kernel itself is at fault, report it "
     f"with the two details rows and the dumped inputs. The msprobe documentation walks through these "
