@@ -2,10 +2,12 @@
 
 Fixture: ``shared/fixtures/upstream_v811_cnn`` (copied to ``tests/data/run_ut``): the dump
 ``cnn_tensor_L1/step0/rank`` and upstream's own run_ut CPU result ``run_ut_cpu_tensor_L1``. Same API
-list, same statuses, same filled columns; every forward metric cell is equal to upstream's text when
-this machine's fp32 kernel reproduces the dumped output bit for bit (upstream's device output *is*
-that kernel's output). Where the kernel differs (vectorised tanh, MKL sgemm on another CPU) the
-metrics legitimately differ in the last digits and only the verdicts are compared.
+list, same statuses, same filled columns; every forward metric cell equals upstream's (to 1e-7
+relative: the fp64 bench is computed on this host) when this machine's fp32 kernel reproduces the
+dumped output bit for bit (upstream's device output *is* that kernel's output). Where the kernel
+differs (vectorised tanh, MKL sgemm, FMA or not in ``add_(alpha=)`` on another CPU or under
+``ATEN_CPU_CAPABILITY=default``) the metrics legitimately differ in the last digits and only the
+verdicts are compared.
 """
 
 from __future__ import annotations
@@ -23,6 +25,15 @@ from msprobe.run_ut.inputs import ArgBuilder
 from msprobe.run_ut.records import read_dump
 
 UPSTREAM = DATA / "upstream_run_ut_cpu_tensor_L1"
+
+#: APIs whose fp32 output selects, copies or counts input values: bit-exact on any CPU.
+EXACT_ANYWHERE = {
+    "Tensor.add_.0",  # num_batches_tracked += 1 (int64)
+    "Functional.relu.0",
+    "Functional.max_pool2d.0",
+    "Torch.flatten.0",
+    "Torch.ones_like.0",
+}
 
 
 def _kernel_reproduces_dump(dump_dir: Path) -> dict[str, bool]:
@@ -79,17 +90,26 @@ def test_forward_metrics_equal_upstream(replayed: tuple[Path, Path]) -> None:
     theirs = read_csv(csv_pair(UPSTREAM)[1])
     assert ours[0] == theirs[0]
     assert [r[0] for r in ours] == [r[0] for r in theirs]
-    exact = 0
+    exact: set[str] = set()
     for mine, ref in zip(ours[1:], theirs[1:]):
         api = mine[0].split(".forward.")[0].split(".backward.")[0]
         assert mine[:4] == ref[:4], mine[0]
         assert mine[21:] == ref[21:], mine[0]  # status and message
         assert [c == " " for c in mine] == [c == " " for c in ref], mine[0]  # same filled columns
         if ".forward." in mine[0] and same_kernel[api]:
-            assert mine == ref, mine[0]
-            exact += 1
-    # Most forward rows must be exact on any x86 CPU: only tanh and linear depend on the kernel here.
-    assert exact >= 16
+            assert all(_same(a, b) for a, b in zip(mine, ref, strict=True)), (mine, ref)
+            exact.add(api)
+    assert exact >= EXACT_ANYWHERE
+
+
+def _same(ours: str, theirs: str) -> bool:
+    """Two CSV cells: the same text, or numbers equal to 1e-7 relative."""
+    if ours == theirs:
+        return True
+    try:
+        return float(ours) == pytest.approx(float(theirs), rel=1e-7)
+    except ValueError:
+        return False
 
 
 def test_upstream_26x_dump_with_26x_routing_matches_26x_rows(tmp_path: Path) -> None:
