@@ -11,8 +11,9 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
+from importlib import metadata
 
-from msprobe.errors import MsprobeError
+from msprobe.errors import MsprobeError, one_line
 
 # name -> ("module:function", one-line help). Upstream's spellings are kept as aliases.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -24,11 +25,45 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 USAGE = (
-    "usage: msprobe {"
+    "usage: msprobe [--version] {"
     + ",".join(SUBCOMMANDS)
     + "} [args...]\n\n"
     + "\n".join(f"  {name:<22} {text}" for name, (_, text) in SUBCOMMANDS.items())
 )
+
+
+def package_version() -> str:
+    """The installed distribution's version (``msprobe 0.1.0``)."""
+    try:
+        return f"msprobe {metadata.version('msprobe')}"
+    except metadata.PackageNotFoundError:
+        return "msprobe (version unknown: not installed, run from a source tree)"
+
+
+def option_value(args: Sequence[str], option: str, default: str) -> str:
+    """The value of ``option`` in ``args`` (``--out X`` or ``--out=X``; the last one wins)."""
+    value = default
+    for i, arg in enumerate(args):
+        if arg == option and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith(option + "="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
+def _check_demo(args: Sequence[str]) -> None:
+    """Before the demo starts: its extras are installed and ``--out`` can hold its files."""
+    if any(a in ("-h", "--help", "--dump-child") for a in args):
+        return
+    from msprobe.extras import require
+    from msprobe.paths import output_dir
+
+    require("demo")
+    output_dir(option_value(args, "--out", "msprobe_demo"), "--out")
+
+
+#: name -> the checks of its arguments made before its module is imported (none: the module's own).
+PRECHECKS: dict[str, Callable[[Sequence[str]], None]] = {"demo": _check_demo}
 
 
 def _resolve(target: str) -> Callable[[Sequence[str]], int]:
@@ -75,7 +110,7 @@ def run_main(command: Callable[[Sequence[str] | None], int], argv: Sequence[str]
 
 def user_error(exc: MsprobeError) -> int:
     """The one-line report of a user's mistake; its exit status."""
-    print(f"msprobe: error: {exc}", file=sys.stderr)
+    print(one_line(exc), file=sys.stderr)
     return exc.exit_code
 
 
@@ -88,6 +123,9 @@ def _main(argv: Sequence[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help"):
         print(USAGE)
         return 0 if args else 2
+    if args[0] in ("-V", "--version"):
+        print(package_version())
+        return 0
     name, rest = args[0], args[1:]
     if name not in SUBCOMMANDS:
         print(f"msprobe: error: unknown command {name!r}\n{USAGE}", file=sys.stderr)
@@ -95,6 +133,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     verbose = "-v" in rest or "--verbose" in rest
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s")
     try:
+        PRECHECKS.get(name, lambda _: None)(rest)
         return _resolve(SUBCOMMANDS[name][0])(rest)
     except MsprobeError as exc:
         if verbose:

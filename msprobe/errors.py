@@ -13,3 +13,12 @@ class MsprobeError(Exception):
     def __init__(self, message: str, exit_code: int = 2) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+#: Upstream 8.1.1's exception texts start with this; the command line's own prefix replaces it.
+UPSTREAM_PREFIX = "[msprobe] "
+
+
+def one_line(exc: MsprobeError) -> str:
+    """The line a command prints for a user's mistake: ``msprobe: error: <message>``, one prefix."""
+    return f"msprobe: error: {str(exc).removeprefix(UPSTREAM_PREFIX)}"

@@ -2,21 +2,26 @@
 
 Example (the two-host workflow)::
 
-    msprobe run_ut -api_info dump/step0/rank0/dump.json -o npu_out     # on the NPU host
-    msprobe run_ut -api_info dump/step0/rank0/dump.json -o gpu_out     # on the GPU host
+    msprobe run_ut -api_info dump/step0/rank/dump.json -o npu_out     # on the NPU host
+    msprobe run_ut -api_info dump/step0/rank/dump.json -o gpu_out     # on the GPU host
     msprobe-compare -npu npu_out/accuracy_checking_details_X.csv \\
-                    -gpu gpu_out/accuracy_checking_details_Y.csv -o cmp --dump dump/step0/rank0
+                    -gpu gpu_out/accuracy_checking_details_Y.csv -o cmp --dump dump/step0/rank
+
+(rank/ in a dump made without torch.distributed, rank{R}/ with it.)
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import Protocol
 
-from msprobe.cli import run_main, user_error
+from msprobe.cli import package_version, run_main, user_error
 from msprobe.errors import MsprobeError
+from msprobe.extras import require
+from msprobe.paths import missing, output_dir, where
 
 ORDER = ("error", "missing", "pass", "SKIP", " ")
 
@@ -72,8 +77,22 @@ class CompareCommand:
             "--strict", action="store_true", help="exit with status 1 when any API is judged error"
         )
         parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks")  # fmt: skip
+        parser.add_argument("-V", "--version", action="version", version=package_version())
+
+    def check(self, args: argparse.Namespace) -> None:
+        """The user's paths and the compare extra, before any work: one line for the first problem."""
+        for option, path in (("-npu", args.npu_csv_path), ("-gpu", args.gpu_csv_path)):
+            if not os.path.exists(path):
+                raise missing(path, option)
+            if not os.path.isfile(path):
+                raise MsprobeError(f"{where(option, path)}: a folder, not an accuracy_checking_details CSV")
+        if args.dump_dir is not None and not os.path.exists(args.dump_dir):
+            raise missing(args.dump_dir, "--dump")
+        require("compare")
+        output_dir(args.out_path, "-o", keep=False)
 
     def run(self, args: argparse.Namespace) -> int:
+        self.check(args)
         from msprobe.compare.run import run_compare
 
         outcome = run_compare(args.npu_csv_path, args.gpu_csv_path, args.out_path, dump_dir=args.dump_dir)

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from msprobe.dump.writer import find_journals, rebuild
 from msprobe.errors import MsprobeError
+from msprobe.paths import missing
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -21,8 +22,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(list(argv) if argv is not None else None)
     total = 0
     for root in args.paths:
+        if not os.path.exists(root):
+            raise missing(root, "")
         if not os.path.isdir(root):
-            raise MsprobeError(f"{root}: not a directory")
+            raise MsprobeError(f"{root}: a file, not a dump folder (give its rank folder or dump_path)")
         rank_dirs = find_journals(root)
         if not rank_dirs:
             raise MsprobeError(f"{root}: no journal found (nothing to rebuild; the dump ended cleanly?)")

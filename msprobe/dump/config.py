@@ -1,7 +1,8 @@
-"""config.json + constructor arguments -> one validated, immutable :class:`DumpConfig` (spec §1.1, §2).
+"""config.json + constructor arguments -> one validated, immutable :class:`DumpConfig` (upstream 8.1.1).
 
-Precedence: constructor argument > config.json > built-in default. Every error is one line naming the
-file, the field, the wrong value and the allowed values.
+Precedence: constructor argument > config.json > built-in default. Every error is one line naming
+where the wrong value came from (the user's config.json, or the constructor argument), the field, the
+value and the allowed values; the packaged default config, which the user never wrote, is never blamed.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def _fail(where: str, msg: str) -> MsprobeException:
 
 
 def check_config_path(config_path: str) -> str:
-    """File checks of spec §1.1 on the config path; returns the real path."""
+    """Upstream 8.1.1's file checks on the config path; returns the real path."""
     if not os.path.exists(config_path):
         raise FileCheckException(f"config_path {config_path}: the file does not exist")
     if os.path.islink(config_path):
@@ -205,20 +206,28 @@ def build_config(
         raise MsprobeException(_INVALID, f"level must be one of {LEVELS}, got {level!r}")
     path = config_path or default_config_path()
     raw = read_config_file(path)
-    where = path
+    where = config_path or ""  # the user's file; errors in the packaged default name no file
+
+    def origin(argument: object, name: str) -> str:
+        return f"PrecisionDebugger({name}=...)" if argument is not None else where
+
     cfg_task = task or raw.get("task") or "statistics"
-    if cfg_task not in UPSTREAM_TASKS:
-        raise _fail(where, f"task is invalid, it should be one of {list(UPSTREAM_TASKS)}, got {cfg_task!r}")
     if cfg_task not in SUPPORTED_TASKS:
         raise _fail(
-            where, f"task {cfg_task!r} is not supported by this dump; use one of {list(SUPPORTED_TASKS)}"
+            origin(task, "task"),
+            f"task {cfg_task!r} is not supported by this dump; use one of {list(SUPPORTED_TASKS)}"
+            if cfg_task in UPSTREAM_TASKS
+            else f"task is invalid, it should be one of {list(UPSTREAM_TASKS)}, got {cfg_task!r}",
         )
     cfg_level = level or raw.get("level") or "L1"
     if cfg_level not in LEVELS:
-        raise _fail(where, f"level is invalid, it should be one of {list(LEVELS)}, got {cfg_level!r}")
+        raise _fail(
+            origin(level, "level"), f"level is invalid, it should be one of {list(LEVELS)}, got {cfg_level!r}"
+        )
     if cfg_level not in SUPPORTED_LEVELS:
         raise _fail(
-            where, f"level {cfg_level!r} needs an Ascend NPU kernel dump; use one of {list(SUPPORTED_LEVELS)}"
+            origin(level, "level"),
+            f"level {cfg_level!r} needs an Ascend NPU kernel dump; use one of {list(SUPPORTED_LEVELS)}",
         )
     if cfg_task == "structure" and cfg_level not in ("L0", "mix"):
         cfg_level = "mix"
@@ -229,7 +238,7 @@ def build_config(
         )
     if not isinstance(cfg_dump_path, str) or not cfg_dump_path:
         raise _fail(where, f"dump_path is invalid, it should be a non-empty string, got {cfg_dump_path!r}")
-    check_dump_path(cfg_dump_path, where)
+    check_dump_path(cfg_dump_path, origin(dump_path, "dump_path"))
     steps = (
         parse_index_list(step, "step")
         if step is not None

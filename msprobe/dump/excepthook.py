@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from types import TracebackType
 
-from msprobe.errors import MsprobeError
+from msprobe.errors import MsprobeError, one_line
 
 
 def install_excepthook() -> None:
@@ -18,7 +18,7 @@ def install_excepthook() -> None:
 
     def hook(tp: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
         if isinstance(value, MsprobeError):
-            print(f"msprobe: error: {value}", file=sys.stderr)
+            print(one_line(value), file=sys.stderr)
             return
         previous(tp, value, tb)
 

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from msprobe.errors import MsprobeError
+from msprobe.extras import require
+from msprobe.paths import dump_input, output_dir
 from msprobe.run_ut.results import check_resume_file
 
 #: ``-q`` hides pytest's warnings summary of the Warning verdicts (``msprobe.run_ut.collect``).
@@ -21,7 +23,9 @@ ACCURACY_WARNING_FILTER = "ignore::msprobe.run_ut.collect.AccuracyWarning"
 DESCRIPTION = """Replay a dump (every API call a pytest item) on a device against a CPU benchmark.
 
 example:
-  msprobe run_ut -api_info dump_path/step0/rank0/dump.json -o out -n 2
+  msprobe run_ut -api_info dump_path/step0/rank/dump.json -o out -n 2
+
+The rank folder is rank/ in a dump made without torch.distributed, rank{R}/ (rank0, ...) with it.
   msprobe api_precision_compare -npu npu/accuracy_checking_details_*.csv \\
       -gpu gpu/accuracy_checking_details_*.csv
 """
@@ -106,9 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
 def pytest_args(argv: Sequence[str]) -> list[str]:
     """The pytest command line the upstream-style flags stand for (validated first)."""
     ns = build_parser().parse_args(list(argv))
-    dump = Path(ns.api_info)
-    if not dump.exists():
-        raise MsprobeError(f"{dump}: no such dump file or folder")
+    dump = dump_input(ns.api_info, "-api_info")
     args = ["--msprobe-dump", str(dump), "--msprobe-out", ns.out, "-p", "no:cacheprovider"]
     # msprobe itself is imported before pytest starts, so pytest cannot (and need not) rewrite it.
     args += ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
@@ -131,6 +133,7 @@ def pytest_args(argv: Sequence[str]) -> list[str]:
             raise MsprobeError(f"-d {' '.join(map(str, ns.device_ids))}: device ids must be unique and >= 0")
         args += ["--msprobe-device-ids", ",".join(map(str, ns.device_ids))]
     if str(ns.workers) not in ("0", ""):
+        require("workers")
         args += ["-n", str(ns.workers)]
     if ns.quiet:
         # One line per failure or collection error (its reason), no traceback; the Warning verdicts
@@ -144,8 +147,10 @@ def pytest_args(argv: Sequence[str]) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     import sys
 
+    args = pytest_args(sys.argv[1:] if argv is None else argv)
+    require("replay")
+    output_dir(args[args.index("--msprobe-out") + 1], "-o")
+
     import pytest
 
-    args = pytest_args(sys.argv[1:] if argv is None else argv)
-    Path(args[args.index("--msprobe-out") + 1]).mkdir(parents=True, exist_ok=True)
     return int(pytest.main(args))

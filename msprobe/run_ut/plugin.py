@@ -18,7 +18,13 @@ DEVICES = ("cpu", "cuda", "npu")
 
 #: (option suffix, argparse keywords): the replay options, also mapped by ``msprobe run_ut``.
 OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("dump", {"metavar": "PATH", "help": "dump.json, rank folder, or dump root (step*/rank*/, proc*/)"}),
+    (
+        "dump",
+        {
+            "metavar": "PATH",
+            "help": "dump.json, rank folder (rank/, or rank{R}/ under torch.distributed) or dump root",
+        },
+    ),
     (
         "out",
         {"metavar": "DIR", "help": "folder for accuracy_checking_{result,details}_{ts}.csv (default: .)"},
@@ -81,6 +87,13 @@ def pytest_load_initial_conftests(
 
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("msprobe_dump", None):
+        from msprobe.errors import MsprobeError
+        from msprobe.extras import require
+
+        try:
+            require("replay")
+        except MsprobeError as exc:
+            raise pytest.UsageError(str(exc)) from None
         from msprobe.run_ut.session import register
 
         register(config)

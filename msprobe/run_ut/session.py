@@ -1,6 +1,6 @@
 """``ReplaySession``: the state and hooks of one ``pytest --msprobe-dump`` run (registered only then).
 
-Roles (style_anchors §2): the single process or the xdist controller owns the ``ResultWriter`` of each
+Roles: the single process or the xdist controller owns the ``ResultWriter`` of each
 dump.json and is the only writer; a worker replays, puts each API's rows on its report (makereport
 wrapper) and writes nothing shared. The controller sends down, in ``pytest_configure_node``, what
 workers must agree on: the APIs a resumed run has finished (so every worker deselects the same ones)
@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from msprobe.errors import MsprobeError
+from msprobe.paths import dump_input, output_dir
 from msprobe.run_ut.collect import RESULT_KEY, SESSION_KEY, ApiItem, DumpDirectory, DumpFile
 from msprobe.run_ut.config import load_config
 from msprobe.run_ut.records import api_order, find_dump_files
@@ -30,14 +31,16 @@ class ReplaySession:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         opt = config.getoption
-        root = Path(opt("msprobe_dump")).expanduser()
-        if not root.exists():
-            raise pytest.UsageError(f"--msprobe-dump={root}: no such file or folder")
+        given = opt("msprobe_dump")
+        try:
+            root = dump_input(given, "--msprobe-dump=")
+        except MsprobeError as exc:
+            raise pytest.UsageError(str(exc)) from None
         self.root = root.resolve()
         files = find_dump_files(self.root)
         if not files:
             raise pytest.UsageError(
-                f"--msprobe-dump={root}: not a dump (no dump.json, step*/rank*/ or proc*/ folders)"
+                f"--msprobe-dump={given}: not a dump (no dump.json, step*/rank*/ or proc*/ folders)"
             )
         self.dump_files = {p.resolve() for p in files}
         try:
@@ -83,6 +86,10 @@ class ReplaySession:
         if self.worker_input is None and config.option.collectonly:
             self.ts, self.done = timestamp(), {}  # --collect-only writes no CSV
         elif self.worker_input is None:
+            try:
+                output_dir(opt("msprobe_out") or ".", "--msprobe-out=")
+            except MsprobeError as exc:
+                raise pytest.UsageError(str(exc)) from None
             self._setup_writers(opt("msprobe_resume"))
             self.done = {str(p): sorted(w.done) for p, w in self.writers.items()}
         else:

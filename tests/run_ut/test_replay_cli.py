@@ -48,7 +48,7 @@ def test_bad_resume_name_and_missing_dump_are_one_line_errors(
     assert msprobe_main(["run_ut", "-api_info", str(tmp_path / "nope.json"), "-o", str(tmp_path)]) == 2
     assert (
         capsys.readouterr().err.strip()
-        == f"msprobe: error: {tmp_path / 'nope.json'}: no such dump file or folder"
+        == f"msprobe: error: -api_info {tmp_path / 'nope.json'}: no such file or folder"
     )
     dump = write_dump(tmp_path / "d", {})
     bad = tmp_path / "result.csv"

@@ -1,0 +1,106 @@
+"""The paths a user hands a command: an output folder, a dump. Imports no torch.
+
+Every check answers a mistake in one :class:`MsprobeError` line that names the option and the path
+as the user typed it (``-o out.txt: ...``, ``--msprobe-out=out.txt: ...``), and suggests what exists:
+the rank folders of a step when the one given is missing, ``msprobe rebuild`` when a dump crashed
+(its journal is still there: a dump removes it once its json files are complete).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from msprobe.dump.journal import JOURNAL_NAME
+from msprobe.errors import MsprobeError
+
+#: A missing folder named like these: the siblings of the same kind are suggested. 26.x dumps name
+#: their rank folders ``proc{pid}``, so either kind suggests both.
+KINDS: tuple[tuple[re.Pattern[str], str, re.Pattern[str]], ...] = (
+    (re.compile(r"step\d*"), "step", re.compile(r"step\d+")),
+    (re.compile(r"(rank|proc)\d*"), "rank", re.compile(r"(rank|proc)\d*")),
+)
+
+
+def where(option: str, path: str | os.PathLike[str]) -> str:
+    """How an error names the user's input: ``-o PATH``, ``--msprobe-out=PATH`` (an option given
+    with its ``=``, as pytest options are written) or a bare ``PATH``."""
+    if not option or option.endswith("="):
+        return f"{option}{path}"
+    return f"{option} {path}"
+
+
+def output_dir(path: str | os.PathLike[str], option: str, keep: bool = True) -> Path:
+    """The folder a command writes into, created if missing; one line if it cannot be.
+
+    ``keep=False`` only proves that it can be created: the folders made are removed again (for a
+    command that checks its inputs before it creates anything).
+    """
+    folder = Path(path).expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise MsprobeError(f"{where(option, path)}: an existing file, not a folder")
+    made = [p for p in (folder, *folder.parents) if not p.exists()]
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise MsprobeError(f"{where(option, path)}: cannot create the folder ({exc.strerror})") from None
+    writable = os.access(folder, os.W_OK | os.X_OK)
+    if not keep:
+        for created in made:  # deepest first
+            created.rmdir()
+    if not writable:
+        raise MsprobeError(f"{where(option, path)}: the folder is not writable")
+    return folder
+
+
+def missing(path: str | os.PathLike[str], option: str) -> MsprobeError:
+    """The error for a path that does not exist, naming the folders that do where it can."""
+    given = Path(path).expanduser()
+    parts = given.parts
+    for i in range(1, len(parts) + 1):
+        head = Path(*parts[:i])
+        if head.exists():
+            continue
+        parent, name = head.parent, parts[i - 1]
+        if not parent.is_dir():
+            break
+        for name_re, kind, sibling_re in KINDS:
+            if name_re.fullmatch(name):
+                found = sorted(
+                    (p.name for p in parent.iterdir() if p.is_dir() and sibling_re.fullmatch(p.name)),
+                    key=_natural,
+                )
+                listed = f"; found: {', '.join(found)}" if found else f"; {parent} holds none"
+                return MsprobeError(f"{where(option, path)}: no such {kind} folder{listed}")
+        break
+    return MsprobeError(f"{where(option, path)}: no such file or folder")
+
+
+def dump_input(path: str | os.PathLike[str], option: str) -> Path:
+    """A dump the user names (dump.json, rank folder or dump root): it exists and did not crash."""
+    given = Path(path).expanduser()
+    if not given.exists():
+        raise missing(path, option)
+    crashed = unfinished(given)
+    if crashed:
+        folder = given.parent if given.is_file() else path
+        others = f" and {len(crashed) - 1} more" if len(crashed) > 1 else ""
+        raise MsprobeError(
+            f"{where(option, path)}: the dump did not finish (the journal of a crashed run is in "
+            f"{crashed[0]}{others}): run `msprobe rebuild {folder}` first"
+        )
+    return given
+
+
+def unfinished(dump: Path) -> list[str]:
+    """Rank folders of a dump that still hold a journal (the dumping process crashed or was killed)."""
+    root = dump.parent if dump.is_file() else dump
+    depths = ("",) if dump.is_file() else ("", "*/", "*/*/")  # rank folder, step folder, dump root
+    patterns = [f"{depth}{JOURNAL_NAME}" for depth in depths]
+    return sorted({str(p.parent) for pattern in patterns for p in root.glob(pattern)}, key=_natural)
+
+
+def _natural(text: str) -> list[object]:
+    """``rank2`` before ``rank10``."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]

@@ -1,0 +1,230 @@
+"""Every entry point answers a user's path mistake in one line, in the terms the user typed.
+
+The entry points: ``msprobe run_ut``, ``msprobe demo``, ``pytest --msprobe-dump/--msprobe-out``,
+``msprobe-compare`` and ``msprobe rebuild``. The mistakes: an output path that is a file or cannot be
+created, a missing dump, a wrong rank folder (the ones that exist are suggested), a crashed dump
+(``msprobe rebuild`` is suggested). Missing extras are simulated with ``None`` in ``sys.modules``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from msprobe.cli import main as msprobe_main
+from msprobe.compare import cli as compare_cli
+from msprobe.dump.journal import JOURNAL_NAME
+from msprobe.errors import MsprobeError
+from msprobe.extras import NEEDS, require
+from msprobe.paths import dump_input, missing, output_dir
+
+FIXTURE = Path(__file__).parent / "data" / "compare" / "upstream_v811_cnn"
+DETAILS = next(FIXTURE.glob("accuracy_checking_details_*.csv"))
+
+
+def write_dump(folder: Path, *, crashed: bool = False) -> Path:
+    """A rank folder holding an (empty) dump.json; with ``crashed``, also a journal, as a killed dump
+    leaves it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    doc = {"task": "statistics", "level": "L1", "framework": "pytorch", "dump_data_dir": None, "data": {}}
+    (folder / "dump.json").write_text(json.dumps(doc), encoding="utf-8")
+    if crashed:
+        (folder / JOURNAL_NAME).write_text("", encoding="utf-8")
+    return folder
+
+
+def one_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err and "INTERNALERROR" not in err
+    return lines[0]
+
+
+@pytest.fixture
+def afile(tmp_path: Path) -> Path:
+    path = tmp_path / "out.txt"
+    path.write_text("not a folder", encoding="utf-8")
+    return path
+
+
+# ---------------------------------------------------------------- an output path that is a file
+def test_run_ut_output_is_a_file(tmp_path: Path, afile: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    dump = write_dump(tmp_path / "dump_path" / "step0" / "rank")
+    assert msprobe_main(["run_ut", "-api_info", str(dump), "-o", str(afile)]) == 2
+    assert one_line(capsys.readouterr().err) == f"msprobe: error: -o {afile}: an existing file, not a folder"
+
+
+def test_demo_output_is_a_file_or_cannot_be_created(afile: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert msprobe_main(["demo", "--out", str(afile)]) == 2
+    assert (
+        one_line(capsys.readouterr().err) == f"msprobe: error: --out {afile}: an existing file, not a folder"
+    )
+    assert msprobe_main(["demo", f"--out={afile}/sub"]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert line.startswith(f"msprobe: error: --out {afile}/sub: cannot create the folder ("), line
+
+
+def test_compare_output_is_a_file(afile: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert compare_cli.main(["-npu", str(DETAILS), "-gpu", str(DETAILS), "-o", str(afile)]) == 2
+    assert one_line(capsys.readouterr().err) == f"msprobe: error: -o {afile}: an existing file, not a folder"
+
+
+def test_compare_output_check_creates_nothing(tmp_path: Path) -> None:
+    # the folder is proved creatable and removed again: the inputs are checked before anything is made
+    assert output_dir(tmp_path / "a" / "b", "-o", keep=False) == tmp_path / "a" / "b"
+    assert not (tmp_path / "a").exists()
+    assert output_dir(tmp_path / "a" / "b", "-o").is_dir()
+
+
+def run_pytest(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """pytest in a fresh process (a usage error must not be an INTERNALERROR)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parents[1]), *sys.path]))
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_pytest_output_is_a_file_and_the_rank_folder_is_wrong(tmp_path: Path, afile: Path) -> None:
+    write_dump(tmp_path / "dump_path" / "step0" / "rank0")
+    write_dump(tmp_path / "dump_path" / "step0" / "rank1")
+    proc = run_pytest("--msprobe-dump=dump_path/step0/rank0", f"--msprobe-out={afile.name}", cwd=tmp_path)
+    assert proc.returncode == 4
+    assert one_line(proc.stderr) == "ERROR: --msprobe-out=out.txt: an existing file, not a folder"
+    proc = run_pytest("--msprobe-dump=dump_path/step0/rank3", cwd=tmp_path)
+    assert proc.returncode == 4
+    assert one_line(proc.stderr) == (
+        "ERROR: --msprobe-dump=dump_path/step0/rank3: no such rank folder; found: rank0, rank1"
+    )
+
+
+# ---------------------------------------------------------------- missing dumps, wrong rank folders
+def test_a_wrong_rank_or_step_folder_names_the_ones_that_exist(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for rank in ("rank10", "rank2", "rank0"):
+        write_dump(tmp_path / "dump_path" / "step0" / rank)
+    monkeypatch.chdir(tmp_path)  # the path is reported as typed, relative
+    with pytest.raises(MsprobeError) as exc:
+        dump_input("dump_path/step0/rank3", "-api_info")
+    assert (
+        str(exc.value) == "-api_info dump_path/step0/rank3: no such rank folder; found: rank0, rank2, rank10"
+    )
+    with pytest.raises(MsprobeError) as exc:
+        dump_input("dump_path/step0/rank/dump.json", "-api_info")
+    assert str(exc.value).endswith(
+        "dump_path/step0/rank/dump.json: no such rank folder; found: rank0, rank2, rank10"
+    )
+    with pytest.raises(MsprobeError) as exc:
+        dump_input("dump_path/step4/rank0", "--msprobe-dump=")
+    assert str(exc.value) == "--msprobe-dump=dump_path/step4/rank0: no such step folder; found: step0"
+    assert str(missing("nowhere/at/all", "")) == "nowhere/at/all: no such file or folder"
+
+
+def test_every_entry_point_names_the_existing_rank_folders(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_dump(tmp_path / "dump_path" / "step0" / "rank0")
+    write_dump(tmp_path / "dump_path" / "step0" / "rank1")
+    monkeypatch.chdir(tmp_path)
+    wrong = "dump_path/step0/rank3"
+    found = "no such rank folder; found: rank0, rank1"
+    assert msprobe_main(["run_ut", "-api_info", wrong, "-o", "out"]) == 2
+    assert one_line(capsys.readouterr().err) == f"msprobe: error: -api_info {wrong}: {found}"
+    assert msprobe_main(["rebuild", wrong]) == 2
+    assert one_line(capsys.readouterr().err) == f"msprobe: error: {wrong}: {found}"
+    assert compare_cli.main(["-npu", str(DETAILS), "-gpu", str(DETAILS), "-o", "out", "--dump", wrong]) == 2
+    assert one_line(capsys.readouterr().err) == f"msprobe: error: --dump {wrong}: {found}"
+    assert compare_cli.main(["-npu", "npu/details.csv", "-gpu", str(DETAILS)]) == 2
+    assert one_line(capsys.readouterr().err) == "msprobe: error: -npu npu/details.csv: no such file or folder"
+    assert not Path("out").exists()
+
+
+def test_a_crashed_dump_points_to_msprobe_rebuild(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_dump(tmp_path / "dump_path" / "step0" / "rank", crashed=True)
+    monkeypatch.chdir(tmp_path)
+    for given, folder in (
+        ("dump_path", "dump_path"),
+        ("dump_path/step0/rank", "dump_path/step0/rank"),
+        ("dump_path/step0/rank/dump.json", "dump_path/step0/rank"),
+    ):
+        assert msprobe_main(["run_ut", "-api_info", given, "-o", "out"]) == 2
+        line = one_line(capsys.readouterr().err)
+        assert line.startswith(f"msprobe: error: -api_info {given}: the dump did not finish"), line
+        assert line.endswith(f"run `msprobe rebuild {folder}` first"), line
+    proc = run_pytest("--msprobe-dump=dump_path", cwd=tmp_path)
+    assert proc.returncode == 4 and "run `msprobe rebuild dump_path` first" in one_line(proc.stderr)
+
+
+# ---------------------------------------------------------------- missing extras, version, config errors
+def test_missing_extras_are_named_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    assert compare_cli.main(["-npu", str(DETAILS), "-gpu", str(DETAILS), "-o", str(tmp_path / "c")]) == 2
+    assert one_line(capsys.readouterr().err) == (
+        "msprobe: error: the compare stage needs pandas and matplotlib (pandas missing): "
+        "pip install 'msprobe[compare]'"
+    )
+    assert not (tmp_path / "c").exists()
+    assert msprobe_main(["demo", "--out", str(tmp_path / "demo")]) == 2
+    assert "pip install 'msprobe[all]'" in one_line(capsys.readouterr().err)
+    monkeypatch.setitem(sys.modules, "xdist", None)
+    dump = write_dump(tmp_path / "d")
+    assert msprobe_main(["run_ut", "-api_info", str(dump), "-o", str(tmp_path / "o"), "-n", "2"]) == 2
+    assert one_line(capsys.readouterr().err) == (
+        "msprobe: error: replay with -n (worker processes) needs pytest-xdist: pip install 'msprobe[replay]'"
+    )
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(MsprobeError, match=r"^the replay stage needs torch and pytest \(torch missing\)"):
+        require("replay")
+
+
+def test_every_need_is_installed_here() -> None:
+    for stage in NEEDS:
+        require(stage)  # the dev environment has every extra
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib import metadata
+
+    assert msprobe_main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"msprobe {metadata.version('msprobe')}"
+    with pytest.raises(SystemExit) as exc:
+        compare_cli.main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"msprobe {metadata.version('msprobe')}"
+
+
+def test_config_errors_have_one_prefix_and_blame_the_users_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from msprobe.cli import user_error
+    from msprobe.dump.config import build_config, default_config_path
+    from msprobe.dump.exceptions import MsprobeException
+
+    with pytest.raises(MsprobeException) as exc:
+        build_config(task="overflow_check", dump_path=str(tmp_path / "d"))
+    assert default_config_path() not in str(exc.value)
+    assert str(exc.value).startswith("[msprobe] 无效参数：PrecisionDebugger(task=...): task 'overflow_check'")
+    user_error(exc.value)
+    assert one_line(capsys.readouterr().err).startswith(
+        "msprobe: error: 无效参数：PrecisionDebugger(task=...)"
+    )
+    config = tmp_path / "config.json"
+    config.write_text(
+        json.dumps({"task": "free_benchmark", "dump_path": str(tmp_path / "d")}), encoding="utf-8"
+    )
+    with pytest.raises(MsprobeException, match=rf"^\[msprobe\] 无效参数：{config}: task 'free_benchmark'"):
+        build_config(str(config))
