@@ -3,7 +3,7 @@
 Every check answers a mistake in one :class:`MsprobeError` line that names the option and the path
 as the user typed it (``-o out.txt: ...``, ``--msprobe-out=out.txt: ...``), and suggests what exists:
 the rank folders of a step when the one given is missing, ``msprobe rebuild`` when a dump crashed
-(its journal is still there: a dump removes it once its json files are complete).
+(its journal is newer than its dump.json: a dump removes the journal once its json files are complete).
 """
 
 from __future__ import annotations
@@ -94,11 +94,21 @@ def dump_input(path: str | os.PathLike[str], option: str) -> Path:
 
 
 def unfinished(dump: Path) -> list[str]:
-    """Rank folders of a dump that still hold a journal (the dumping process crashed or was killed)."""
+    """Rank folders of a dump whose journal is newer than their dump.json: the dumping process crashed
+    or was killed after its last complete write (``msprobe rebuild`` rewrites dump.json and keeps the
+    journal, so a rebuilt folder is not reported)."""
     root = dump.parent if dump.is_file() else dump
     depths = ("",) if dump.is_file() else ("", "*/", "*/*/")  # rank folder, step folder, dump root
-    patterns = [f"{depth}{JOURNAL_NAME}" for depth in depths]
-    return sorted({str(p.parent) for pattern in patterns for p in root.glob(pattern)}, key=_natural)
+    journals = [p for depth in depths for p in root.glob(f"{depth}{JOURNAL_NAME}")]
+    return sorted((str(j.parent) for j in journals if _older(j.parent / "dump.json", j)), key=_natural)
+
+
+def _older(path: Path, than: Path) -> bool:
+    """Whether ``path`` is missing or was last written before ``than``."""
+    try:
+        return path.stat().st_mtime_ns < than.stat().st_mtime_ns
+    except FileNotFoundError:
+        return True
 
 
 def _natural(text: str) -> list[object]:

@@ -33,8 +33,10 @@ def write_dump(folder: Path, *, crashed: bool = False) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     doc = {"task": "statistics", "level": "L1", "framework": "pytorch", "dump_data_dir": None, "data": {}}
     (folder / "dump.json").write_text(json.dumps(doc), encoding="utf-8")
-    if crashed:
+    if crashed:  # the journal was written after dump.json's skeleton
         (folder / JOURNAL_NAME).write_text("", encoding="utf-8")
+        stamp = (folder / JOURNAL_NAME).stat().st_mtime_ns
+        os.utime(folder / "dump.json", ns=(stamp - 10**9, stamp - 10**9))
     return folder
 
 
@@ -165,6 +167,9 @@ def test_a_crashed_dump_points_to_msprobe_rebuild(
         assert line.endswith(f"run `msprobe rebuild {folder}` first"), line
     proc = run_pytest("--msprobe-dump=dump_path", cwd=tmp_path)
     assert proc.returncode == 4 and "run `msprobe rebuild dump_path` first" in one_line(proc.stderr)
+    assert msprobe_main(["rebuild", "dump_path"]) == 0  # rewrites dump.json, keeps the journal
+    assert (tmp_path / "dump_path" / "step0" / "rank" / JOURNAL_NAME).exists()
+    assert dump_input("dump_path", "-api_info") == Path("dump_path")
 
 
 # ---------------------------------------------------------------- missing extras, version, config errors
