@@ -83,11 +83,14 @@ def test_compare_output_check_creates_nothing(tmp_path: Path) -> None:
     assert output_dir(tmp_path / "a" / "b", "-o").is_dir()
 
 
-def run_pytest(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """pytest in a fresh process (a usage error must not be an INTERNALERROR)."""
+def run_pytest(*args: str, cwd: Path, missing: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    """pytest in a fresh process (a usage error must not be an INTERNALERROR), with the ``missing``
+    modules made unimportable."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parents[1]), *sys.path]))
+    script = f"import sys, pytest; sys.modules.update(dict.fromkeys({list(missing)!r})); "
+    script += "raise SystemExit(pytest.main(sys.argv[1:]))"
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        [sys.executable, "-c", script, "-p", "no:cacheprovider", *args],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -194,6 +197,11 @@ def test_missing_extras_are_named_in_one_line(
     monkeypatch.setitem(sys.modules, "torch", None)
     with pytest.raises(MsprobeError, match=r"^the replay stage needs torch and pytest \(torch missing\)"):
         require("replay")
+    proc = run_pytest(f"--msprobe-dump={dump}", cwd=tmp_path, missing=("torch",))
+    assert proc.returncode == 4
+    assert one_line(proc.stderr) == (
+        "ERROR: the replay stage needs torch and pytest (torch missing): pip install 'msprobe[replay]'"
+    )
 
 
 def test_every_need_is_installed_here() -> None:
