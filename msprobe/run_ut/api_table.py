@@ -24,6 +24,9 @@ TOPK_HINT = (
     "如果topk精度不达标，请检查是否是该原因导致的。"
 )
 """upstream 8.1.1's result-row hint for a failing forward ``topk``."""
+ZERO_FRACTION_MARKER = "dropout"
+"""upstream 8.1.1 scores every API whose full name contains this with the zero-fraction check instead
+of its standard (``Functional.dropout2d``, ``Torch.native_dropout``, ...), entry or not."""
 
 # --- families: the defaults of their members -----------------------------------------------------------
 PLAIN = ApiInfo("plain")
@@ -52,7 +55,14 @@ def _members(family: ApiInfo, groups: str) -> tuple[ApiInfo, ...]:
     return tuple(family.variant(g.split("/")[0], aliases=tuple(g.split("/")[1:])) for g in groups.split())
 
 
-_FA_PREPARE = _npu("attention", "prepare_fusion_attention_inputs")
+FUSION_ATTENTION = NPU.variant(
+    "fusion attention",
+    forward_outputs=(0,),
+    grad_index=0,
+    prepare_inputs=_npu("attention", "prepare_fusion_attention_inputs"),
+)
+"""torch_npu's and MindSpeed's npu_fusion_attention: output 0 compared and driving backward; a
+compressed sparse mode's generated mask replaced by the one the kernel expects."""
 
 ENTRIES: tuple[ApiInfo, ...] = (
     # upstream 8.1.1 AbsoluteThreshStandard (30 names)
@@ -100,13 +110,7 @@ ENTRIES: tuple[ApiInfo, ...] = (
     ),
     *_members(DROPOUT, "dropout dropout1d dropout2d dropout3d alpha_dropout feature_alpha_dropout"),
     # torch_npu fused ops; grad_index follows 8.1.1's torch_ut_setting.json (only npu_fusion_attention)
-    NPU.variant(
-        "npu_fusion_attention",
-        reference=_npu("attention", "npu_fusion_attention"),
-        forward_outputs=(0,),
-        grad_index=0,
-        prepare_inputs=_FA_PREPARE,
-    ),
+    FUSION_ATTENTION.variant("npu_fusion_attention", reference=_npu("attention", "npu_fusion_attention")),
     NPU.variant("npu_rms_norm", reference=_npu("normalization", "npu_rms_norm")),
     NPU.variant("npu_rotary_mul", reference=_npu("rotary", "npu_rotary_mul")),
     NPU.variant("npu_swiglu", reference=_npu("activation", "npu_swiglu")),
@@ -125,12 +129,10 @@ ENTRIES: tuple[ApiInfo, ...] = (
     NPU_FORWARD_ONLY.variant("npu_apply_adam", reference=_npu("optimizer", "npu_apply_adam")),
     NPU_FORWARD_ONLY.variant("npu_apply_adam_w", reference=_npu("optimizer", "npu_apply_adam_w")),
     # MindSpeed ops (8.1.1 skips the prefix; msprobe replays them)
-    MINDSPEED.variant(
+    FUSION_ATTENTION.variant(
         "npu_fusion_attention",
+        types=("MindSpeed",),
         reference=_npu("attention", "mindspeed_npu_fusion_attention"),
-        forward_outputs=(0,),
-        grad_index=0,
-        prepare_inputs=_FA_PREPARE,
     ),
     MINDSPEED.variant(
         "npu_rotary_position_embedding", reference=_npu("rotary", "npu_rotary_position_embedding")

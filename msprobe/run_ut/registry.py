@@ -22,7 +22,7 @@ from msprobe.run_ut.api_info import (
     Standard,
     loaded,
 )
-from msprobe.run_ut.api_table import ENTRIES, MINDSPEED, NPU, PLAIN, RANDOM_REASON
+from msprobe.run_ut.api_table import ENTRIES, MINDSPEED, NPU, PLAIN, RANDOM_REASON, ZERO_FRACTION_MARKER
 
 __all__ = [
     "API_TYPES",
@@ -41,6 +41,7 @@ __all__ = [
     "missing_reason",
     "resolve",
     "unsupported_reason",
+    "zero_fraction_checked",
 ]
 
 NOT_SUPPORTED = "API {name} not support for run ut. SKIP."
@@ -152,3 +153,9 @@ def unsupported_reason(full_name: str, api_type: str, grammar_ok: bool) -> str |
     if not grammar_ok or kind is None or not kind.replayable:
         return NOT_SUPPORTED.format(name=full_name)
     return None
+
+
+def zero_fraction_checked(api_name: str) -> bool:
+    """Whether the outputs of an API (full name) get the dropout zero-fraction check (upstream's rule
+    on the name, :data:`api_table.ZERO_FRACTION_MARKER`)."""
+    return ZERO_FRACTION_MARKER in api_name

@@ -19,7 +19,15 @@ from msprobe.run_ut.api_info import ApiInfo, Ref, Skip, Standard
 from msprobe.run_ut.records import ApiRecord, read_dump
 from msprobe.run_ut.replay import MULTIPLE_BACKWARD, replay
 from msprobe.run_ut.standards import compare_outputs, standard_for
-from msprobe.run_ut.standards.thresholds import BF16, DEFAULT, FP16, FP32, THRESHOLDS, thresholds
+from msprobe.run_ut.standards.thresholds import (
+    BF16,
+    COMPARE_LIMITS,
+    DEFAULT,
+    FP16,
+    FP32,
+    THRESHOLDS,
+    thresholds,
+)
 
 FUSED_DUMP = Path(__file__).parents[1] / "data" / "npu_ops" / "fused_stats_dump" / "dump.json"
 
@@ -120,6 +128,13 @@ def test_tolerances_change_only_the_named_fields_of_the_named_dtype() -> None:
     )
     with pytest.raises(ValueError, match="fields are"):
         thresholds(Standard.ULP, FP32, {DEFAULT: {"rtol": 1e-3}})
+    with pytest.raises(ValueError, match=r"\['proportion_limit'\] are compare limits"):
+        thresholds(Standard.ULP, FP16, {FP16: {"proportion_limit": 0.01}})
+
+
+def test_compare_limits_are_fields_of_the_thresholds_entries() -> None:
+    names = {f.name for entry in THRESHOLDS.values() for f in dataclasses.fields(entry)}
+    assert names >= COMPARE_LIMITS
 
 
 # --- routing of each 8.1.1 list name ---

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from msprobe.run_ut import registry
 from msprobe.run_ut.standards import messages as msg
 from msprobe.run_ut.standards import metrics as m
 from msprobe.run_ut.standards import rows as c
@@ -27,7 +28,7 @@ def compare_structure(
     api_name: str, direction: str, bench: Any, device: Any, scoring: Scoring
 ) -> list[c.DetailsRow]:
     prefix = f"{api_name}.{direction}.output"
-    if "dropout" in api_name:
+    if registry.zero_fraction_checked(api_name):
         return [_dropout(api_name, f"{prefix}.0", bench, device)]
     if isinstance(bench, (list, tuple)):
         if not isinstance(device, (list, tuple)):

@@ -102,6 +102,24 @@ class Legacy:
     max_abs_limit: float = 0.001
 
 
+COMPARE_LIMITS = frozenset(
+    {
+        "small_value_ratio_limit",
+        "rmse_ratio_limit",
+        "max_rel_ratio_limit",
+        "mean_rel_ratio_limit",
+        "eb_ratio_limit",
+        "min_err",
+        "max_error_rate",
+        "proportion_limit",
+        "ratio_limit",
+        "mean_limit",
+        "eb_threshold",
+    }
+)
+"""Fields only ``msprobe compare`` reads: one value per (standard, dtype) for every API, so no API's
+``tolerances`` may change them (the compare stage reads no per-API table entry)."""
+
 THRESHOLDS: MappingProxyType[tuple[Standard | str, str], Any] = MappingProxyType(
     {
         (Standard.BENCHMARK, FP16): Benchmark(2.0**-10, 1e-16, 2.0**-11),
@@ -137,7 +155,8 @@ def thresholds(
 
     ``standard`` is a :class:`Standard` or ``"legacy"`` (run_ut's chain; no default: other float
     dtypes skip the ratio steps and pass). ``tolerances``: an API's changes (``ApiInfo.tolerances``),
-    dtype (or ``"default"``) -> field -> value; a field the entry does not have is a ``ValueError``.
+    dtype (or ``"default"``) -> field -> value; a field the entry does not have, or one of
+    :data:`COMPARE_LIMITS`, is a ``ValueError``.
     """
     found = THRESHOLDS.get((standard, dtype))
     if found is None:
@@ -146,6 +165,9 @@ def thresholds(
         raise KeyError(f"no thresholds for {standard!r} and {dtype}")
     changes = (tolerances or {}).get(dtype, (tolerances or {}).get(DEFAULT))
     if changes:
+        if COMPARE_LIMITS & set(changes):
+            limits = sorted(COMPARE_LIMITS & set(changes))
+            raise ValueError(f"tolerances for {standard} {dtype}: {limits} are compare limits, not per API")
         try:
             found = dataclasses.replace(found, **changes)
         except TypeError:
