@@ -13,8 +13,9 @@ def pytest_msprobe_api_info(api_type: str, bare_name: str) -> Any:
     knows differently); ``None`` keeps the built-in entry. One answer is the whole API: e.g.
     ``ApiInfo("my_op", reference=my_cpu_reference, standard=Standard.ABSOLUTE_THRESHOLD,
     tolerances={"torch.float32": {"rtol": 1e-3}})`` replays a custom op with its CPU reference and
-    scores it by the absolute-threshold standard with its own fp32 relative tolerance. ``api_type`` is the first
-    name segment (``Torch``, ``NPU``), ``bare_name`` the middle one(s) (``linear``, ``linalg.inv``).
+    scores it by the absolute-threshold standard with its own fp32 relative tolerance. ``api_type``
+    is the first name segment (``Torch``, ``NPU``), ``bare_name`` the middle one(s) (``linear``,
+    ``linalg.inv``).
     Called once per API item, in the process that replays it. ``msprobe compare`` reads only the
     built-in table: an answer that changes the standard is scored that way by the replay alone.
     """
