@@ -64,8 +64,9 @@ def route(full_names: np.ndarray, bare_names: np.ndarray, dtypes: np.ndarray) ->
     """Standard of each evaluated row (upstream's compare routing: a float row by its API's table entry,
     any other dtype binary); rows must not be SKIP rows. ``full_names``: ``Torch.add.0`` (the API type
     is its first segment), ``bare_names``: ``add``."""
-    types = [str(full).split(".", 1)[0] for full in full_names]
-    out = np.array([registry.lookup(t, str(b)).standard for t, b in zip(types, bare_names)], dtype=object)
+    keys = [(str(full).split(".", 1)[0], str(bare)) for full, bare in zip(full_names, bare_names)]
+    standards = {key: registry.lookup(*key).standard for key in set(keys)}  # one lookup per API
+    out = np.array([standards[key] for key in keys], dtype=object)
     non_float = ~np.isin(dtypes, list(FLOAT_DTYPES))
     out[non_float] = Standard.BINARY
     return out
