@@ -260,3 +260,33 @@ def test_limits_the_compare_reads_once_are_the_same_for_every_dtype(
         assert len({getattr(e, field) for e in entries}) == 1, field
     if standard is Standard.ULP:
         assert thresholds(standard, BF16).proportion_limit == thresholds(standard, FP16).proportion_limit
+
+
+# --- adding an entry to the built-in table ---
+
+
+def test_an_entry_added_to_the_table_is_routed_alike_by_replay_and_compare(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    new = ApiInfo("my_op", reference=torch.mul, standard=Standard.ABSOLUTE_THRESHOLD)
+    assert standard_for("Torch.my_op.0") is Standard.BENCHMARK
+    monkeypatch.setattr(registry, "INDEX", registry.build_index([*api_table.ENTRIES, new]))
+    assert standard_for("Torch.my_op.0") is Standard.ABSOLUTE_THRESHOLD
+    assert (
+        route(np.array(["Torch.my_op.0"]), np.array(["my_op"]), np.array([FP32]))[0]
+        is Standard.ABSOLUTE_THRESHOLD
+    )
+    spec = {
+        "type": "torch.Tensor",
+        "dtype": FP32,
+        "shape": [8],
+        "Max": 1.0,
+        "Min": -1.0,
+        "requires_grad": False,
+    }
+    record = ApiRecord(
+        "Torch.my_op.0", 0, {"input_args": [spec, spec], "input_kwargs": {}, "output": []}, None
+    )
+    result = replay(record, None, "cpu")
+    assert result.result[:2] == ["Torch.my_op.0", "pass"]
+    assert "相对误差错误率" in result.details[0].metrics and "均方根误差" not in result.details[0].metrics
