@@ -20,7 +20,7 @@ from msprobe.run_ut.api_table import TOPK_HINT as TOPK_HINT
 from msprobe.run_ut.standards.routing import ROUTING as ROUTING
 from msprobe.run_ut.standards.thresholds import BF16, DEFAULT, FP16, FP32, thresholds
 
-# v811 §5.2: the NPU ``DEVICE Dtype`` decides first.
+# upstream 8.1.1: the NPU ``DEVICE Dtype`` decides first.
 UNSUPPORTED_DTYPES = frozenset({"torch.float64", "torch.complex64", "torch.complex128"})
 """Rows of these dtypes are SKIP, and an API whose last row has one is SKIP as a whole."""
 FLOAT_DTYPES = frozenset({"torch.float16", "torch.bfloat16", "torch.float32"}) | UNSUPPORTED_DTYPES
@@ -35,7 +35,7 @@ HINTS: Mapping[str, str] = MappingProxyType(
 
 @dataclass(frozen=True)
 class DtypeNumbers:
-    """Per-dtype constants of upstream's ``StandardConfig`` used on the compare side (spec §6.5)."""
+    """Per-dtype constants of upstream's ``StandardConfig`` used on the compare side."""
 
     min_error: float  # ratio denominator floor
     accumulative_eb: float  # accumulative standard: error-balance threshold
