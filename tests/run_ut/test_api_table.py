@@ -19,6 +19,7 @@ from msprobe.run_ut.api_info import ApiInfo, Ref, Skip, Standard
 from msprobe.run_ut.records import ApiRecord, read_dump
 from msprobe.run_ut.replay import MULTIPLE_BACKWARD, replay
 from msprobe.run_ut.standards import compare_outputs, standard_for
+from msprobe.run_ut.standards.columns import STANDARD_COLUMNS
 from msprobe.run_ut.standards.thresholds import (
     BF16,
     COMPARE_LIMITS,
@@ -81,6 +82,10 @@ def test_every_named_reference_imports(info: ApiInfo) -> None:
 ONE_PER_STANDARD = {
     s: next(i.name for i in api_table.ENTRIES if i.standard is s and i.types is None) for s in Standard
 }
+
+
+def test_every_standard_fills_its_columns() -> None:
+    assert set(STANDARD_COLUMNS) == set(Standard)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)

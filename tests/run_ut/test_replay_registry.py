@@ -17,14 +17,15 @@ from msprobe.run_ut.replay import replay
 TORCH_TYPES = ("Functional", "Torch", "Tensor")
 
 
-@pytest.mark.parametrize(
-    "info",
-    [i for i in api_table.ENTRIES if i.types is None and i.standard is registry.Standard.BENCHMARK],
-    ids=lambda i: i.name,
-)
-def test_every_replay_entry_of_a_torch_namespace_has_a_real_function(info: ApiInfo) -> None:
-    found = [registry.resolve(t, info.name, info) for t in TORCH_TYPES]
-    assert any(f is not None for f in found), info.name
+TYPE_FREE_NAMES = [(n, i) for i in api_table.ENTRIES if i.types is None for n in i.names]
+
+
+@pytest.mark.parametrize(("name", "info"), TYPE_FREE_NAMES, ids=[n for n, _ in TYPE_FREE_NAMES])
+def test_every_type_free_name_has_a_real_function(name: str, info: ApiInfo) -> None:
+    if name == "test_api":
+        pytest.skip("upstream's accumulative list holds only this placeholder name")
+    found = [registry.resolve(t, name, info) for t in TORCH_TYPES]
+    assert any(f is not None for f in found), name
 
 
 def test_lookup_exact_then_family_default() -> None:
