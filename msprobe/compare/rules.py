@@ -1,8 +1,9 @@
 """Verdict rules as data: one ``Rule`` per judged value, vectorised over a column of rows.
 
-A rule knows the column it writes, its bound (8.1.1's numbers, ``run_ut_compare_v811.md`` §6–7), how a
-value fails it, the message a failing row gets, and how far past its bound a value is (``severity``:
-above 1 exactly when the value fails), which orders the report's failing APIs.
+A rule knows the column it writes, its bound, how a value fails it, the message a failing row gets,
+and how far past its bound a value is (``severity``: above 1 exactly when the value fails), which
+orders the report's failing APIs. Every bound is read from the one thresholds table
+(:mod:`msprobe.run_ut.standards.thresholds`, upstream 8.1.1's numbers); none is written here.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+
+from msprobe.run_ut.api_info import Standard
+from msprobe.run_ut.standards.thresholds import DEFAULT, FP16, FP32, thresholds
 
 ENGLISH: dict[str, str] = {
     "小值域错误比值": "small-value error ratio",
@@ -109,56 +113,77 @@ class EscapeRule:
         return np.minimum.reduce([r.severity(v) for r, v in zip(self.rules, columns)])
 
 
-# --- 8.1.1's rules (v811 §6 thresholds, §7.2 messages) ------------------------------------------------
+# --- 8.1.1's rules (upstream's messages; bounds from the thresholds table) -----------------------------
+
+_BENCH = thresholds(Standard.BENCHMARK, DEFAULT)
+_ABS = thresholds(Standard.ABSOLUTE_THRESHOLD, DEFAULT)
+_ACC = thresholds(Standard.ACCUMULATIVE, DEFAULT)
+_ULP32 = thresholds(Standard.ULP, FP32)
+_ULP16 = thresholds(Standard.ULP, FP16)  # bf16 has the same limits (a test checks it)
 
 # Benchmark: (input column, rule on the NPU/GPU ratio). No operator levels in 8.1.1; EB is not counted.
 BENCHMARK: tuple[tuple[str, Rule], ...] = (
     ("小值域错误占比",
-     Rule("小值域错误比值", "小值域判定结果", "above", 2.0, "ERROR: 小值域错误比值超过阈值\n")),
+     Rule("小值域错误比值", "小值域判定结果", "above", _BENCH.small_value_ratio_limit,
+          "ERROR: 小值域错误比值超过阈值\n")),
     ("均方根误差",
-     Rule("均方根误差比值", "均方根误差判定结果", "above", 2.0, "ERROR: 均方根误差比值超过阈值\n")),
+     Rule("均方根误差比值", "均方根误差判定结果", "above", _BENCH.rmse_ratio_limit,
+          "ERROR: 均方根误差比值超过阈值\n")),
     ("相对误差最大值",
-     Rule("相对误差最大值比值", "相对误差最大值判定结果", "above", 10.0,
+     Rule("相对误差最大值比值", "相对误差最大值判定结果", "above", _BENCH.max_rel_ratio_limit,
           "ERROR: 相对误差最大值比值超过阈值\n")),
     ("相对误差平均值",
-     Rule("相对误差平均值比值", "相对误差平均值判定结果", "above", 2.0,
+     Rule("相对误差平均值比值", "相对误差平均值判定结果", "above", _BENCH.mean_rel_ratio_limit,
           "ERROR: 相对误差平均值比值超过阈值\n")),
     ("误差均衡性",
-     Rule("误差均衡性比值", "误差均衡性判定结果", "above", 2.0, "", counted=False)),
+     Rule("误差均衡性比值", "误差均衡性判定结果", "above", _BENCH.eb_ratio_limit, "", counted=False)),
 )  # fmt: skip
 
 # Absolute threshold: each NPU rate must be exactly 0; messages are joined without separators.
+_RATE = _ABS.max_error_rate
 ABSOLUTE: tuple[tuple[str, Rule], ...] = (
     ("inf/nan错误率",
-     Rule("inf/nan错误率", "inf/nan判定结果", "nonzero", 0.0, "ERROR: inf/nan错误率超过阈值")),
+     Rule("inf/nan错误率", "inf/nan判定结果", "nonzero", _RATE, "ERROR: inf/nan错误率超过阈值")),
     ("相对误差错误率",
-     Rule("相对误差错误率", "相对误差判定结果", "nonzero", 0.0, "ERROR: 相对误差错误率超过阈值")),
+     Rule("相对误差错误率", "相对误差判定结果", "nonzero", _RATE, "ERROR: 相对误差错误率超过阈值")),
     ("绝对误差错误率",
-     Rule("绝对误差错误率", "绝对误差判定结果", "nonzero", 0.0, "ERROR: 绝对误差错误率超过阈值")),
+     Rule("绝对误差错误率", "绝对误差判定结果", "nonzero", _RATE, "ERROR: 绝对误差错误率超过阈值")),
 )  # fmt: skip
 
-# Accumulative: the same rates (messages end in a newline and are joined with one) plus NPU error balance.
+# Accumulative: the same rates (messages end in a newline and are joined with one) plus NPU error balance
+# (its bound per row: ``Accumulative.eb_threshold`` of the row's dtype).
 ACCUMULATIVE: tuple[tuple[str, Rule], ...] = (
-    *((col, Rule(r.value, r.status, r.kind, r.bound, r.message + "\n")) for col, r in ABSOLUTE),
+    *((col, Rule(r.value, r.status, r.kind, _ACC.max_error_rate, r.message + "\n")) for col, r in ABSOLUTE),
     ("误差均衡性",
      Rule("误差均衡性比值", "误差均衡性判定结果", "not_at_most", None, "ERROR: 误差均衡性超过阈值\n")),
 )  # fmt: skip
 
+_BINARY = thresholds(Standard.BINARY, DEFAULT)
 BINARY = Rule(
-    "二进制一致错误率", "二进制一致错误率判定结果", "nonzero", 0.0, "ERROR: 二进制一致错误率超过阈值\n"
-)
-THOUSANDTH = Rule("双千指标", "双千指标判定结果", "below", 0.999, "ERROR: 双千指标不达标\n")
+    "二进制一致错误率", "二进制一致错误率判定结果", "nonzero", _BINARY.max_error_rate,
+    "ERROR: 二进制一致错误率超过阈值\n",
+)  # fmt: skip
+THOUSANDTH = Rule(
+    "双千指标", "双千指标判定结果", "below", thresholds(Standard.THOUSANDTH, DEFAULT).ratio_limit,
+    "ERROR: 双千指标不达标\n",
+)  # fmt: skip
 
 ULP_MESSAGE = "ERROR: ULP误差不满足标准\n"
-_ULP_MEAN = Rule("ULP误差平均值", None, "not_below", 64.0, ULP_MESSAGE)
-_ULP_RATIO = Rule("ULP误差大于阈值占比比值", None, "not_below", 1.0, ULP_MESSAGE)
-ULP_MISMATCH = Rule("ULP误差大于阈值占比比值", None, "not_below", 1.0, ULP_MESSAGE)
+_ULP_MEAN = Rule("ULP误差平均值", None, "not_below", _ULP32.mean_limit, ULP_MESSAGE)
+_ULP_RATIO = Rule("ULP误差大于阈值占比比值", None, "not_below", _ULP32.ratio_limit, ULP_MESSAGE)
+ULP_MISMATCH = Rule("ULP误差大于阈值占比比值", None, "not_below", _ULP32.ratio_limit, ULP_MESSAGE)
 """Stands for an inf/nan mismatch of the ULP columns in the report (its value is NaN)."""
 ULP_FP32 = EscapeRule(
-    (_ULP_MEAN, Rule("ULP误差大于阈值占比", None, "not_below", 0.05, ULP_MESSAGE), _ULP_RATIO), ULP_MESSAGE
+    (
+        _ULP_MEAN,
+        Rule("ULP误差大于阈值占比", None, "not_below", _ULP32.proportion_limit, ULP_MESSAGE),
+        _ULP_RATIO,
+    ),
+    ULP_MESSAGE,
 )
-"""fp32: pass if mean < 64, or proportion < 0.05, or NPU/GPU proportion ratio < 1."""
+"""fp32: pass if the mean, the proportion or the NPU/GPU proportion ratio is below its limit."""
 ULP_HALF = EscapeRule(
-    (Rule("ULP误差大于阈值占比", None, "not_below", 0.001, ULP_MESSAGE), _ULP_RATIO), ULP_MESSAGE
+    (Rule("ULP误差大于阈值占比", None, "not_below", _ULP16.proportion_limit, ULP_MESSAGE), _ULP_RATIO),
+    ULP_MESSAGE,
 )
-"""fp16/bf16: pass if proportion < 0.001, or ratio < 1."""
+"""fp16/bf16: pass if the proportion or the NPU/GPU proportion ratio is below its limit."""

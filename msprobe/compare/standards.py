@@ -1,8 +1,9 @@
-"""Which standard judges a details row, and the numbers each standard uses (8.1.1).
+"""Which standard judges a details row, and the numbers each standard uses (upstream 8.1.1).
 
-Facts from ``shared/spec/run_ut_compare_v811.md`` §5.2 (routing on the compare side), §6 (thresholds)
-and ``run_ut_compare.md`` §6.4 (the API lists) and §6.5 (the per-dtype table). Everything here is data:
-the verdict code in :mod:`msprobe.compare.verdicts` reads these tables and knows no API by name.
+Everything here is read from the replay stage's tables: the standard of an API from its API table
+entry (:func:`msprobe.run_ut.standards.standard_for`, the same routing run_ut uses), the per-dtype
+numbers from the one thresholds table. The verdict code in :mod:`msprobe.compare.verdicts` reads
+these and knows no API by name.
 """
 
 from __future__ import annotations
@@ -13,44 +14,43 @@ from types import MappingProxyType
 
 import numpy as np
 
+from msprobe.run_ut import registry
+from msprobe.run_ut.api_info import Standard as Standard
+from msprobe.run_ut.api_table import TOPK_HINT as TOPK_HINT
 from msprobe.run_ut.standards.routing import ROUTING as ROUTING
-from msprobe.run_ut.standards.routing import Standard as Standard
+from msprobe.run_ut.standards.thresholds import BF16, DEFAULT, FP16, FP32, thresholds
 
-# The routing lists (spec §6.4, identical on both sides in 8.1.1, v811 §5.1/§5.2) are the replay
-# stage's one table: compare keys it on the bare API name exactly as run_ut does.
-
-# v811 §5.2: the NPU ``DEVICE Dtype`` decides first.
+# upstream 8.1.1: the NPU ``DEVICE Dtype`` decides first.
 UNSUPPORTED_DTYPES = frozenset({"torch.float64", "torch.complex64", "torch.complex128"})
 """Rows of these dtypes are SKIP, and an API whose last row has one is SKIP as a whole."""
 FLOAT_DTYPES = frozenset({"torch.float16", "torch.bfloat16", "torch.float32"}) | UNSUPPORTED_DTYPES
 """Any dtype outside this set (ints, bool, ``<class 'int'>``, fp8 names, ...) is judged binary."""
 ZERO_SHAPE = "(0,)"
 UNSUPPORTED_MESSAGE = "This data type does not support benchmark compare."
-TOPK_HINT = (
-    "在npu上，topk的入参sorted=False时不生效，会返回有序tensor，而cpu上会返回无序tensor。 "
-    "如果topk精度不达标，请检查是否是该原因导致的。"
+HINTS: Mapping[str, str] = MappingProxyType(
+    {name: info.hint for (api_type, name), info in registry.INDEX.items() if api_type is None and info.hint}
 )
-"""Result-row hint for a failing forward ``topk`` (v811 §7.1), keyed by bare name in HINTS."""
-HINTS: Mapping[str, str] = MappingProxyType({"topk": TOPK_HINT})
+"""bare API name -> result-row hint for a failing forward direction (the table's ``hint`` fields)."""
 
 
 @dataclass(frozen=True)
 class DtypeNumbers:
-    """Per-dtype constants of upstream's ``StandardConfig`` used on the compare side (spec §6.5)."""
+    """Per-dtype constants of upstream's ``StandardConfig`` used on the compare side."""
 
     min_error: float  # ratio denominator floor
     accumulative_eb: float  # accumulative standard: error-balance threshold
 
 
-DTYPE_NUMBERS: Mapping[str, DtypeNumbers] = MappingProxyType(
-    {
-        "torch.float16": DtypeNumbers(min_error=2**-11, accumulative_eb=2**-20),
-        "torch.bfloat16": DtypeNumbers(min_error=2**-8, accumulative_eb=2**-7),
-        "torch.float32": DtypeNumbers(min_error=2**-14, accumulative_eb=2**-14),
-    }
-)
-DEFAULT_NUMBERS = DtypeNumbers(min_error=2**-14, accumulative_eb=2**-14)
-"""Unknown dtypes use upstream's "default" column (spec §6.5)."""
+def _numbers(dtype: str) -> DtypeNumbers:
+    return DtypeNumbers(
+        min_error=thresholds(Standard.BENCHMARK, dtype).min_err,
+        accumulative_eb=thresholds(Standard.ACCUMULATIVE, dtype).eb_threshold,
+    )
+
+
+DTYPE_NUMBERS: Mapping[str, DtypeNumbers] = MappingProxyType({d: _numbers(d) for d in (FP16, BF16, FP32)})
+DEFAULT_NUMBERS = _numbers(DEFAULT)
+"""Unknown dtypes use upstream's "default" column."""
 
 
 def per_row(dtypes: np.ndarray, field: str) -> np.ndarray:
@@ -60,9 +60,13 @@ def per_row(dtypes: np.ndarray, field: str) -> np.ndarray:
     return np.array([lookup.get(d, default) for d in dtypes], dtype=np.float64)
 
 
-def route(bare_names: np.ndarray, dtypes: np.ndarray) -> np.ndarray:
-    """Standard of each evaluated row (v811 §5.2 rules 2 and 3); rows must not be SKIP rows."""
-    out = np.array([ROUTING.get(n, Standard.BENCHMARK) for n in bare_names], dtype=object)
+def route(full_names: np.ndarray, bare_names: np.ndarray, dtypes: np.ndarray) -> np.ndarray:
+    """Standard of each evaluated row (upstream's compare routing: a float row by its API's table entry,
+    any other dtype binary); rows must not be SKIP rows. ``full_names``: ``Torch.add.0`` (the API type
+    is its first segment), ``bare_names``: ``add``."""
+    keys = [(str(full).split(".", 1)[0], str(bare)) for full, bare in zip(full_names, bare_names)]
+    standards = {key: registry.lookup(*key).standard for key in set(keys)}  # one lookup per API
+    out = np.array([standards[key] for key in keys], dtype=object)
     non_float = ~np.isin(dtypes, list(FLOAT_DTYPES))
     out[non_float] = Standard.BINARY
     return out

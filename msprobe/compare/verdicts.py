@@ -287,7 +287,7 @@ def evaluate(m: pd.DataFrame, npu_numeric: frozenset[str] = frozenset()) -> pd.D
 
     judged = cand & ~dtype_na & ~skip
     idx = np.flatnonzero(judged)
-    stds = route(bare[idx], dtype[idx])
+    stds = route(full[idx], bare[idx], dtype[idx])
     for std, judge in JUDGES.items():
         rows = idx[stds == std]
         if not len(rows):

@@ -22,8 +22,8 @@ from typing import Any
 
 import torch
 
+from msprobe.run_ut.api_info import ApiInfo
 from msprobe.run_ut.inputs import DeviceArg, TensorArg
-from msprobe.run_ut.registry import ApiInfo
 
 LOW_PRECISION = (torch.float16, torch.bfloat16, torch.float32)
 UPCAST = {torch.float16: torch.float32, torch.bfloat16: torch.float32, torch.float32: torch.float64}

@@ -9,11 +9,15 @@ import pytest
 
 @pytest.hookspec(firstresult=True)
 def pytest_msprobe_api_info(api_type: str, bare_name: str) -> Any:
-    """Return a ``msprobe.run_ut.registry.ApiInfo`` for an API the built-in registry does not know
-    (or knows differently), e.g. ``ApiInfo("my_op", reference=my_cpu_reference)`` for a custom op;
-    ``None`` to keep the built-in entry. ``api_type`` is the first name segment (``Torch``, ``NPU``),
-    ``bare_name`` the middle one(s) (``linear``, ``linalg.inv``). Called once per API item, in the
-    process that replays it.
+    """Return a ``msprobe.run_ut.api_info.ApiInfo`` for an API the built-in table does not know (or
+    knows differently); ``None`` keeps the built-in entry. One answer is the whole API: e.g.
+    ``ApiInfo("my_op", reference=my_cpu_reference, standard=Standard.ABSOLUTE_THRESHOLD,
+    tolerances={"torch.float32": {"rtol": 1e-3}})`` replays a custom op with its CPU reference and
+    scores it by the absolute-threshold standard with its own fp32 relative tolerance. ``api_type``
+    is the first name segment (``Torch``, ``NPU``), ``bare_name`` the middle one(s) (``linear``,
+    ``linalg.inv``). Called once per API item, in the process that replays it. ``msprobe compare``
+    reads only the built-in table: an answer that changes the standard is scored that way by the
+    replay alone.
     """
 
 

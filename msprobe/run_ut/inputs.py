@@ -69,6 +69,16 @@ def wrap(value: Any, grads: dict[int, bool]) -> Any:
     return value
 
 
+def apply_prepare_inputs(prepare_inputs: Any, args: list[Any], kwargs: dict[str, Any]) -> None:
+    """Run an entry's ``prepare_inputs(args, kwargs) -> (args, kwargs)`` on plain tensors (CPU, dumped
+    dtypes) and put its result back in place, wrapped again (tensors it adds never require grad)."""
+    grads: dict[int, bool] = {}
+    new_args, new_kwargs = prepare_inputs(unwrap(args, grads), unwrap(kwargs, grads))
+    args[:] = wrap(list(new_args), grads)
+    kwargs.clear()
+    kwargs.update(wrap(dict(new_kwargs), grads))
+
+
 FLOAT_DTYPES = {
     "torch.float32": torch.float32,
     "torch.float": torch.float32,

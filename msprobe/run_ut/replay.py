@@ -17,7 +17,8 @@ from typing import Any
 import torch
 
 from msprobe.run_ut import execute, registry
-from msprobe.run_ut.inputs import ArgBuilder
+from msprobe.run_ut.api_info import ApiInfo
+from msprobe.run_ut.inputs import ArgBuilder, apply_prepare_inputs
 from msprobe.run_ut.records import ApiRecord
 from msprobe.run_ut.standards import (
     DEFAULT_ROUTING,
@@ -85,12 +86,12 @@ def replay(
     *,
     keep_tensors: bool = False,
     routing: str = DEFAULT_ROUTING,
-    info: registry.ApiInfo | None = None,
+    info: ApiInfo | None = None,
     device_function: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
 ) -> ApiResult:
     """Replay one API on ``device`` against the CPU benchmark and score it.
 
-    ``routing``: the scorer's standard routing; ``info``: a registry entry to use instead of the
+    ``routing``: the scorer's standard routing; ``info``: a table entry to use instead of the
     built-in lookup (from the ``pytest_msprobe_api_info`` hook); ``device_function``: given the
     function the benchmark runs, the one the device side runs (the ``pytest_msprobe_device_function``
     hook).
@@ -98,7 +99,6 @@ def replay(
     name = record.name
     if info is None:
         info = registry.lookup(record.api_type, record.bare_name)
-    func = registry.resolve(record.api_type, record.bare_name, info)
     device_type = device.split(":")[0]
     forward: dict[str, Any] = dict(record.forward)
     if info.prepare_spec is not None:
@@ -111,11 +111,14 @@ def replay(
         args, kwargs = builder.build(forward)
         if info.prepare is not None:
             info.prepare(args, kwargs)
+        if info.prepare_inputs is not None:
+            apply_prepare_inputs(info.prepare_inputs, args, kwargs)
         reason = info.skip_reason(device_type, _input_dtype_names(args, kwargs))
         if reason is not None:
             return skipped(name, reason)
+        func = registry.resolve(record.api_type, record.bare_name, info)
         if func is None:
-            return skipped(name, f"'NoneType' object is not callable: no function for {name} in this build")
+            return skipped(name, registry.missing_reason(name, record.api_type, record.bare_name))
         backward_message = _backward_message(record, info, kwargs)
         grad = None
         if record.backward is not None and backward_message is None:
@@ -141,13 +144,15 @@ def replay(
             )
         bench_output = execute.select_outputs(execute.plain(bench_raw), info.forward_outputs)
         device_output = execute.select_outputs(execute.to_cpu(device_raw), info.forward_outputs)
-        forward_rows = list(compare_outputs(name, "forward", bench_output, device_output, routing=routing))
+        forward_rows = list(
+            compare_outputs(name, "forward", bench_output, device_output, routing=routing, info=info)
+        )
         backward_rows: list[Any] | None = None
         if backward_message is not None:
             backward_rows = list(backward_skip_rows(name, backward_message))
         elif grad is not None:
             backward_rows = list(
-                compare_outputs(name, "backward", bench_grads, device_grads, routing=routing)
+                compare_outputs(name, "backward", bench_grads, device_grads, routing=routing, info=info)
             )
     except Exception as exc:  # InputError and any failure of the API itself: this API's SKIP
         return skipped(name, _first_line(exc))
@@ -167,7 +172,7 @@ def replay(
     return ApiResult(name, result, rows, outcome, why, saved)
 
 
-def _backward_message(record: ApiRecord, info: registry.ApiInfo, kwargs: dict[str, Any]) -> str | None:
+def _backward_message(record: ApiRecord, info: ApiInfo, kwargs: dict[str, Any]) -> str | None:
     """The fixed backward SKIP message of spec §4.6, attached whether or not a backward entry exists."""
     if "out" in kwargs:
         return OUT_KWARG_MESSAGE

@@ -14,7 +14,7 @@ import test_npu_ops_grad_elementwise as elt
 import torch
 from test_npu_ops_grad_attention import Dense, Varlen
 
-from msprobe.run_ut.npu_ops import FUSED_OPS
+from msprobe.run_ut import registry
 
 GRADIENT_ERROR = {torch.float64: 1e-6, torch.float32: 1e-3, torch.float16: 2e-2, torch.bfloat16: 1e-1}
 
@@ -92,11 +92,15 @@ def test_wrong_gradient_is_caught(case: str, dtype: torch.dtype) -> None:
 
 
 def test_every_differentiable_table_entry_has_its_gradient_checked() -> None:
-    """A FusedOp with ``backward=True`` (NPU and MindSpeed entries, aliases) whose reference is not
-    among the references above would have no gradient test: the table and this file must agree."""
+    """A fused table entry whose backward is checked (NPU and MindSpeed entries, aliases) whose reference
+    is not among the references above would have no gradient test: the table and this file must agree."""
     checked = {getattr(module, name) for module, name, _ in CASES.values()}
-    differentiable = {key: op.reference for key, op in FUSED_OPS.items() if op.backward}
-    assert "MindSpeed.npu_fusion_attention" in differentiable and "fast_gelu" in differentiable
+    differentiable = {
+        f"{api_type}.{name}": registry.resolve(api_type, name, op)
+        for (api_type, name), op in registry.INDEX.items()
+        if api_type in ("NPU", "MindSpeed") and op.reference is not None and op.backward_message is None
+    }
+    assert "MindSpeed.npu_fusion_attention" in differentiable and "NPU.fast_gelu" in differentiable
     missing = sorted(key for key, ref in differentiable.items() if ref not in checked)
     assert not missing, f"no gradient check for {missing}"
     assert checked <= set(differentiable.values()), "a checked reference is not a differentiable entry"

@@ -1,4 +1,4 @@
-"""The FusedOp table the replay stage consumes: contents, name lookup, signatures, import isolation."""
+"""The fused NPU/MindSpeed entries of the API table: contents, name lookup, signatures, import isolation."""
 
 from __future__ import annotations
 
@@ -13,24 +13,38 @@ import pytest
 import torch
 from npu_cases import FIFTEEN
 
-from msprobe.run_ut.npu_ops import FUSED_OPS, FusedOp, lookup
+from msprobe.run_ut import registry
+from msprobe.run_ut.api_info import NO_BACKWARD_UT, ApiInfo
+from msprobe.run_ut.npu_ops import lookup
 from msprobe.run_ut.npu_ops.attention import MAX_TOKENS
+
+FUSED_KEYS = {f"{t}.{n}" for t, n in registry.INDEX if t in ("NPU", "MindSpeed")}
+
+
+def npu(name: str) -> ApiInfo:
+    entry = registry.find("NPU", name)
+    assert entry is not None, name
+    return entry
 
 
 def test_every_op_has_an_entry_under_its_own_name() -> None:
     for name in FIFTEEN:
-        assert FUSED_OPS[name].name == name and callable(FUSED_OPS[name].reference)
-    extra = set(FUSED_OPS) - set(FIFTEEN)
-    assert extra == {"fast_gelu", "MindSpeed.npu_fusion_attention", "MindSpeed.npu_rotary_position_embedding"}
+        assert npu(name).name == name and callable(registry.resolve("NPU", name, npu(name)))
+    extra = FUSED_KEYS - {f"NPU.{n}" for n in FIFTEEN}
+    assert extra == {
+        "NPU.fast_gelu",
+        "MindSpeed.npu_fusion_attention",
+        "MindSpeed.npu_rotary_position_embedding",
+    }
 
 
 def test_spec_grad_index_and_compared_outputs() -> None:
     """spec §4.4: npu_fusion_attention compares output 0 only and drives backward from it; the other
     ops have no grad_index in 8.1.1's torch_ut_setting.json."""
-    fa = FUSED_OPS["npu_fusion_attention"]
-    assert fa.forward_outputs == (0,) and fa.grad_index == 0 and fa.backward
-    assert all(FUSED_OPS[n].grad_index is None for n in FIFTEEN if n != "npu_fusion_attention")
-    forward_only = {n for n in FIFTEEN if not FUSED_OPS[n].backward}
+    fa = npu("npu_fusion_attention")
+    assert fa.forward_outputs == (0,) and fa.grad_index == 0 and fa.backward_message is None
+    assert all(npu(n).grad_index is None for n in FIFTEEN if n != "npu_fusion_attention")
+    forward_only = {n for n in FIFTEEN if npu(n).backward_message == NO_BACKWARD_UT}
     assert forward_only == {
         "npu_apply_adam",
         "npu_apply_adam_w",
@@ -59,9 +73,11 @@ def test_lookup(api_name: str, expected: str) -> None:
 
 
 def test_lookup_tells_torch_npu_and_mindspeed_apart() -> None:
-    npu, ms = lookup("NPU.npu_fusion_attention.0"), lookup("MindSpeed.npu_fusion_attention.0")
-    assert npu is not None and ms is not None and npu.reference is not ms.reference
-    assert "pse_type" in inspect.signature(ms.reference).parameters
+    torch_npu, ms = lookup("NPU.npu_fusion_attention.0"), lookup("MindSpeed.npu_fusion_attention.0")
+    assert torch_npu is not None and ms is not None and torch_npu.reference != ms.reference
+    assert (
+        "pse_type" in inspect.signature(registry.resolve("MindSpeed", "npu_fusion_attention", ms)).parameters
+    )
 
 
 @pytest.mark.parametrize(
@@ -152,7 +168,7 @@ SIGNATURES = {
 @pytest.mark.parametrize("name", sorted(SIGNATURES))
 def test_signature_matches_torch_npu(name: str) -> None:
     names, defaults = SIGNATURES[name]
-    params = inspect.signature(FUSED_OPS[name].reference).parameters
+    params = inspect.signature(registry.resolve("NPU", name, npu(name))).parameters
     listed = [p for p in params if p in names]
     assert listed == names, f"{name}: parameters {list(params)}"
     for key, value in defaults.items():
@@ -161,9 +177,9 @@ def test_signature_matches_torch_npu(name: str) -> None:
 
 def test_fused_op_validates_at_construction() -> None:
     with pytest.raises(ValueError, match="grad_index"):
-        FusedOp("x", abs, None, 0, backward=False)
+        ApiInfo("x", reference=abs, grad_index=0, backward_message=NO_BACKWARD_UT)
     with pytest.raises(ValueError, match="empty"):
-        FusedOp("x", abs, (), None)
+        ApiInfo("x", reference=abs, forward_outputs=())
 
 
 def test_import_never_touches_torch_npu(tmp_path: Path) -> None:
@@ -194,7 +210,7 @@ def test_import_never_touches_torch_npu(tmp_path: Path) -> None:
 
 def test_references_run_on_meta_free_cpu_half() -> None:
     """Half-precision CPU tensors (the device side on a CPU host) work for a normalisation kernel."""
-    y, rstd = FUSED_OPS["npu_rms_norm"].reference(
+    y, rstd = npu("npu_rms_norm").reference(
         torch.ones(2, 4, dtype=torch.bfloat16), torch.ones(4, dtype=torch.bfloat16)
     )
     assert y.dtype == torch.bfloat16 and rstd.dtype == torch.float32

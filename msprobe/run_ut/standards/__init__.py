@@ -2,11 +2,12 @@
 
 Everything the replay plugin needs is here; the rest of the package is internal::
 
-    compare_outputs(api_name, direction, bench_output, device_output, *, routing="8.1.1") -> list[DetailsRow]
+    compare_outputs(api_name, direction, bench_output, device_output, *, routing="8.1.1", info=None)
+        -> list[DetailsRow]
     skip_rows(api_name, reason) -> list[DetailsRow]
     backward_skip_rows(api_name, message) -> list[DetailsRow]
     result_row(api_name, forward_rows, backward_rows) -> list
-    standard_for(api_name, routing="8.1.1") -> Standard
+    standard_for(api_name, routing="8.1.1", info=None) -> Standard
 
 Write ``[r.cells() for r in rows if r.written]`` to the details CSV (only the dropout verdict has
 ``written=False``: upstream never writes it, but it decides the API status) and ``result_row(...)``
@@ -18,7 +19,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from msprobe.run_ut.standards.routing import DEFAULT_ROUTING, POLICIES, Standard, bare_name, standard_for
+from msprobe.run_ut.api_info import ApiInfo
+from msprobe.run_ut.standards.routing import (
+    DEFAULT_ROUTING,
+    POLICIES,
+    Standard,
+    bare_name,
+    scoring_for,
+    standard_for,
+)
 from msprobe.run_ut.standards.rows import ERROR, PASS, SKIP, WARNING, DetailsRow, aggregate, result_row
 from msprobe.run_ut.standards.structure import compare_structure
 
@@ -48,6 +57,7 @@ def compare_outputs(
     device_output: Any,
     *,
     routing: str = DEFAULT_ROUTING,
+    info: ApiInfo | None = None,
 ) -> list[DetailsRow]:
     """Rows ``{api_name}.{direction}.output.{i}`` for one direction of one API (spec §5.1).
 
@@ -55,12 +65,13 @@ def compare_outputs(
     backward the list of input grads). ``device_output``: the device result moved to CPU in its own
     dtype, same structure. Full names containing ``dropout`` get the zero-fraction rule (one row,
     ``written=False``). ``routing``: ``"8.1.1"`` (default, normative) or ``"26.x"`` (every float
-    output scored by the benchmark standard, as 26.x does), see ``routing.POLICIES``.
+    output scored by the benchmark standard, as 26.x does), see ``routing.POLICIES``. ``info``: the
+    API's table entry (its standard and tolerances) when the caller has it; else it is looked up by name.
     """
     if direction not in ("forward", "backward"):
         raise ValueError(f"direction must be 'forward' or 'backward', not {direction!r}")
-    standard_for(api_name, routing)  # refuses an unknown routing before any work
-    return compare_structure(api_name, direction, bench_output, device_output, routing)
+    scoring = scoring_for(api_name, routing, info)  # refuses an unknown routing before any work
+    return compare_structure(api_name, direction, bench_output, device_output, scoring)
 
 
 def skip_rows(api_name: str, reason: str) -> list[DetailsRow]:

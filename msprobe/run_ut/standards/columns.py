@@ -7,16 +7,16 @@ prepared bench/device arrays of one output) and returns ``{column: value}``. Num
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 import numpy as np
 
+from msprobe.run_ut.api_info import Standard
 from msprobe.run_ut.standards import metrics as m
 from msprobe.run_ut.standards import rows as c
-from msprobe.run_ut.standards.routing import Standard
 from msprobe.run_ut.standards.thresholds import (
     AbsoluteThreshold,
     Accumulative,
@@ -38,6 +38,7 @@ class Pair:
     torch dtype string of the device output. ``same_nonfinite``: positions where both sides hold the
     same inf or NaN (ours: these never count as errors, docs/standards.md "Deviations from 8.1.1");
     ``mismatch_nonfinite``: positions where either side is inf/NaN and the other differs.
+    ``tolerances``: the API's changes to its standard's numbers (``ApiInfo.tolerances``).
     """
 
     bench: m.Array
@@ -45,6 +46,10 @@ class Pair:
     device_dtype: str
     same_nonfinite: m.Array
     mismatch_nonfinite: m.Array
+    tolerances: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+
+    def thresholds(self, standard: Standard) -> Any:
+        return thresholds(standard, self.device_dtype, self.tolerances)
 
     @cached_property
     def eps(self) -> Any:
@@ -78,7 +83,7 @@ class Pair:
 
 def benchmark(p: Pair) -> dict[str, Any]:
     """spec §6.6: 误差均衡性, 均方根误差, 小值域错误占比, 相对误差最大值, 相对误差平均值."""
-    t: Benchmark = thresholds(Standard.BENCHMARK, p.device_dtype)
+    t: Benchmark = p.thresholds(Standard.BENCHMARK)
     infnan = ~p.finite
     small = m.small_value_mask(p.bench, p.finite, t.small_value)
     rel = m.masked_rel(p.ae, p.abs_b_eps, small | infnan)
@@ -106,13 +111,13 @@ def _absolute_rates(p: Pair, small_value: float, atol: float, rtol: float) -> di
 
 def absolute_threshold(p: Pair) -> dict[str, Any]:
     """spec §6.7: inf/nan错误率, 相对误差错误率, 绝对误差错误率."""
-    t: AbsoluteThreshold = thresholds(Standard.ABSOLUTE_THRESHOLD, p.device_dtype)
+    t: AbsoluteThreshold = p.thresholds(Standard.ABSOLUTE_THRESHOLD)
     return _absolute_rates(p, t.small_value, t.small_value_atol, t.rtol)
 
 
 def accumulative(p: Pair) -> dict[str, Any]:
     """spec §6.9: the absolute rates with rtol = atol = bound and small value 1, plus 误差均衡性."""
-    t: Accumulative = thresholds(Standard.ACCUMULATIVE, p.device_dtype)
+    t: Accumulative = p.thresholds(Standard.ACCUMULATIVE)
     cols = _absolute_rates(p, t.small_value, t.bound, t.bound)
     cols[c.ERROR_BALANCE] = m.error_balance(p.bench, p.device)
     return cols
@@ -134,7 +139,7 @@ def ulp(p: Pair) -> dict[str, Any]:
 
     Ours: same-placement inf/nan → 0 ULP; any other inf/nan position → inf ULP (so it always counts).
     """
-    t: Ulp = thresholds(Standard.ULP, p.device_dtype)
+    t: Ulp = p.thresholds(Standard.ULP)
     errors = m.ulp_errors(p.bench, p.device, t.mantissa_bits, t.min_exp)
     if p.same_nonfinite.any() or p.mismatch_nonfinite.any():
         errors = np.where(p.same_nonfinite, errors.dtype.type(0), errors)
@@ -148,7 +153,7 @@ def ulp(p: Pair) -> dict[str, Any]:
 
 def thousandth(p: Pair) -> dict[str, Any]:
     """spec §6.9: 双千指标 = #(rel < 0.001)/N, filled even when max-abs passes."""
-    t: Thousandth = thresholds(Standard.THOUSANDTH, p.device_dtype)
+    t: Thousandth = p.thresholds(Standard.THOUSANDTH)
     return {c.THOUSANDTH: m.rel_ratio(p.rel, t.rel_threshold)}
 
 
@@ -160,4 +165,3 @@ STANDARD_COLUMNS: dict[Standard, Callable[[Pair], dict[str, Any]]] = {
     Standard.THOUSANDTH: thousandth,
     Standard.ACCUMULATIVE: accumulative,
 }
-assert set(STANDARD_COLUMNS) == set(Standard), "every standard fills its columns"

@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from msprobe.run_ut import registry
 from msprobe.run_ut.standards import messages as msg
 from msprobe.run_ut.standards import metrics as m
 from msprobe.run_ut.standards import rows as c
-from msprobe.run_ut.standards.routing import DEFAULT_ROUTING
+from msprobe.run_ut.standards.routing import Scoring
 from msprobe.run_ut.standards.tensor import compare_tensor
 
 DROPOUT_MIN_NUMEL = 100  # spec §5.1: below this the dropout check passes
@@ -24,10 +25,10 @@ def _is_tensor(x: Any) -> bool:
 
 
 def compare_structure(
-    api_name: str, direction: str, bench: Any, device: Any, routing: str = DEFAULT_ROUTING
+    api_name: str, direction: str, bench: Any, device: Any, scoring: Scoring
 ) -> list[c.DetailsRow]:
     prefix = f"{api_name}.{direction}.output"
-    if "dropout" in api_name:
+    if registry.zero_fraction_checked(api_name):
         return [_dropout(api_name, f"{prefix}.0", bench, device)]
     if isinstance(bench, (list, tuple)):
         if not isinstance(device, (list, tuple)):
@@ -35,19 +36,17 @@ def compare_structure(
         if len(bench) > len(device):
             return [_error(f"{prefix}.0", msg.STRUCTURE_DIFFERENT)]
         return [
-            compare_element(api_name, f"{prefix}.{i}", b, d, routing)
+            compare_element(api_name, f"{prefix}.{i}", b, d, scoring)
             for i, (b, d) in enumerate(zip(bench, device))
         ]
-    return [compare_element(api_name, f"{prefix}.0", bench, device, routing)]
+    return [compare_element(api_name, f"{prefix}.0", bench, device, scoring)]
 
 
 def _error(name: str, message: str) -> c.DetailsRow:
     return c.DetailsRow(name=name, status=c.ERROR, message=message, reason=f"{name}: {message}")
 
 
-def compare_element(
-    api_name: str, name: str, bench: Any, device: Any, routing: str = DEFAULT_ROUTING
-) -> c.DetailsRow:
+def compare_element(api_name: str, name: str, bench: Any, device: Any, scoring: Scoring) -> c.DetailsRow:
     """One element of the output structure (spec §5.1 "Per element", in that order)."""
     both_tensors = _is_tensor(bench) and _is_tensor(device)
     if not both_tensors and type(bench) is not type(device):
@@ -58,7 +57,7 @@ def compare_element(
         # upstream compares the values as one list, which is not an accepted element (spec §5.1 quirk)
         return _error(name, msg.unexpected_type(list(bench.values())))
     if both_tensors:
-        return compare_tensor(api_name, name, bench, device, routing)
+        return compare_tensor(name, bench, device, scoring)
     if isinstance(bench, _BUILTINS):
         dtype = str(type(bench))
         same = bench == device or (

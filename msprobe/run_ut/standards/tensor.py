@@ -15,7 +15,7 @@ from msprobe.run_ut.standards import messages as msg
 from msprobe.run_ut.standards import metrics as m
 from msprobe.run_ut.standards import rows as c
 from msprobe.run_ut.standards.columns import STANDARD_COLUMNS, Pair
-from msprobe.run_ut.standards.routing import DEFAULT_ROUTING, standard_for
+from msprobe.run_ut.standards.routing import Scoring
 from msprobe.run_ut.standards.thresholds import legacy
 
 NEW_STANDARD_DTYPES = ("torch.float16", "torch.bfloat16", "torch.float32")  # v811 §4 item 5
@@ -67,9 +67,7 @@ def _torch_dtype_name(t: Any) -> str:
     return str(t.dtype).removeprefix("torch.")
 
 
-def compare_tensor(
-    api_name: str, row_name: str, bench: Any, device: Any, routing: str = DEFAULT_ROUTING
-) -> c.DetailsRow:
+def compare_tensor(row_name: str, bench: Any, device: Any, scoring: Scoring) -> c.DetailsRow:
     """Compare one bench tensor (CPU, upcast) with one device tensor (CPU, own dtype)."""
     base: dict[str, Any] = {
         "name": row_name,
@@ -103,7 +101,7 @@ def compare_tensor(
             metrics={c.BINARY_ERR_RATE: rate},
             **base,
         )
-    return _compare_float(api_name, row_name, b, d, base, routing)
+    return _compare_float(row_name, b, d, base, scoring)
 
 
 def _nonfinite_masks(b: m.Array, d: m.Array) -> tuple[m.Array, m.Array]:
@@ -115,15 +113,15 @@ def _nonfinite_masks(b: m.Array, d: m.Array) -> tuple[m.Array, m.Array]:
 
 
 def _compare_float(
-    api_name: str, row_name: str, b: m.Array, d: m.Array, base: dict[str, Any], routing: str
+    row_name: str, b: m.Array, d: m.Array, base: dict[str, Any], scoring: Scoring
 ) -> c.DetailsRow:
     device_dtype = base["device_dtype"]
     same, mismatch = _nonfinite_masks(b, d)
-    pair = Pair(b, d, device_dtype, same, mismatch)
+    pair = Pair(b, d, device_dtype, same, mismatch, scoring.tolerances)
     cols: dict[str, Any] = {}
     prefix = ""
     if device_dtype in NEW_STANDARD_DTYPES:
-        cols.update(STANDARD_COLUMNS[standard_for(api_name, routing)](pair))
+        cols.update(STANDARD_COLUMNS[scoring.standard](pair))
     else:
         # concatenated as is, the cosine note and "\n" follow (spec §5.3 a–b)
         prefix = msg.dtype_not_new_standard(device_dtype)

@@ -1,19 +1,24 @@
-"""The one (standard, dtype) → thresholds table, with 8.1.1's numbers.
+"""The one (standard, dtype) → thresholds table, with upstream 8.1.1's numbers.
 
-Sources: ``run_ut_compare.md`` §6.5 (``StandardConfig``), confirmed for 8.1.1 by
-``run_ut_compare_v811.md`` §6 ("SAME"), plus the v811 §6 benchmark ratio limits (no operator levels)
-and the legacy run_ut chain (spec §5.3, §6.1–§6.3). Dtype keys are torch dtype strings
-(``"torch.float16"``); an unknown dtype uses the ``"default"`` entry (spec §6.5 last column).
-Changing a number here changes a test in ``tests/run_ut/test_standards_thresholds.py`` that names it.
+Both stages read it: the replay's columns (small-value bounds, tolerances, ULP parameters) and the
+compare's verdict limits (``msprobe.compare.rules``: ratio limits, rates that must be 0, the ULP
+escapes, the error-balance bound; ``msprobe.compare.standards``: the per-dtype ratio floor). The
+numbers are upstream's ``StandardConfig`` and api_precision_compare limits (no operator levels in
+8.1.1) plus run_ut's legacy status chain. Dtype keys are torch dtype strings (``"torch.float16"``);
+an unknown dtype uses the ``"default"`` entry. An API table entry may change the fields of its own
+standard per dtype (``ApiInfo.tolerances``). Changing a number here changes a test in
+``tests/run_ut/test_standards_thresholds.py`` that names it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from msprobe.run_ut.standards.routing import Standard
+from msprobe.run_ut.api_info import Standard
 
 FP16 = "torch.float16"
 BF16 = "torch.bfloat16"
@@ -42,6 +47,7 @@ class AbsoluteThreshold:
     small_value: float
     small_value_atol: float
     rtol: float
+    max_error_rate: float = 0.0  # compare: each of the three rates must not exceed this (0: none)
 
 
 @dataclass(frozen=True)
@@ -77,8 +83,9 @@ class Accumulative:
     """spec §6.5/§6.9: absolute-threshold rates with rtol = atol = bound and small value 1, plus EB."""
 
     bound: float
-    eb_threshold: float
+    eb_threshold: float  # compare: the NPU error balance must be at most this
     small_value: float = 1.0
+    max_error_rate: float = 0.0  # compare: each of the three rates must not exceed this (0: none)
 
 
 @dataclass(frozen=True)
@@ -94,6 +101,24 @@ class Legacy:
     cosine_limit: float = 0.99
     max_abs_limit: float = 0.001
 
+
+COMPARE_LIMITS = frozenset(
+    {
+        "small_value_ratio_limit",
+        "rmse_ratio_limit",
+        "max_rel_ratio_limit",
+        "mean_rel_ratio_limit",
+        "eb_ratio_limit",
+        "min_err",
+        "max_error_rate",
+        "proportion_limit",
+        "ratio_limit",
+        "mean_limit",
+        "eb_threshold",
+    }
+)
+"""Fields only ``msprobe compare`` reads: one value per (standard, dtype) for every API, so no API's
+``tolerances`` may change them (the compare stage reads no per-API table entry)."""
 
 THRESHOLDS: MappingProxyType[tuple[Standard | str, str], Any] = MappingProxyType(
     {
@@ -123,17 +148,33 @@ THRESHOLDS: MappingProxyType[tuple[Standard | str, str], Any] = MappingProxyType
 )
 
 
-def thresholds(standard: Standard | str, dtype: str) -> Any:
+def thresholds(
+    standard: Standard | str, dtype: str, tolerances: Mapping[str, Mapping[str, float]] | None = None
+) -> Any:
     """Entry for ``(standard, dtype)``, falling back to the standard's ``"default"`` entry.
 
     ``standard`` is a :class:`Standard` or ``"legacy"`` (run_ut's chain; no default: other float
-    dtypes skip the ratio steps and pass, spec §5.3 f).
+    dtypes skip the ratio steps and pass). ``tolerances``: an API's changes (``ApiInfo.tolerances``),
+    dtype (or ``"default"``) -> field -> value; a field the entry does not have, or one of
+    :data:`COMPARE_LIMITS`, is a ``ValueError``.
     """
     found = THRESHOLDS.get((standard, dtype))
     if found is None:
         found = THRESHOLDS.get((standard, DEFAULT))
     if found is None:
         raise KeyError(f"no thresholds for {standard!r} and {dtype}")
+    changes = (tolerances or {}).get(dtype, (tolerances or {}).get(DEFAULT))
+    if changes:
+        if COMPARE_LIMITS & set(changes):
+            limits = sorted(COMPARE_LIMITS & set(changes))
+            raise ValueError(f"tolerances for {standard} {dtype}: {limits} are compare limits, not per API")
+        try:
+            found = dataclasses.replace(found, **changes)
+        except TypeError:
+            fields = sorted(f.name for f in dataclasses.fields(found))
+            raise ValueError(
+                f"tolerances {dict(changes)} for {standard} {dtype}: fields are {fields}"
+            ) from None
     return found
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from msprobe.run_ut.npu_ops import FUSED_OPS
+from msprobe.run_ut import registry
 from msprobe.run_ut.npu_ops.attention import compressed_mask
 
 OUT = Path(__file__).parent / "fused_stats_dump" / "dump.json"
@@ -162,7 +162,9 @@ def main() -> None:
         idx = counters[name] = counters.get(name, -1) + 1
         key = f"NPU.{name}.{idx}"
         record = {"input_args": enc(args), "input_kwargs": {k: enc(v) for k, v in kwargs.items()}}
-        out = FUSED_OPS[name].reference(*args, **kwargs)
+        reference = registry.resolve("NPU", name, registry.lookup("NPU", name))
+        assert reference is not None, name
+        out = reference(*args, **kwargs)
         outs = list(out) if isinstance(out, tuple) else [out]
         data[f"{key}.forward"] = {**record, "is_recompute": False, "output": enc(outs)}
         if name in BACKWARD and idx == 0:

@@ -1,0 +1,140 @@
+"""The API table: every API msprobe knows something about, one :class:`ApiInfo` entry each.
+
+Adding an API is one entry here (or, for a project's own op, one ``pytest_msprobe_api_info`` answer in
+its ``conftest.py``). Families are entries whose fields are their members' defaults; a member names
+its family and what differs (``CONV.variant("conv2d")``). The 8.1.1 routing lists are the
+``standard`` fields of the type-free entries below (upstream routes by bare name whatever the API
+type, so ``types`` stays ``None``): upstream checks its lists in the order absolute threshold, binary,
+ULP, thousandth, accumulative and takes the first match; the lists share no name, so each name is in
+one entry here and the registry refuses a name given twice. Every other API is benchmark.
+
+Fused ``NPU`` and ``MindSpeed`` ops are entries keyed by their API type (``MindSpeed``'s
+``npu_fusion_attention`` has another signature than torch_npu's); their CPU references are functions
+in :mod:`msprobe.run_ut.npu_ops`, named by :class:`Ref` so this table imports no torch.
+"""
+
+from __future__ import annotations
+
+from msprobe.run_ut.api_info import NO_BACKWARD_DATA, NO_BACKWARD_UT, ApiInfo, Ref, Skip, Standard
+from msprobe.run_ut.arg_fixes import as_dtype, class_index_target, tuple_index, zero_dropout
+
+RANDOM_REASON = "random values: the device's and the CPU's generators differ, nothing to compare"
+TOPK_HINT = (
+    "在npu上，topk的入参sorted=False时不生效，会返回有序tensor，而cpu上会返回无序tensor。 "
+    "如果topk精度不达标，请检查是否是该原因导致的。"
+)
+"""upstream 8.1.1's result-row hint for a failing forward ``topk``."""
+ZERO_FRACTION_MARKER = "dropout"
+"""upstream 8.1.1 scores every API whose full name contains this with the zero-fraction check instead
+of its standard (``Functional.dropout2d``, ``Torch.native_dropout``, ...), entry or not."""
+
+# --- families: the defaults of their members -----------------------------------------------------------
+PLAIN = ApiInfo("plain")
+"""Any API of a torch namespace without an entry: the framework function, upcast, benchmark."""
+CONV = ApiInfo("conv", upcast_fp32=False, hf32=True, standard=Standard.THOUSANDTH)
+"""conv1d/conv2d: fp32 stays fp32 on the bench side and both sides round fp32 inputs to HF32."""
+DROPOUT = ApiInfo("dropout", prepare=zero_dropout)
+RANDOM = ApiInfo("random", skips=(Skip(RANDOM_REASON, device="cuda"), Skip(RANDOM_REASON, device="npu")))
+ABSOLUTE = ApiInfo("absolute threshold", standard=Standard.ABSOLUTE_THRESHOLD)
+BINARY = ApiInfo("binary", standard=Standard.BINARY)
+ULP = ApiInfo("ulp", standard=Standard.ULP)
+ACCUMULATIVE = ApiInfo("accumulative", standard=Standard.ACCUMULATIVE)
+NPU = ApiInfo("npu", types=("NPU",))
+"""torch_npu fused ops: a CPU reference with torch_npu's signature; without an entry, no replay."""
+NPU_FORWARD_ONLY = NPU.variant("npu forward only", backward_message=NO_BACKWARD_UT)
+"""Kernels without a backward in torch_npu (inference, optimizer, ``out=``)."""
+MINDSPEED = ApiInfo("mindspeed", types=("MindSpeed",))
+
+
+def _npu(module: str, attr: str) -> Ref:
+    return Ref(f"msprobe.run_ut.npu_ops.{module}", attr)
+
+
+def _members(family: ApiInfo, groups: str) -> tuple[ApiInfo, ...]:
+    """One member of ``family`` per ``name[/alias...]`` group of a whitespace-separated list."""
+    return tuple(family.variant(g.split("/")[0], aliases=tuple(g.split("/")[1:])) for g in groups.split())
+
+
+FUSION_ATTENTION = NPU.variant(
+    "fusion attention",
+    forward_outputs=(0,),
+    grad_index=0,
+    prepare_inputs=_npu("attention", "prepare_fusion_attention_inputs"),
+)
+"""torch_npu's and MindSpeed's npu_fusion_attention: output 0 compared and driving backward; a
+compressed sparse mode's generated mask replaced by the one the kernel expects."""
+
+ENTRIES: tuple[ApiInfo, ...] = (
+    # upstream 8.1.1 AbsoluteThreshStandard (30 names)
+    *_members(
+        ABSOLUTE,
+        "mul/mul_/__mul__/__imul__/__rmul__ add/add_/__add__/__iadd__/__radd__ "
+        "div/div_/__div__/__idiv__/divide/divide_ leaky_relu/leaky_relu_ prelu reciprocal/reciprocal_ "
+        "rsqrt/rsqrt_ square/square_ sub/sub_/rsub/__isub__/__sub__",
+    ),
+    # upstream 8.1.1 BinaryCompareStandard (62 names)
+    *_members(
+        BINARY,
+        "abs/abs_/absolute/absolute_ argmin bitwise_and/bitwise_and_ broadcast_to ceil/ceil_ equal fill_ "
+        "flatten floor/floor_ gather greater/greater_ greater_equal/greater_equal_ isfinite isnan "
+        "less/less_ less_equal/less_equal_ logical_and/logical_and_ logical_not/logical_not_ "
+        "logical_or/logical_or_ masked_fill/masked_fill_ max_pool3d maximum minimum neg/neg_ nonzero "
+        "not_equal/not_equal_ one_hot pad relu reshape round/round_ select sign/sign_ sort tile "
+        "transpose/transpose_ tril/tril_ triu/triu_",
+    ),
+    BINARY.variant("histc", prepare=as_dtype(0, ("torch.int8", "torch.int32", "torch.int64"), "float32")),
+    BINARY.variant("topk", grad_index=0, hint=TOPK_HINT),
+    BINARY.variant("type_as", upcast=False),
+    # upstream 8.1.1 ULPStandard (17 names)
+    *_members(
+        ULP,
+        "matmul/__matmul__ addbmm/addbmm_ addmm/addmm_ baddbmm/baddbmm_ bilinear bmm chain_matmul hspmm "
+        "linear mm mv smm sspaddmm",
+    ),
+    # upstream 8.1.1 ThousandthStandard and AccumulativeErrorStandard
+    CONV.variant("conv1d"),
+    CONV.variant("conv2d"),
+    ACCUMULATIVE.variant("test_api"),
+    # replay facts of benchmark APIs
+    PLAIN.variant("__getitem__", prepare=tuple_index),
+    PLAIN.variant("__setitem__", prepare=tuple_index),
+    PLAIN.variant("repeat_interleave", backward_message=NO_BACKWARD_DATA),
+    PLAIN.variant("masked_select", backward_message=NO_BACKWARD_UT),
+    PLAIN.variant(
+        "cross_entropy", prepare_spec=class_index_target, prepare=as_dtype(1, ("torch.int32",), "int64")
+    ),
+    *_members(
+        RANDOM,
+        "rand randn randint randperm rand_like randn_like randint_like bernoulli bernoulli_ normal normal_ "
+        "uniform_ multinomial exponential_ random_ cauchy_ geometric_ log_normal_ poisson rrelu",
+    ),
+    *_members(DROPOUT, "dropout dropout1d dropout2d dropout3d alpha_dropout feature_alpha_dropout"),
+    # torch_npu fused ops; grad_index follows 8.1.1's torch_ut_setting.json (only npu_fusion_attention)
+    FUSION_ATTENTION.variant("npu_fusion_attention", reference=_npu("attention", "npu_fusion_attention")),
+    NPU.variant("npu_rms_norm", reference=_npu("normalization", "npu_rms_norm")),
+    NPU.variant("npu_rotary_mul", reference=_npu("rotary", "npu_rotary_mul")),
+    NPU.variant("npu_swiglu", reference=_npu("activation", "npu_swiglu")),
+    # "fast_gelu": the name upstream's docs use
+    NPU.variant("npu_fast_gelu", aliases=("fast_gelu",), reference=_npu("activation", "npu_fast_gelu")),
+    NPU.variant("npu_scaled_masked_softmax", reference=_npu("softmax", "npu_scaled_masked_softmax")),
+    NPU.variant("npu_confusion_transpose", reference=_npu("reorder", "npu_confusion_transpose")),
+    NPU.variant("npu_linear", reference=_npu("matmul", "npu_linear")),
+    NPU.variant("npu_mish", reference=_npu("activation", "npu_mish")),
+    NPU_FORWARD_ONLY.variant("npu_layer_norm_eval", reference=_npu("normalization", "npu_layer_norm_eval")),
+    NPU_FORWARD_ONLY.variant("npu_group_norm_silu", reference=_npu("normalization", "npu_group_norm_silu")),
+    NPU_FORWARD_ONLY.variant(
+        "npu_moe_gating_top_k_softmax", reference=_npu("softmax", "npu_moe_gating_top_k_softmax")
+    ),
+    NPU_FORWARD_ONLY.variant("npu_sort_v2", reference=_npu("reorder", "npu_sort_v2")),
+    NPU_FORWARD_ONLY.variant("npu_apply_adam", reference=_npu("optimizer", "npu_apply_adam")),
+    NPU_FORWARD_ONLY.variant("npu_apply_adam_w", reference=_npu("optimizer", "npu_apply_adam_w")),
+    # MindSpeed ops (8.1.1 skips the prefix; msprobe replays them)
+    FUSION_ATTENTION.variant(
+        "npu_fusion_attention",
+        types=("MindSpeed",),
+        reference=_npu("attention", "mindspeed_npu_fusion_attention"),
+    ),
+    MINDSPEED.variant(
+        "npu_rotary_position_embedding", reference=_npu("rotary", "npu_rotary_position_embedding")
+    ),
+)

@@ -1,0 +1,51 @@
+"""Argument fixes named by table entries (``prepare_spec`` / ``prepare``): behaviour, no API names.
+
+Each function changes a record or the rebuilt arguments in place so that an API replays as upstream
+8.1.1 replays it. torch is imported inside the functions: the table that names them stays torch-free.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from msprobe.run_ut.api_info import Prepare
+
+
+def zero_dropout(args: list[Any], kwargs: dict[str, Any]) -> None:
+    """8.1.1 replays dropout with p = 0."""
+    if len(args) > 1 and isinstance(args[1], (int, float)):
+        args[1] = 0.0
+    if "p" in kwargs:
+        kwargs["p"] = 0.0
+
+
+def class_index_target(record: dict[str, Any]) -> None:
+    """cross_entropy's target (argument 1): class indices start at 0 and are int64."""
+    args = record.get("input_args") or []
+    if len(args) > 1 and isinstance(args[1], dict):
+        target = args[1]
+        if isinstance(target.get("Min"), (int, float)) and target["Min"] <= 0:
+            target["Min"] = 0
+        if target.get("dtype") == "torch.int32":
+            target["dtype"] = "torch.int64"
+
+
+def as_dtype(index: int, source: tuple[str, ...], target: str) -> Prepare:
+    """Cast positional tensor ``index`` to ``torch.<target>`` when its dtype is one of ``source``."""
+
+    def prepare(args: list[Any], kwargs: dict[str, Any]) -> None:
+        import torch
+
+        from msprobe.run_ut.inputs import TensorArg
+
+        arg = args[index] if len(args) > index else None
+        if isinstance(arg, TensorArg) and str(arg.tensor.dtype) in source:
+            args[index] = TensorArg(arg.tensor.to(getattr(torch, target)), arg.requires_grad)
+
+    return prepare
+
+
+def tuple_index(args: list[Any], kwargs: dict[str, Any]) -> None:
+    """A dumped multi-dimensional index is a JSON list; torch wants a tuple (a list is a tensor index)."""
+    if len(args) > 1 and isinstance(args[1], list):
+        args[1] = tuple(args[1])

@@ -1,0 +1,149 @@
+"""The API table end to end through the pytest plugin: MindSpeed records use the MindSpeed references,
+and a new API (function, standard, tolerance) given in one place (a conftest hook answer) replays."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from replay_dumps import csv_pair, forward, read_csv, tensor, write_dump
+
+# Imported here so pytester's in-process runs find them loaded (torch cannot be imported twice).
+import msprobe.run_ut.replay
+import msprobe.run_ut.session  # noqa: F401
+from msprobe.formats.accuracy_csv import RUN_UT_DETAILS_HEADER
+
+pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+
+
+def scalar(kind: str, value: Any) -> dict[str, Any]:
+    return {"type": kind, "value": value}
+
+
+def fusion_attention(**spelling: Any) -> dict[str, Any]:
+    """A BSH fusion-attention record (1 x 8 tokens, 2 heads of 16) with the given keyword arguments."""
+    q = tensor("torch.float16", [1, 8, 32], -1.0, 1.0, requires_grad=True)
+    kwargs = {k: scalar("int", v) for k, v in spelling.items()}
+    return forward(q, q, q, scalar("int", 2), scalar("str", "BSH"), scale=scalar("float", 0.25), **kwargs)
+
+
+# MindSpeed spells the window pre_tokens/next_tokens and has pse_type; torch_npu spells pre_tockens.
+MINDSPEED_FA = fusion_attention(pre_tokens=65536, next_tokens=65536, pse_type=1, sparse_mode=0)
+TORCH_NPU_FA = fusion_attention(pre_tockens=65536, next_tockens=65536, sparse_mode=0)
+ROTARY = forward(
+    tensor("torch.float16", [1, 4, 2, 8], -1.0, 1.0, requires_grad=True),
+    tensor("torch.float16", [1, 4, 1, 8], -1.0, 1.0),
+    tensor("torch.float16", [1, 4, 1, 8], -1.0, 1.0),
+    mode=scalar("int", 1),
+)
+GRAD_FA = {"input": [tensor("torch.float16", [1, 8, 32], -1e-3, 1e-3)], "output": [None, None, None]}
+GRAD_ROTARY = {"input": [tensor("torch.float16", [1, 4, 2, 8], -1e-3, 1e-3)], "output": [None, None, None]}
+
+
+def run(pytester: pytest.Pytester, data: dict[str, Any]) -> tuple[pytest.RunResult, dict[str, list[str]]]:
+    dump = write_dump(pytester.path / "d", data)
+    out = pytester.path / "out"
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--msprobe-dump", str(dump), "--msprobe-out", str(out)
+    )
+    res, _ = csv_pair(out)
+    return result, {row[0]: row for row in read_csv(res)[1:]}
+
+
+def details(pytester: pytest.Pytester) -> dict[str, dict[str, str]]:
+    _, det = csv_pair(pytester.path / "out")
+    rows = read_csv(det)
+    assert tuple(rows[0]) == RUN_UT_DETAILS_HEADER
+    return {row[0]: dict(zip(RUN_UT_DETAILS_HEADER, row)) for row in rows[1:]}
+
+
+def test_mindspeed_records_replay_with_the_mindspeed_references(pytester: pytest.Pytester) -> None:
+    data = {
+        "MindSpeed.npu_fusion_attention.0.forward": MINDSPEED_FA,
+        "MindSpeed.npu_fusion_attention.0.backward": GRAD_FA,
+        "MindSpeed.npu_rotary_position_embedding.0.forward": ROTARY,
+        "MindSpeed.npu_rotary_position_embedding.0.backward": GRAD_ROTARY,
+        "NPU.npu_fusion_attention.0.forward": TORCH_NPU_FA,
+    }
+    result, rows = run(pytester, data)
+    result.assert_outcomes(passed=3)
+    assert rows["MindSpeed.npu_fusion_attention.0"] == ["MindSpeed.npu_fusion_attention.0", "pass", "pass"]
+    assert rows["MindSpeed.npu_rotary_position_embedding.0"] == [
+        "MindSpeed.npu_rotary_position_embedding.0",
+        "pass",
+        "pass",
+    ]
+    assert rows["NPU.npu_fusion_attention.0"][:2] == ["NPU.npu_fusion_attention.0", "pass"]
+    # forward_outputs=(0,) of the MindSpeed entry: one forward row, not the four outputs
+    names = set(details(pytester))
+    assert "MindSpeed.npu_fusion_attention.0.forward.output.0" in names
+    assert "MindSpeed.npu_fusion_attention.0.forward.output.1" not in names
+
+
+def test_each_spelling_fails_on_the_other_reference(pytester: pytest.Pytester) -> None:
+    """The two fusion-attention entries really differ: each record is refused by the other's reference,
+    and torch_npu has no rotary_position_embedding (8.1.1's skip, named after the missing reference)."""
+    data = {
+        "NPU.npu_fusion_attention.0.forward": MINDSPEED_FA,
+        "MindSpeed.npu_fusion_attention.0.forward": TORCH_NPU_FA,
+        "NPU.npu_rotary_position_embedding.0.forward": ROTARY,
+    }
+    result, rows = run(pytester, data)
+    result.assert_outcomes(skipped=3)
+    assert "unexpected keyword argument 'pre_tokens'" in rows["NPU.npu_fusion_attention.0"][3]
+    assert "unexpected keyword argument 'pre_tockens'" in rows["MindSpeed.npu_fusion_attention.0"][3]
+    assert rows["NPU.npu_rotary_position_embedding.0"][3] == (
+        "no CPU reference for NPU.npu_rotary_position_embedding"
+    )
+
+
+NEW_API_CONFTEST = """
+import torch
+from msprobe.run_ut.api_info import ApiInfo, Standard
+
+
+def off_by_1e4(x):
+    # the "device kernel": fp32 results 1e-4 too large; the fp64 benchmark is exact
+    return x * (1.0 + 1e-4) if x.dtype == torch.float32 else x * 1.0
+
+
+ENTRIES = {
+    "my_scale": ApiInfo(
+        "my_scale",
+        reference=off_by_1e4,
+        standard=Standard.ABSOLUTE_THRESHOLD,
+        tolerances={"torch.float32": {"rtol": 1e-3}},
+    ),
+    "my_scale_strict": ApiInfo("my_scale_strict", reference=off_by_1e4, standard=Standard.ABSOLUTE_THRESHOLD),
+}
+
+
+def pytest_msprobe_api_info(api_type, bare_name):
+    return ENTRIES.get(bare_name)
+"""
+
+
+def test_a_new_api_given_in_one_place_replays_with_its_standard_and_tolerance(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(NEW_API_CONFTEST)
+    x = tensor("torch.float32", [64], 0.5, 1.0, requires_grad=True)
+    grad = {"input": [tensor("torch.float32", [64], 0.5, 1.0)], "output": [None]}
+    data = {
+        "Torch.my_scale.0.forward": forward(x),
+        "Torch.my_scale.0.backward": grad,
+        "Torch.my_scale_strict.0.forward": forward(x),
+    }
+    result, rows = run(pytester, data)
+    result.assert_outcomes(passed=2)  # 8.1.1's run_ut status: max abs error 1e-4 < 0.001
+    assert rows["Torch.my_scale.0"] == ["Torch.my_scale.0", "pass", "pass"]
+    rows_by_name = details(pytester)
+    tolerant = rows_by_name["Torch.my_scale.0.forward.output.0"]
+    strict = rows_by_name["Torch.my_scale_strict.0.forward.output.0"]
+    # the absolute-threshold standard fills its rates (and no benchmark column) ...
+    assert tolerant["均方根误差"] == strict["均方根误差"] == " "
+    assert float(tolerant["inf/nan错误率"]) == float(strict["inf/nan错误率"]) == 0.0
+    # ... judged with rtol 1e-3 for my_scale, and the default fp32 rtol 2**-20 for my_scale_strict
+    assert float(tolerant["相对误差错误率"]) == 0.0
+    assert float(strict["相对误差错误率"]) == 1.0
+    assert float(rows_by_name["Torch.my_scale.0.backward.output.0"]["相对误差错误率"]) == 0.0
