@@ -27,6 +27,7 @@ from torch.overrides import TorchFunctionMode
 
 from msprobe.dump.api_families import FAMILIES, FUNCTION_MODE, PATCH, ApiFamily, record_api_name
 from msprobe.dump.pytorch.deferral import BeforeWrite
+from msprobe.dump.pytorch.torch_compat import DisableTorchFunction
 
 log = logging.getLogger("msprobe")
 
@@ -140,7 +141,7 @@ class ApiTracer(TorchFunctionMode):
             # One of our patched operators, reported by torch's dispatch from inside the original we
             # called: the patch already handled this call, so run the original below every mode
             # (redispatching the wrapper would enter the patch again, forever).
-            with torch._C.DisableTorchFunction():
+            with DisableTorchFunction():
                 return original(*args, **kwargs)
         if self.before_write is not None:
             self.before_write(func, args, kwargs)
@@ -148,27 +149,6 @@ class ApiTracer(TorchFunctionMode):
             with self:
                 return _redispatch(func, types_, args, kwargs)
         return func(*args, **kwargs)
-
-
-def push_mode(mode: TorchFunctionMode) -> None:
-    torch._C._push_on_torch_function_stack(mode)
-
-
-def pop_mode(mode: TorchFunctionMode) -> None:
-    """Remove ``mode`` from this thread's mode stack wherever it is (a user mode may sit above it)."""
-    from torch.overrides import _get_current_function_mode_stack
-
-    stack = _get_current_function_mode_stack()
-    if mode not in stack:
-        return
-    above = []
-    while True:
-        top = torch._C._pop_torch_function_stack()
-        if top is mode:
-            break
-        above.append(top)
-    for m in reversed(above):
-        torch._C._push_on_torch_function_stack(m)
 
 
 class Patcher:

@@ -13,6 +13,7 @@ from msprobe.dump.config import build_config
 from msprobe.dump.exceptions import MsprobeException
 from msprobe.dump.frontdoor import INVALID, FrontDoor, check_token_range, models_of
 from msprobe.dump.pytorch.service import TorchDumpService
+from msprobe.dump.pytorch.torch_compat import dataloader_iter_class
 
 log = logging.getLogger("msprobe")
 _INVALID = INVALID
@@ -61,9 +62,8 @@ class PrecisionDebugger(FrontDoor):
 
     def _patch_dataloader(self) -> None:
         """Deprecated 8.1.1 mode: every ``next(loader)`` ends the previous step and starts the next."""
-        from torch.utils.data import dataloader
-
-        orig = dataloader._BaseDataLoaderIter.__next__
+        iter_class = dataloader_iter_class()
+        orig = iter_class.__next__
         service = self.service
         state = {"first": True}
 
@@ -76,15 +76,14 @@ class PrecisionDebugger(FrontDoor):
             service.start(self.model)
             return batch
 
-        dataloader._BaseDataLoaderIter.__next__ = __next__  # type: ignore[method-assign,assignment]
+        iter_class.__next__ = __next__
         self._dataloader_orig = orig
 
     def _unhook(self) -> None:
         orig = getattr(self, "_dataloader_orig", None)
         if orig is not None:
-            from torch.utils.data import dataloader
-
-            dataloader._BaseDataLoaderIter.__next__ = orig  # type: ignore[method-assign]
+            dataloader_iter_class().__next__ = orig
+            self._dataloader_orig = None
         self.service.modules.remove()
 
     @classmethod

@@ -26,7 +26,7 @@ from msprobe.dump.background import Worker, enabled_by_env
 from msprobe.dump.config import DumpConfig
 from msprobe.dump.naming import BACKWARD, FORWARD
 from msprobe.dump.pytorch.callsite import recover_call_args
-from msprobe.dump.pytorch.capture import ApiKey, ApiTracer, Patcher, build_mode_table, pop_mode, push_mode
+from msprobe.dump.pytorch.capture import ApiKey, ApiTracer, Patcher, build_mode_table
 from msprobe.dump.pytorch.debug_save import DebugSaver
 from msprobe.dump.pytorch.deferral import (
     BACKWARD_PASSES,
@@ -38,12 +38,16 @@ from msprobe.dump.pytorch.deferral import (
     written_tensors,
 )
 from msprobe.dump.pytorch.encode import Encoder, quiet
-from msprobe.dump.pytorch.modules import ModuleDumper, no_compile
+from msprobe.dump.pytorch.modules import ModuleDumper
+from msprobe.dump.pytorch.nocompile import no_compile
 from msprobe.dump.pytorch.recompute import FullRecomputation, in_recomputation
 from msprobe.dump.pytorch.stats import SummaryCache
 from msprobe.dump.pytorch.tensor_io import TensorWriter
+from msprobe.dump.pytorch.torch_compat import pop_function_mode, push_function_mode
+from msprobe.dump.pytorch.tree import first_tensor, tensors
 from msprobe.dump.session import DumpSession
 from msprobe.dump.stack import capture_stack
+from msprobe.dump.writer import RankStore
 
 log = logging.getLogger("msprobe")
 
@@ -57,21 +61,6 @@ LEVELS: dict[str, tuple[bool, bool, bool]] = {
 _SKIP_FILES = (os.path.join("torch", "overrides.py"),)
 
 
-def _first_tensor(value: Any, depth: int = 0) -> torch.Tensor | None:
-    if isinstance(value, torch.Tensor):
-        return value
-    if depth > 10:
-        return None
-    if isinstance(value, dict):
-        value = list(value.values())
-    if isinstance(value, list | tuple):
-        for v in value:
-            t = _first_tensor(v, depth + 1)
-            if t is not None:
-                return t
-    return None
-
-
 def current_rank() -> int | None:
     dist = getattr(torch, "distributed", None)
     if dist is not None and dist.is_available() and dist.is_initialized():
@@ -80,9 +69,14 @@ def current_rank() -> int | None:
 
 
 class TorchDumpService:
+    """The dump of one process; also the :class:`~msprobe.dump.pytorch.recorder.Recorder` that the
+    module and save paths record through."""
+
     def __init__(self, config: DumpConfig) -> None:
         self.config = config
         self.session = DumpSession(config, framework="pytorch")
+        self.counter = self.session.counter
+        self.filter = self.session.filter
         self.cache = SummaryCache()
         self.api_lists = load_api_list()
         handler = no_compile(self.on_api_call)
@@ -116,6 +110,28 @@ class TorchDumpService:
         self._token_handle: Any = None
         self._token_root: Any = None
         self._recent_grads: Any = None
+
+    # -- Recorder ---------------------------------------------------------------------------------
+    @property
+    def store(self) -> RankStore | None:
+        return self.session.store
+
+    @property
+    def running(self) -> bool:
+        return self.session.running
+
+    def idle(self) -> bool:
+        return not self.session.running or self._inside
+
+    def enter(self) -> bool:
+        was, self._inside = self._inside, True
+        return was
+
+    def leave(self, was: bool) -> None:
+        self._inside = was
+
+    def record_error(self, function: str, name: str, exc: BaseException) -> None:
+        self.session.record_error(function, name, exc)
 
     # -- deferred statistics ------------------------------------------------------------------------
     def drain(self) -> None:
@@ -185,15 +201,16 @@ class TorchDumpService:
             self._full_recomputation.enter()
             if self.modules_on and model is not None:
                 self.modules.register(model)
+            self.modules.install()
             if token_range is not None:
                 self._arm_tokens(model, token_range)
             if self.apis_on and not self._mode_pushed:
                 for owner, attr, key in self._operators:
                     self.patcher.wrap(owner, attr, key)
-                push_mode(self.tracer)
+                push_function_mode(self.tracer)
                 self._mode_pushed = True
             elif not self.apis_on and self.worker is not None and not self._guard_pushed:
-                push_mode(self._guard)  # L0: nothing else sees in-place calls
+                push_function_mode(self._guard)  # L0: nothing else sees in-place calls
                 self._guard_pushed = True
         return on
 
@@ -252,11 +269,12 @@ class TorchDumpService:
     def _pop(self) -> None:
         self.drain()
         self._full_recomputation.leave()
+        self.modules.uninstall()
         if self._guard_pushed:
-            pop_mode(self._guard)
+            pop_function_mode(self._guard)
             self._guard_pushed = False
         if self._mode_pushed:
-            pop_mode(self.tracer)
+            pop_function_mode(self.tracer)
             for owner, attr, _ in self._operators:
                 self.patcher.restore(owner, attr)
             self._mode_pushed = False
@@ -352,14 +370,11 @@ class TorchDumpService:
         )
         return out
 
-    def _forget_tensors(self, value: Any, depth: int = 0) -> None:
-        if isinstance(value, torch.Tensor):
-            self.cache.forget(value)
+    def _forget_tensors(self, value: Any) -> None:
+        for t in tensors(value):
+            self.cache.forget(t)
             if self.writer is not None:
-                self.writer.forget(value)
-        elif isinstance(value, list | tuple) and depth < 5:
-            for v in value:
-                self._forget_tensors(v, depth + 1)
+                self.writer.forget(t)
 
     @staticmethod
     def _collective_result(api: str, out: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -421,7 +436,7 @@ class TorchDumpService:
 
     # -- backward ---------------------------------------------------------------------------------
     def _attach_backward(self, out: Any, name: str) -> None:
-        t = _first_tensor(out)
+        t = first_tensor(out)
         if t is None or not t.requires_grad or not torch.is_grad_enabled():
             return
         node = t.grad_fn
@@ -431,12 +446,11 @@ class TorchDumpService:
         node.register_hook(functools.partial(self._node_hook, name))
 
     def on_backward(self, name: str, grad_inputs: Any, grad_outputs: Any) -> None:
-        was_inside = self._inside
-        self._inside = True
+        was = self.enter()
         try:
             self._record_backward(name, grad_inputs, grad_outputs)
         finally:
-            self._inside = was_inside
+            self.leave(was)
 
     def _record_backward(self, name: str, grad_inputs: Any, grad_outputs: Any) -> None:
         s = self.session
