@@ -11,7 +11,7 @@ import torch
 
 from msprobe.dump.config import build_config
 from msprobe.dump.exceptions import MsprobeException
-from msprobe.dump.frontdoor import INVALID, FrontDoor, check_token_range, models_of
+from msprobe.dump.frontdoor import INVALID, FrontDoor, check_token_range, models_of, user_entry
 from msprobe.dump.pytorch.service import TorchDumpService
 from msprobe.dump.pytorch.torch_compat import dataloader_iter_class
 
@@ -33,6 +33,7 @@ class PrecisionDebugger(FrontDoor):
     _instance: ClassVar[PrecisionDebugger | None] = None
     service: TorchDumpService
 
+    @user_entry
     def __init__(
         self,
         config_path: str | None = None,
@@ -87,6 +88,7 @@ class PrecisionDebugger(FrontDoor):
         self.service.modules.remove()
 
     @classmethod
+    @user_entry
     def start(cls, model: Any = None, token_range: Sequence[int] | None = None) -> None:
         inst = cls._get()
         if inst.config.enable_dataloader:
@@ -105,6 +107,7 @@ class PrecisionDebugger(FrontDoor):
         inst.service.start(model, tuple(token_range) if token_range is not None else None)  # type: ignore[arg-type]
 
     @classmethod
+    @user_entry
     def stop(cls) -> None:
         inst = cls._get()
         if inst.config.enable_dataloader:
@@ -113,11 +116,13 @@ class PrecisionDebugger(FrontDoor):
         inst.service.stop()
 
     @classmethod
+    @user_entry
     def save(cls, variable: Any, name: str, save_backward: bool = True) -> None:
         """Level ``debug``: record ``variable`` (nested tensors/scalars) as ``{name}.{k}.debug``."""
         cls._get().service.saver.save(variable, name, save_backward)
 
 
+@user_entry
 def module_dump(module: Any, dump_name: str) -> None:
     """Dump ``module`` as ``Module.{dump_name}.{Class}.*`` until :func:`module_dump_end`; the APIs called
     inside it are not recorded meanwhile."""
@@ -151,6 +156,7 @@ def module_dump(module: Any, dump_name: str) -> None:
     svc.apis_suppressed = True
 
 
+@user_entry
 def module_dump_end() -> None:
     """End :func:`module_dump`: APIs are recorded again, the module hook stays but stops firing."""
     inst = PrecisionDebugger._instance
