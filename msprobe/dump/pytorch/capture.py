@@ -151,12 +151,21 @@ class ApiTracer(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+def _put_back(attr: str, owner: Any, orig: Any, own: bool) -> None:
+    """The original again; an inherited one (``Tensor.__add__`` is ``TensorBase``'s) by deleting ours."""
+    if own:
+        setattr(owner, attr, orig)
+    else:
+        delattr(owner, attr)
+
+
 class Patcher:
     """setattr-based capture for the PATCH families and for ``register_custom_api``."""
 
     def __init__(self, handler: CallHandler) -> None:
         self.handler = handler
-        self._originals: dict[tuple[int, str], tuple[Any, Any]] = {}
+        # (id(owner), attr) -> (owner, original, whether the owner itself held it or inherited it)
+        self._originals: dict[tuple[int, str], tuple[Any, Any, bool]] = {}
 
     def wrap(self, owner: Any, attr: str, key: ApiKey) -> None:
         orig = getattr(owner, attr)
@@ -169,19 +178,20 @@ class Patcher:
             return handler(key, orig, args, kwargs)
 
         wrapper._msprobe_original_of_wrapper = orig  # type: ignore[attr-defined]
-        self._originals[(id(owner), attr)] = (owner, orig)
+        own = attr in getattr(owner, "__dict__", {})
+        self._originals[(id(owner), attr)] = (owner, orig, own)
         setattr(owner, attr, wrapper)
 
     def restore(self, owner: Any, attr: str) -> bool:
         entry = self._originals.pop((id(owner), attr), None)
         if entry is None:
             return False
-        setattr(owner, attr, entry[1])
+        _put_back(attr, *entry)
         return True
 
     def restore_all(self) -> None:
-        for (_, attr), (owner, orig) in list(self._originals.items()):
-            setattr(owner, attr, orig)
+        for (_, attr), entry in list(self._originals.items()):
+            _put_back(attr, *entry)
         self._originals.clear()
 
     def patch_dunders(self, api_lists: dict[str, list[str]]) -> list[tuple[Any, str, ApiKey]]:

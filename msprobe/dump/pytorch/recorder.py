@@ -5,7 +5,7 @@ implements it; neither path sees the service or its session.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from msprobe.dump.config import DumpConfig
@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from msprobe.dump.writer import RankStore
 
 
+@runtime_checkable
 class Recorder(Protocol):
     config: DumpConfig
     counter: CallCounter
