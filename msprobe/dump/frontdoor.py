@@ -1,4 +1,4 @@
-"""What both ``PrecisionDebugger`` front doors share, whatever the framework (spec dump.md §1, §3.1).
+"""What both ``PrecisionDebugger`` front doors share, whatever the framework (upstream 8.1.1).
 
 The one-instance rule (a second construction returns the first object, its arguments ignored), the
 plain ``Exception`` when a class method runs before construction, the argument checks of
