@@ -1,25 +1,48 @@
-"""What both ``PrecisionDebugger`` front doors share, whatever the framework (spec dump.md §1, §3.1).
+"""What both ``PrecisionDebugger`` front doors share, whatever the framework (upstream 8.1.1).
 
 The one-instance rule (a second construction returns the first object, its arguments ignored), the
 plain ``Exception`` when a class method runs before construction, the argument checks of
 ``token_range`` and ``set_init_step``, and the ``stop``/``step``/custom-API flow that only forwards
 to the framework's dump service. A framework subclass adds what differs: the model type check, the
 hooks it registers in ``start`` and what ``_shutdown`` undoes. No torch, no mindspore here.
+
+A user mistake is an :class:`~msprobe.errors.MsprobeError` whose message is one line naming the field,
+the value and what is allowed. The front door's entry points (:func:`user_entry`) raise it with a
+traceback cut to the user's own call: the last frames a user reads are their line and that entry point,
+never the checks behind it. ``sys.excepthook`` stays Python's (the command-line tools print the
+one-line form themselves).
 """
 
 from __future__ import annotations
 
 import atexit
+import functools
+from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
 from msprobe.dump.config import DumpConfig
-from msprobe.dump.excepthook import install_excepthook
 from msprobe.dump.exceptions import MsprobeException
+from msprobe.errors import MsprobeError
 
 INVALID = MsprobeException.INVALID_PARAM_ERROR
 NO_INSTANCE = "PrecisionDebugger instance is not created."
 
 _D = TypeVar("_D", bound="FrontDoor")
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def user_entry(fn: _F) -> _F:
+    """``fn``, raising an :class:`MsprobeError` from here: the traceback shows the user's call and
+    this entry point only (the error's message says what is wrong, in one line)."""
+
+    @functools.wraps(fn)
+    def entry(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except MsprobeError as exc:
+            raise exc.with_traceback(None) from None
+
+    return entry  # type: ignore[return-value]
 
 
 def models_of(model: Any) -> list[Any]:
@@ -90,10 +113,7 @@ class FrontDoor:
 
     def _begin(self) -> bool:
         """False when this is the one instance already (its constructor arguments are ignored)."""
-        if getattr(self, "_initialized", False):
-            return False
-        install_excepthook()
-        return True
+        return not getattr(self, "_initialized", False)
 
     def _become_instance(self) -> None:
         self._initialized = True
@@ -123,6 +143,7 @@ class FrontDoor:
         return inst  # type: ignore[no-any-return]
 
     @classmethod
+    @user_entry
     def stop(cls) -> None:
         cls._get().service.stop()
 
@@ -132,21 +153,25 @@ class FrontDoor:
         cls._get().service.stop()
 
     @classmethod
+    @user_entry
     def step(cls) -> None:
         cls._get().service.step()
 
     @classmethod
+    @user_entry
     def set_init_step(cls, step: int) -> None:
         inst = cls._get()
         inst.service.session.set_init_step(check_init_step(step))
 
     @classmethod
+    @user_entry
     def register_custom_api(cls, module: Any, api_name: str, api_prefix: str | None = None) -> None:
         inst = cls._get()
         prefix = check_custom_api(module, api_name, api_prefix)
         inst.service.patcher.wrap(module, api_name, (prefix, api_name))
 
     @classmethod
+    @user_entry
     def restore_custom_api(cls, module: Any, api_name: str) -> None:
         inst = cls._get()
         check_has_api(module, api_name)

@@ -141,14 +141,25 @@ def test_config_file_checks(tmp_path: Path) -> None:
         build_config(str(link))
 
 
-def test_uncaught_config_error_prints_one_line(tmp_path: Path) -> None:
+def _uncaught(script: str) -> str:
+    """The last stderr line of ``script`` dying of an uncaught msprobe error, whose traceback shows
+    the user's line and the entry point they called, none of the checks behind it (no excepthook)."""
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 1, res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert lines[0].startswith("Traceback"), res.stderr
+    frames = [ln for ln in lines if ln.lstrip().startswith('File "')]
+    assert frames[0].lstrip().startswith('File "<string>", line 2'), res.stderr  # the user's call
+    assert len([f for f in frames if "msprobe" in f]) == 1, res.stderr  # then only the entry point
+    assert lines[-1].startswith("msprobe.dump.exceptions."), res.stderr
+    return lines[-1]
+
+
+def test_uncaught_config_error_is_one_line_at_the_users_call(tmp_path: Path) -> None:
     path = cfg_file(tmp_path, base(tmp_path, task="bogus"))
     script = f"from msprobe.pytorch import PrecisionDebugger\nPrecisionDebugger(config_path={path!r})\n"
-    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert res.returncode != 0
-    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1, res.stderr
-    assert lines[0].startswith("msprobe: error: ") and "task" in lines[0] and "Traceback" not in res.stderr
+    line = _uncaught(script)
+    assert "task" in line and "bogus" in line, line
 
 
 @given(
@@ -180,8 +191,5 @@ def test_dump_folder_the_os_refuses_is_one_line_at_start(tmp_path: Path) -> None
     script = (
         f"from msprobe.pytorch import PrecisionDebugger\nPrecisionDebugger(config_path={cfg!r}).start()\n"
     )
-    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert res.returncode != 0
-    lines = [line for line in res.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, res.stderr
-    assert lines[0].startswith("msprobe: error: ") and "/proc/msprobe_x" in lines[0], lines[0]
+    line = _uncaught(script)
+    assert "/proc/msprobe_x" in line, line

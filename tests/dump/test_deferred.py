@@ -490,30 +490,27 @@ def test_backward_pass_waits_for_queued_reads_of_existing_gradients(
     assert maxes == [2.0, 5.0, 10.0]  # the gradient of (w * k).sum() is k; .grad sums them
 
 
-def test_only_torch_backward_passes_get_the_narrowed_wait(
-    tmp_path: Path, debugger: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_only_torch_backward_passes_get_the_narrowed_wait() -> None:
     """``Tensor.backward``/``autograd.grad`` wait up to the last job reading a tensor that does not
     require grad; a call of another family that happens to be named so drains the whole queue."""
-    svc = debugger(dump_path=str(tmp_path)).service
+    from msprobe.dump.pytorch import waits as waiting
+
     waits: list[int | None] = []
 
-    class Recorder:
+    class FakeWorker:
         def drain(self, upto: int | None = None) -> None:
             waits.append(upto)
 
     class Reads:
         no_grad_reads_upto = 3
 
-    monkeypatch.setattr(svc, "worker", Recorder())
-    monkeypatch.setattr(svc, "encoder", Reads())
     for prefix, api in (
         ("Tensor", "backward"),
         ("Torch", "grad"),
         ("NPU", "grad"),
         ("Distributed", "backward"),
     ):
-        svc._wait_before_write(prefix, api, (), {})
+        waiting.before_write(FakeWorker(), Reads(), prefix, api, (), {})  # type: ignore[arg-type]
     assert waits == [3, 3, None, None]
 
 

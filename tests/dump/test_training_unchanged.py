@@ -109,7 +109,7 @@ def test_torch_compile_region_still_works(
 @pytest.mark.slow
 def test_no_compile_runs_eagerly_inside_and_outside_compiled_code(recwarn: pytest.WarningsRecorder) -> None:
     """Our hooks' wrapper: a direct call in eager mode, never traced under torch.compile."""
-    from msprobe.dump.pytorch.modules import no_compile
+    from msprobe.dump.pytorch.nocompile import no_compile
 
     traced: list[bool] = []
 

@@ -1,8 +1,10 @@
-"""Bad input gets one line naming the problem (never a traceback); static graph fails at start()."""
+"""Bad input is an error whose message is one line naming the problem, with a traceback of the
+user's own call only; static graph fails at start()."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -24,13 +26,15 @@ def _script_error(tmp_path, body: str) -> str:
         capture_output=True,
         text=True,
         timeout=120,
-        env={"GLOG_v": "3", "PATH": "/usr/bin:/bin"},
+        env={"GLOG_v": "3", "PATH": "/usr/bin:/bin", "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
     )
     assert proc.returncode == 1, proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and "WARNING" not in ln]
-    assert len(lines) == 1 and lines[0].startswith("msprobe: error: "), proc.stderr
-    assert "Traceback" not in proc.stderr
-    return lines[0]
+    assert lines[-1].startswith("msprobe.dump.exceptions."), proc.stderr
+    frames = [ln for ln in lines if ln.lstrip().startswith('File "')]
+    assert 'user.py"' in frames[0], proc.stderr  # the user's line, then only the entry point
+    assert len([f for f in frames if "msprobe" in f]) == 1, proc.stderr
+    return lines[-1]
 
 
 def test_unknown_level_is_one_line(tmp_path):
@@ -114,8 +118,6 @@ def test_singleton_ignores_second_arguments(tmp_path):
 @pytest.mark.parametrize(("batch", "survivors"), [("1", 3), ("64", 0)])
 def test_records_survive_sigkill_and_rebuild(tmp_path, batch, survivors):
     """With MSPROBE_MS_STAT_BATCH=1 every finished record is in the journal; rebuild writes dump.json."""
-    import os
-
     from msprobe.dump.cli import main as rebuild_main
 
     out = tmp_path / "d"

@@ -12,7 +12,7 @@ from mindspore import nn
 
 from msprobe.dump.config import build_config
 from msprobe.dump.exceptions import MsprobeException
-from msprobe.dump.frontdoor import INVALID, FrontDoor, check_token_range, models_of
+from msprobe.dump.frontdoor import INVALID, FrontDoor, check_token_range, models_of, user_entry
 from msprobe.dump.mindspore.cells import CellHooks
 from msprobe.dump.mindspore.debug_save import DebugSaver
 from msprobe.dump.mindspore.jit import JitHooks
@@ -76,6 +76,7 @@ class PrecisionDebugger(FrontDoor):
     _instance: ClassVar[PrecisionDebugger | None] = None
     service: MsDumpService
 
+    @user_entry
     def __init__(
         self,
         config_path: str | None = None,
@@ -110,6 +111,7 @@ class PrecisionDebugger(FrontDoor):
         self.jit.uninstall()
 
     @classmethod
+    @user_entry
     def start(cls, model: Any = None, token_range: Sequence[int] | None = None) -> None:
         inst = cls._get()
         level = inst.config.level

@@ -27,6 +27,7 @@ from torch.overrides import TorchFunctionMode
 
 from msprobe.dump.api_families import FAMILIES, FUNCTION_MODE, PATCH, ApiFamily, record_api_name
 from msprobe.dump.pytorch.deferral import BeforeWrite
+from msprobe.dump.pytorch.torch_compat import DisableTorchFunction
 
 log = logging.getLogger("msprobe")
 
@@ -140,7 +141,7 @@ class ApiTracer(TorchFunctionMode):
             # One of our patched operators, reported by torch's dispatch from inside the original we
             # called: the patch already handled this call, so run the original below every mode
             # (redispatching the wrapper would enter the patch again, forever).
-            with torch._C.DisableTorchFunction():
+            with DisableTorchFunction():
                 return original(*args, **kwargs)
         if self.before_write is not None:
             self.before_write(func, args, kwargs)
@@ -150,25 +151,12 @@ class ApiTracer(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-def push_mode(mode: TorchFunctionMode) -> None:
-    torch._C._push_on_torch_function_stack(mode)
-
-
-def pop_mode(mode: TorchFunctionMode) -> None:
-    """Remove ``mode`` from this thread's mode stack wherever it is (a user mode may sit above it)."""
-    from torch.overrides import _get_current_function_mode_stack
-
-    stack = _get_current_function_mode_stack()
-    if mode not in stack:
-        return
-    above = []
-    while True:
-        top = torch._C._pop_torch_function_stack()
-        if top is mode:
-            break
-        above.append(top)
-    for m in reversed(above):
-        torch._C._push_on_torch_function_stack(m)
+def _put_back(attr: str, owner: Any, orig: Any, own: bool) -> None:
+    """The original again; an inherited one (``Tensor.__add__`` is ``TensorBase``'s) by deleting ours."""
+    if own:
+        setattr(owner, attr, orig)
+    else:
+        delattr(owner, attr)
 
 
 class Patcher:
@@ -176,7 +164,8 @@ class Patcher:
 
     def __init__(self, handler: CallHandler) -> None:
         self.handler = handler
-        self._originals: dict[tuple[int, str], tuple[Any, Any]] = {}
+        # (id(owner), attr) -> (owner, original, whether the owner itself held it or inherited it)
+        self._originals: dict[tuple[int, str], tuple[Any, Any, bool]] = {}
 
     def wrap(self, owner: Any, attr: str, key: ApiKey) -> None:
         orig = getattr(owner, attr)
@@ -189,19 +178,20 @@ class Patcher:
             return handler(key, orig, args, kwargs)
 
         wrapper._msprobe_original_of_wrapper = orig  # type: ignore[attr-defined]
-        self._originals[(id(owner), attr)] = (owner, orig)
+        own = attr in getattr(owner, "__dict__", {})
+        self._originals[(id(owner), attr)] = (owner, orig, own)
         setattr(owner, attr, wrapper)
 
     def restore(self, owner: Any, attr: str) -> bool:
         entry = self._originals.pop((id(owner), attr), None)
         if entry is None:
             return False
-        setattr(owner, attr, entry[1])
+        _put_back(attr, *entry)
         return True
 
     def restore_all(self) -> None:
-        for (_, attr), (owner, orig) in list(self._originals.items()):
-            setattr(owner, attr, orig)
+        for (_, attr), entry in list(self._originals.items()):
+            _put_back(attr, *entry)
         self._originals.clear()
 
     def patch_dunders(self, api_lists: dict[str, list[str]]) -> list[tuple[Any, str, ApiKey]]:

@@ -17,21 +17,21 @@ from msprobe.dump.pytorch.encode import quiet
 from msprobe.dump.save_walk import Path, check_savable, nulls, set_at, tensor_leaves
 
 if TYPE_CHECKING:
-    from msprobe.dump.pytorch.service import TorchDumpService
+    from msprobe.dump.pytorch.recorder import Recorder
 
 log = logging.getLogger("msprobe")
 
 
 class DebugSaver:
-    def __init__(self, service: TorchDumpService) -> None:
-        self.svc = service
+    def __init__(self, recorder: Recorder) -> None:
+        self.rec = recorder
         self.counter = CallCounter()
 
     def reset_step(self) -> None:
         self.counter.reset()
 
     def save(self, variable: Any, name: Any, save_backward: Any = True) -> None:
-        cfg = self.svc.config
+        cfg = self.rec.config
         if cfg.task not in ("statistics", "tensor") or cfg.level != "debug":
             return
         if not isinstance(name, str):
@@ -46,15 +46,14 @@ class DebugSaver:
         if err:
             log.warning("msprobe: save(%s) skipped: %s", name, err)
             return
-        if not self.svc.open_for_save():
+        if not self.rec.open_for_save():
             return
-        store, enc = self.svc.session.store, self.svc.encoder
+        store, enc = self.rec.store, self.rec.encoder
         if store is None or enc is None:
             return
         k = self.counter.next(name)
         record = f"{name}.{k}.debug"
-        was = self.svc._inside
-        self.svc._inside = True
+        was = self.rec.enter()
         try:
             with quiet():
                 store.put(record, enc.value(variable, record, "", ()))
@@ -63,12 +62,12 @@ class DebugSaver:
                 if grads:
                     self._watch(f"{name}_grad.{k}.debug", variable, grads)
         except Exception as exc:
-            self.svc.session.record_error("debug_save", record, exc)
+            self.rec.record_error("debug_save", record, exc)
         finally:
-            self.svc._inside = was
+            self.rec.leave(was)
 
     def _watch(self, record: str, variable: Any, grads: list[tuple[Path, torch.Tensor]]) -> None:
-        store = self.svc.session.store
+        store = self.rec.store
         assert store is not None
         value = nulls(variable)
         store.put(record, value)
@@ -77,18 +76,17 @@ class DebugSaver:
         for path, t in grads:
 
             def hook(grad: torch.Tensor, path: Path = path) -> None:
-                st, enc = self.svc.session.store, self.svc.encoder
+                st, enc = self.rec.store, self.rec.encoder
                 if st is None or enc is None:
                     return
-                was = self.svc._inside
-                self.svc._inside = True
+                was = self.rec.enter()
                 try:
                     with quiet():
                         holder["value"] = set_at(holder["value"], path, enc.value(grad, record, "", path))
                         st.put(record, holder["value"])
                 except Exception as exc:
-                    self.svc.session.record_error("debug_save_grad", record, exc)
+                    self.rec.record_error("debug_save_grad", record, exc)
                 finally:
-                    self.svc._inside = was
+                    self.rec.leave(was)
 
             t.register_hook(hook)

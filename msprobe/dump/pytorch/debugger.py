@@ -11,8 +11,9 @@ import torch
 
 from msprobe.dump.config import build_config
 from msprobe.dump.exceptions import MsprobeException
-from msprobe.dump.frontdoor import INVALID, FrontDoor, check_token_range, models_of
+from msprobe.dump.frontdoor import INVALID, FrontDoor, check_token_range, models_of, user_entry
 from msprobe.dump.pytorch.service import TorchDumpService
+from msprobe.dump.pytorch.torch_compat import dataloader_iter_class
 
 log = logging.getLogger("msprobe")
 _INVALID = INVALID
@@ -32,6 +33,7 @@ class PrecisionDebugger(FrontDoor):
     _instance: ClassVar[PrecisionDebugger | None] = None
     service: TorchDumpService
 
+    @user_entry
     def __init__(
         self,
         config_path: str | None = None,
@@ -61,9 +63,8 @@ class PrecisionDebugger(FrontDoor):
 
     def _patch_dataloader(self) -> None:
         """Deprecated 8.1.1 mode: every ``next(loader)`` ends the previous step and starts the next."""
-        from torch.utils.data import dataloader
-
-        orig = dataloader._BaseDataLoaderIter.__next__
+        iter_class = dataloader_iter_class()
+        orig = iter_class.__next__
         service = self.service
         state = {"first": True}
 
@@ -76,18 +77,18 @@ class PrecisionDebugger(FrontDoor):
             service.start(self.model)
             return batch
 
-        dataloader._BaseDataLoaderIter.__next__ = __next__  # type: ignore[method-assign,assignment]
+        iter_class.__next__ = __next__
         self._dataloader_orig = orig
 
     def _unhook(self) -> None:
         orig = getattr(self, "_dataloader_orig", None)
         if orig is not None:
-            from torch.utils.data import dataloader
-
-            dataloader._BaseDataLoaderIter.__next__ = orig  # type: ignore[method-assign]
+            dataloader_iter_class().__next__ = orig
+            self._dataloader_orig = None
         self.service.modules.remove()
 
     @classmethod
+    @user_entry
     def start(cls, model: Any = None, token_range: Sequence[int] | None = None) -> None:
         inst = cls._get()
         if inst.config.enable_dataloader:
@@ -106,6 +107,7 @@ class PrecisionDebugger(FrontDoor):
         inst.service.start(model, tuple(token_range) if token_range is not None else None)  # type: ignore[arg-type]
 
     @classmethod
+    @user_entry
     def stop(cls) -> None:
         inst = cls._get()
         if inst.config.enable_dataloader:
@@ -114,11 +116,13 @@ class PrecisionDebugger(FrontDoor):
         inst.service.stop()
 
     @classmethod
+    @user_entry
     def save(cls, variable: Any, name: str, save_backward: bool = True) -> None:
         """Level ``debug``: record ``variable`` (nested tensors/scalars) as ``{name}.{k}.debug``."""
         cls._get().service.saver.save(variable, name, save_backward)
 
 
+@user_entry
 def module_dump(module: Any, dump_name: str) -> None:
     """Dump ``module`` as ``Module.{dump_name}.{Class}.*`` until :func:`module_dump_end`; the APIs called
     inside it are not recorded meanwhile."""
@@ -152,6 +156,7 @@ def module_dump(module: Any, dump_name: str) -> None:
     svc.apis_suppressed = True
 
 
+@user_entry
 def module_dump_end() -> None:
     """End :func:`module_dump`: APIs are recorded again, the module hook stays but stops firing."""
     inst = PrecisionDebugger._instance

@@ -7,7 +7,6 @@ statistics object plus, when a :class:`TensorWriter` is given, a ``data_name`` a
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -20,6 +19,8 @@ from msprobe.dump.jsonfmt import Summary
 from msprobe.dump.naming import data_file_name
 from msprobe.dump.pytorch.stats import Slot, SummaryCache, tensor_stats
 from msprobe.dump.pytorch.tensor_io import TensorWriter
+from msprobe.dump.pytorch.torch_compat import DisableTorchFunction, set_grad_enabled_raw
+from msprobe.dump.pytorch.tree import SEQUENCE, branches, tensors
 
 MAX_DEPTH = 50
 
@@ -32,13 +33,13 @@ class quiet:
     __slots__ = ("_grad", "_off")
 
     def __enter__(self) -> None:
-        self._off = torch._C.DisableTorchFunction()
+        self._off = DisableTorchFunction()
         self._off.__enter__()
         self._grad = torch.is_grad_enabled()
-        torch._C._set_grad_enabled(False)
+        set_grad_enabled_raw(False)
 
     def __exit__(self, *exc: Any) -> None:
-        torch._C._set_grad_enabled(self._grad)
+        set_grad_enabled_raw(self._grad)
         self._off.__exit__(*exc)
 
 
@@ -252,19 +253,12 @@ class Encoder:
             return self.ndarray(v, record, side, path)
         if isinstance(v, np.generic):
             return {"type": type(v).__name__, "value": v.item()}
-        if isinstance(v, tuple) and hasattr(v, "_fields"):
-            return {f: self.value(x, record, side, (*path, f), f, depth + 1) for f, x in zip(v._fields, v)}
-        if isinstance(v, list | tuple):
-            return [self.value(x, record, side, (*path, i), None, depth + 1) for i, x in enumerate(v)]
-        if isinstance(v, dict):
-            return {
-                str(k): self.value(x, record, side, (*path, str(k)), str(k), depth + 1) for k, x in v.items()
-            }
-        if dataclasses.is_dataclass(v) and not isinstance(v, type):
-            return {
-                f.name: self.value(getattr(v, f.name), record, side, (*path, f.name), f.name, depth + 1)
-                for f in dataclasses.fields(v)
-            }
+        node = branches(v)
+        if node is not None:
+            kind, parts = node
+            if kind == SEQUENCE:
+                return [self.value(x, record, side, (*path, i), None, depth + 1) for i, x in parts]
+            return {k: self.value(x, record, side, (*path, k), k, depth + 1) for k, x in parts}
         special = _SPECIAL.get(type(v).__name__)
         if special is not None:
             return special(self, v, record, side, path)
@@ -288,21 +282,8 @@ class Encoder:
 
 
 def _tensor_stamps(value: Any) -> list[tuple[torch.Tensor, int]]:
-    """``(tensor, version)`` of every tensor in a nest of tuples, lists and dicts (order free; a
-    loop, not recursion: it runs for every module record; bounded, so a self-containing list ends)."""
-    out: list[tuple[torch.Tensor, int]] = []
-    todo = [value]
-    budget = 100_000
-    while todo and budget:
-        budget -= 1
-        v = todo.pop()
-        if isinstance(v, torch.Tensor):
-            out.append((v, v._version))
-        elif isinstance(v, list | tuple):
-            todo.extend(v)
-        elif isinstance(v, dict):
-            todo.extend(v.values())
-    return out
+    """``(tensor, version)`` of every tensor inside ``value`` (see :mod:`.tree`)."""
+    return [(t, t._version) for t in tensors(value)]
 
 
 _NO_STATS = (None, None, None, None)  # filled in by the worker

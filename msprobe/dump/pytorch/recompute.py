@@ -27,11 +27,10 @@ import sys
 from types import CodeType, FrameType
 from typing import Any
 
-import torch
+from msprobe.dump.pytorch.torch_compat import current_graph_task_id
 
 _CHECKPOINT_FILE = os.path.join("torch", "utils", "checkpoint.py")
 _CHECKPOINT_MODULES = (_CHECKPOINT_FILE, os.path.join("tensor_parallel", "random.py"))  # torch, Megatron
-_graph_task_id = getattr(torch._C, "_current_graph_task_id", None)
 # id(code) -> (code, recomputes): a code object's hash hashes its constants, its id is a field; the
 # entry holds the code object, so its id is not reused
 _by_code: dict[int, tuple[CodeType, bool]] = {}
@@ -52,7 +51,7 @@ def recomputes(code: CodeType) -> bool:
 
 def in_recomputation(frame: FrameType | None = None) -> bool:
     """Whether the caller (or ``frame``) runs inside an activation-checkpoint recomputation."""
-    if _graph_task_id is not None and _graph_task_id() < 0:
+    if current_graph_task_id is not None and current_graph_task_id() < 0:
         return False  # not inside a backward pass
     f: FrameType | None = frame if frame is not None else sys._getframe(1)
     get = _by_code.get

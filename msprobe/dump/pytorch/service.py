@@ -4,8 +4,13 @@ One entry point, :meth:`TorchDumpService.on_api_call`, serves the function mode 
 Forward records are built around the real call (inputs summarised *before* it, so in-place ops show
 their inputs unmodified); the backward record comes from a hook on the ``grad_fn`` of the first
 output tensor, which receives ``(grad_inputs, grad_outputs)`` of that autograd node: ``input`` =
-grads w.r.t. the outputs, ``output`` = the node's input grads in ``next_functions`` order (spec §5.1).
-A failure while recording goes to dump_error_info.log; the user's call always runs and returns.
+grads w.r.t. the outputs, ``output`` = the node's input grads in ``next_functions`` order (upstream
+8.1.1). A failure while recording goes to dump_error_info.log; the user's call always runs and returns.
+
+Length (a little over 400 lines): the switch (start/stop/step) and the API record path, forward to
+backward, read best as one sequence; the module path (:mod:`.modules`), the save path
+(:mod:`.debug_save`), the waits for deferred summaries (:mod:`.waits`) and token ranges
+(:mod:`.tokens`) are their own modules.
 """
 
 from __future__ import annotations
@@ -25,25 +30,23 @@ from msprobe.dump.api_families import FAMILIES, load_api_list
 from msprobe.dump.background import Worker, enabled_by_env
 from msprobe.dump.config import DumpConfig
 from msprobe.dump.naming import BACKWARD, FORWARD
+from msprobe.dump.pytorch import waits
 from msprobe.dump.pytorch.callsite import recover_call_args
-from msprobe.dump.pytorch.capture import ApiKey, ApiTracer, Patcher, build_mode_table, pop_mode, push_mode
+from msprobe.dump.pytorch.capture import ApiKey, ApiTracer, Patcher, build_mode_table
 from msprobe.dump.pytorch.debug_save import DebugSaver
-from msprobe.dump.pytorch.deferral import (
-    BACKWARD_PASSES,
-    TORCH_PREFIXES,
-    MutationGuard,
-    call_mutates,
-    func_key,
-    mutates_by_args,
-    written_tensors,
-)
+from msprobe.dump.pytorch.deferral import MutationGuard, call_mutates, written_tensors
 from msprobe.dump.pytorch.encode import Encoder, quiet
-from msprobe.dump.pytorch.modules import ModuleDumper, no_compile
+from msprobe.dump.pytorch.modules import ModuleDumper
+from msprobe.dump.pytorch.nocompile import no_compile
 from msprobe.dump.pytorch.recompute import FullRecomputation, in_recomputation
 from msprobe.dump.pytorch.stats import SummaryCache
 from msprobe.dump.pytorch.tensor_io import TensorWriter
+from msprobe.dump.pytorch.tokens import TokenRange
+from msprobe.dump.pytorch.torch_compat import pop_function_mode, push_function_mode
+from msprobe.dump.pytorch.tree import first_tensor, tensors
 from msprobe.dump.session import DumpSession
 from msprobe.dump.stack import capture_stack
+from msprobe.dump.writer import RankStore
 
 log = logging.getLogger("msprobe")
 
@@ -57,21 +60,6 @@ LEVELS: dict[str, tuple[bool, bool, bool]] = {
 _SKIP_FILES = (os.path.join("torch", "overrides.py"),)
 
 
-def _first_tensor(value: Any, depth: int = 0) -> torch.Tensor | None:
-    if isinstance(value, torch.Tensor):
-        return value
-    if depth > 10:
-        return None
-    if isinstance(value, dict):
-        value = list(value.values())
-    if isinstance(value, list | tuple):
-        for v in value:
-            t = _first_tensor(v, depth + 1)
-            if t is not None:
-                return t
-    return None
-
-
 def current_rank() -> int | None:
     dist = getattr(torch, "distributed", None)
     if dist is not None and dist.is_available() and dist.is_initialized():
@@ -80,9 +68,14 @@ def current_rank() -> int | None:
 
 
 class TorchDumpService:
+    """The dump of one process; also the :class:`~msprobe.dump.pytorch.recorder.Recorder` that the
+    module and save paths record through."""
+
     def __init__(self, config: DumpConfig) -> None:
         self.config = config
         self.session = DumpSession(config, framework="pytorch")
+        self.counter = self.session.counter
+        self.filter = self.session.filter
         self.cache = SummaryCache()
         self.api_lists = load_api_list()
         handler = no_compile(self.on_api_call)
@@ -111,11 +104,30 @@ class TorchDumpService:
         self.saver = DebugSaver(self)
         self.apis_suppressed = False  # between module_dump() and module_dump_end()
         self.module_dump_on = False
-        self._token_range: tuple[int, int] | None = None
-        self._token_count = 0
-        self._token_handle: Any = None
-        self._token_root: Any = None
+        self._tokens = TokenRange(self.session)
         self._recent_grads: Any = None
+
+    # -- Recorder ---------------------------------------------------------------------------------
+    @property
+    def store(self) -> RankStore | None:
+        return self.session.store
+
+    @property
+    def running(self) -> bool:
+        return self.session.running
+
+    def idle(self) -> bool:
+        return not self.session.running or self._inside
+
+    def enter(self) -> bool:
+        was, self._inside = self._inside, True
+        return was
+
+    def leave(self, was: bool) -> None:
+        self._inside = was
+
+    def record_error(self, function: str, name: str, exc: BaseException) -> None:
+        self.session.record_error(function, name, exc)
 
     # -- deferred statistics ------------------------------------------------------------------------
     def drain(self) -> None:
@@ -124,39 +136,12 @@ class TorchDumpService:
 
     def before_write(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """An unrecorded call is about to run: if it may write into a tensor still queued for its
-        summary, wait for the jobs reading that tensor's storage (for the whole queue when what it
-        writes is not certain). Cheap when the worker is idle: one comparison."""
+        summary, wait for the jobs reading it (see :mod:`.waits`). Cheap when the worker is idle:
+        one comparison."""
         w = self.worker
         if w is None or w.submitted == w.done:
             return
-        key = func_key(func)
-        if key is None:
-            w.drain()
-        elif key[2] or mutates_by_args(key[1], args, kwargs):
-            self._wait_before_write(key[0], key[1], args, kwargs)
-
-    def _wait_before_write(
-        self, prefix: str, api: str, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> None:
-        w, enc = self.worker, self.encoder
-        if w is None:
-            return
-        if api in BACKWARD_PASSES and prefix in TORCH_PREFIXES and enc is not None:
-            w.drain(enc.no_grad_reads_upto)  # it writes only .grad tensors
-            return
-        self._wait_for_written(written_tensors(prefix, api, args, kwargs))
-
-    def _wait_for_written(self, written: list[Any] | None) -> None:
-        """Wait for the jobs reading the storages a call writes (views included), or for the whole
-        queue when what it writes is not certain (``written`` None)."""
-        w, enc = self.worker, self.encoder
-        if w is None:
-            return
-        if written is None or enc is None:
-            w.drain()
-            return
-        for t in written:
-            enc.wait_for_storage(t)
+        waits.before_unrecorded(w, self.encoder, func, args, kwargs)
 
     def _summarise_ahead(self, hints: list[list[tuple[torch.Tensor, int]]]) -> None:
         """Worker side: the summaries a batch of jobs needs (their hints: the ``(tensor, version)``
@@ -185,15 +170,16 @@ class TorchDumpService:
             self._full_recomputation.enter()
             if self.modules_on and model is not None:
                 self.modules.register(model)
+            self.modules.install()
             if token_range is not None:
-                self._arm_tokens(model, token_range)
+                self._tokens.arm(model, token_range)
             if self.apis_on and not self._mode_pushed:
                 for owner, attr, key in self._operators:
                     self.patcher.wrap(owner, attr, key)
-                push_mode(self.tracer)
+                push_function_mode(self.tracer)
                 self._mode_pushed = True
             elif not self.apis_on and self.worker is not None and not self._guard_pushed:
-                push_mode(self._guard)  # L0: nothing else sees in-place calls
+                push_function_mode(self._guard)  # L0: nothing else sees in-place calls
                 self._guard_pushed = True
         return on
 
@@ -209,33 +195,7 @@ class TorchDumpService:
         self._open_encoder()
         return True
 
-    def _arm_tokens(self, model: Any, token_range: tuple[int, int]) -> None:
-        """Spec §5.7: count the root model's forward calls; dump only calls start..end (inclusive)."""
-        root = model[0] if isinstance(model, list | tuple) else model
-        if isinstance(model, list | tuple) and len(model) > 1:
-            log.warning("msprobe: token_range counts the forward calls of the first model of the list")
-        self._token_range = token_range
-        self._token_count = 0
-        self.session.running = False  # start() itself does not turn dumping on
-        if self._token_handle is None or self._token_root is not root:
-            if self._token_handle is not None:
-                self._token_handle.remove()
-            self._token_handle = root.register_forward_pre_hook(no_compile(self._token_pre))
-            self._token_root = root
-
-    def _token_pre(self, module: Any, args: Any) -> None:
-        if self._token_range is None or self.session.finished or self.session.store is None:
-            return
-        n = self._token_count
-        self._token_count += 1
-        start, end = self._token_range
-        if n == start:
-            self.session.running = True
-        elif n == end + 1:
-            self.session.running = False
-
     def stop(self) -> None:
-        self._token_range = None
         self._pop()
         self.session.stop()
 
@@ -252,11 +212,13 @@ class TorchDumpService:
     def _pop(self) -> None:
         self.drain()
         self._full_recomputation.leave()
+        self._tokens.disarm()
+        self.modules.uninstall()
         if self._guard_pushed:
-            pop_mode(self._guard)
+            pop_function_mode(self._guard)
             self._guard_pushed = False
         if self._mode_pushed:
-            pop_mode(self.tracer)
+            pop_function_mode(self.tracer)
             for owner, attr, _ in self._operators:
                 self.patcher.restore(owner, attr)
             self._mode_pushed = False
@@ -300,7 +262,7 @@ class TorchDumpService:
             w = self.worker
             if w is not None and w.submitted != w.done and call_mutates(key[0], key[1], args, kwargs):
                 # before anything can write into a tensor still queued for its summary
-                self._wait_before_write(key[0], key[1], args, kwargs)
+                waits.before_write(w, self.encoder, key[0], key[1], args, kwargs)
             return func(*args, **kwargs)
         self._inside = True  # our own tensor code and the API's internals record nothing
         try:
@@ -338,7 +300,7 @@ class TorchDumpService:
                 enc.now_ids = frozenset()
         if mutates and w is not None and w.submitted != w.done:
             # what the call writes must have been summarised wherever it is queued
-            self._wait_for_written(written)
+            waits.wait_for_written(w, enc, written)
         out = func(*args, **kwargs)
         if mutating and (written_tensors(prefix, api, args, kwargs) if w is None else written) is None:
             # batch_norm & co. write running statistics without bumping the version counter
@@ -352,14 +314,11 @@ class TorchDumpService:
         )
         return out
 
-    def _forget_tensors(self, value: Any, depth: int = 0) -> None:
-        if isinstance(value, torch.Tensor):
-            self.cache.forget(value)
+    def _forget_tensors(self, value: Any) -> None:
+        for t in tensors(value):
+            self.cache.forget(t)
             if self.writer is not None:
-                self.writer.forget(value)
-        elif isinstance(value, list | tuple) and depth < 5:
-            for v in value:
-                self._forget_tensors(v, depth + 1)
+                self.writer.forget(t)
 
     @staticmethod
     def _collective_result(api: str, out: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -421,7 +380,7 @@ class TorchDumpService:
 
     # -- backward ---------------------------------------------------------------------------------
     def _attach_backward(self, out: Any, name: str) -> None:
-        t = _first_tensor(out)
+        t = first_tensor(out)
         if t is None or not t.requires_grad or not torch.is_grad_enabled():
             return
         node = t.grad_fn
@@ -431,12 +390,11 @@ class TorchDumpService:
         node.register_hook(functools.partial(self._node_hook, name))
 
     def on_backward(self, name: str, grad_inputs: Any, grad_outputs: Any) -> None:
-        was_inside = self._inside
-        self._inside = True
+        was = self.enter()
         try:
             self._record_backward(name, grad_inputs, grad_outputs)
         finally:
-            self._inside = was_inside
+            self.leave(was)
 
     def _record_backward(self, name: str, grad_inputs: Any, grad_outputs: Any) -> None:
         s = self.session

@@ -17,6 +17,8 @@ from collections.abc import Iterator
 
 import torch
 
+from msprobe.dump.pytorch.torch_compat import PyTorchFileWriter, storage_alignment, storage_persistent_id
+
 FILE_MODE = 0o640
 
 
@@ -54,10 +56,7 @@ class _StoragePickler(pickle.Pickler):
     """torch.save's pickling of one tensor whose one storage is record ``data/0`` (same bytes)."""
 
     def persistent_id(self, obj: object) -> object:
-        if isinstance(obj, torch.storage.TypedStorage):
-            storage_type = getattr(torch, obj._pickle_storage_type())
-            return ("storage", storage_type, "0", "cpu", obj._size())
-        return None
+        return storage_persistent_id(obj)
 
 
 def plain_cpu_tensor(t: torch.Tensor) -> bool:
@@ -86,7 +85,7 @@ class _LeanSaver:
 
     def __init__(self) -> None:
         self._pickles: dict[tuple[torch.dtype, tuple[int, ...], tuple[int, ...]], bytes] = {}
-        self._alignment = torch.serialization._get_storage_alignment()
+        self._alignment = storage_alignment()
         self._align = str(self._alignment).encode()
         self._byteorder = sys.byteorder.encode()
 
@@ -104,7 +103,7 @@ class _LeanSaver:
 
     def save(self, d: torch.Tensor, fh: io.BufferedWriter) -> None:
         data = self._pickle(d)
-        writer = torch._C.PyTorchFileWriter(fh, False, self._alignment)
+        writer = PyTorchFileWriter(fh, False, self._alignment)
         writer.write_record("data.pkl", data, len(data))
         writer.write_record(".format_version", b"1", 1)
         writer.write_record(".storage_alignment", self._align, len(self._align))
@@ -118,7 +117,7 @@ class TensorWriter:
     def __init__(self, directory: str) -> None:
         self.directory = directory
         self._written: dict[int, tuple[weakref.ref[torch.Tensor], int, str]] = {}
-        lean = hasattr(torch._C, "PyTorchFileWriter") and os.environ.get("MSPROBE_PT_WRITER") != "torch.save"
+        lean = PyTorchFileWriter is not None and os.environ.get("MSPROBE_PT_WRITER") != "torch.save"
         self._lean: _LeanSaver | None = _LeanSaver() if lean else None  # the env: benchmark comparison
 
     def save(self, t: torch.Tensor, file_name: str) -> None:

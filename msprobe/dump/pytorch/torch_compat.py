@@ -1,0 +1,141 @@
+"""Every private PyTorch API the dump uses, in one place (nothing else in msprobe imports one).
+
+Each name below is a thin alias or a few lines around a torch internal; ``tests/dump/test_torch_compat.py``
+exercises every one of them on the torch this project pins, so a torch upgrade that removes or changes
+one fails there, loudly, instead of somewhere in a dump. Where a torch without the API can still be
+served, the shim says how (``None`` or a slower public path).
+
+One private *attribute* is read in place rather than through a function: ``Tensor._version``, the
+in-place version counter, on the per-record path (a call around an attribute read would cost more
+than the read). The same test checks it.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils import hooks as _hooks
+
+# -- function modes and grad mode (per record: plain aliases, no wrapper) ---------------------------
+
+DisableTorchFunction = torch._C.DisableTorchFunction
+"""``with DisableTorchFunction():`` no ``__torch_function__`` dispatch, no function mode, in the block."""
+
+set_grad_enabled_raw: Callable[[bool], None] = torch._C._set_grad_enabled
+"""``torch.set_grad_enabled`` without its context-manager object (our own tensor code runs a few
+hundred times a step)."""
+
+current_graph_task_id: Callable[[], int] | None = getattr(torch._C, "_current_graph_task_id", None)
+"""The autograd engine's current graph task, negative outside a backward pass (None: unknown)."""
+
+
+def push_function_mode(mode: Any) -> None:
+    """Push ``mode`` on this thread's function-mode stack without entering it as a context."""
+    torch._C._push_on_torch_function_stack(mode)
+
+
+def function_modes() -> list[Any]:
+    """This thread's function-mode stack, bottom first."""
+    from torch.overrides import _get_current_function_mode_stack
+
+    return list(_get_current_function_mode_stack())
+
+
+def pop_function_mode(mode: Any) -> None:
+    """Remove ``mode`` from this thread's mode stack wherever it is (a user mode may sit above it)."""
+    if mode not in function_modes():
+        return
+    above = []
+    while True:
+        top = torch._C._pop_torch_function_stack()
+        if top is mode:
+            break
+        above.append(top)
+    for m in reversed(above):
+        torch._C._push_on_torch_function_stack(m)
+
+
+# -- module backward hooks ------------------------------------------------------------------------
+
+BackwardHook = _hooks.BackwardHook
+"""The helper of ``register_full_backward_hook`` whose ``setup_input_hook``/``setup_output_hook``
+route a module's inputs and outputs through ``BackwardHookFunction``."""
+
+
+def reset_view_creation_meta(t: torch.Tensor) -> None:
+    """Give a view the default creation meta, so in-place ops on it are allowed again (the views
+    ``BackwardHookFunction`` returns refuse them, pytorch #61519)."""
+    if not t._is_view():
+        return
+    autograd = torch._C._autograd
+    try:
+        if autograd._get_creation_meta(t) != autograd.CreationMeta.DEFAULT:
+            autograd._set_creation_meta(t, autograd.CreationMeta.DEFAULT)
+    except RuntimeError:
+        pass
+
+
+_named_parameters = torch.nn.Module.named_parameters
+
+
+def direct_parameters(mod: torch.nn.Module) -> list[tuple[str, torch.nn.Parameter]]:
+    """``mod.named_parameters(recurse=False)``, read straight from ``Module._parameters`` unless the
+    class overrides ``named_parameters`` (the generic path costs ~4 us per module call)."""
+    params = getattr(mod, "_parameters", None)
+    if type(mod).named_parameters is not _named_parameters or not isinstance(params, dict):
+        return list(mod.named_parameters(recurse=False))
+    seen: set[int] = set()
+    out = []
+    for name, p in params.items():
+        if p is not None and id(p) not in seen:
+            seen.add(id(p))
+            out.append((name, p))
+    return out
+
+
+# -- torch.compile ----------------------------------------------------------------------------------
+
+
+@functools.cache
+def eval_frame_hooks() -> tuple[Callable[[], Any] | None, Callable[[Any], None] | None]:
+    """``(get_eval_frame_callback, skip_code)`` of dynamo: the callback is None while no compiled
+    frame runs; ``skip_code(code)`` makes dynamo never trace frames of ``code`` (marks that code
+    object only). ``(None, None)`` on a torch without them."""
+    try:
+        from torch._C._dynamo.eval_frame import get_eval_frame_callback
+        from torch._dynamo.eval_frame import skip_code
+    except (ImportError, AttributeError):
+        return None, None
+    return get_eval_frame_callback, skip_code
+
+
+# -- .pt files --------------------------------------------------------------------------------------
+
+PyTorchFileWriter: Any = getattr(torch._C, "PyTorchFileWriter", None)
+"""torch.save's zip writer (None: write with torch.save)."""
+
+
+def storage_alignment() -> int:
+    """The record alignment torch.save uses in its zip archives."""
+    return int(torch.serialization._get_storage_alignment())
+
+
+def storage_persistent_id(obj: object) -> object:
+    """torch.save's persistent id of a typed storage as record ``data/0`` on the CPU (else None)."""
+    if isinstance(obj, torch.storage.TypedStorage):
+        storage_type = getattr(torch, obj._pickle_storage_type())
+        return ("storage", storage_type, "0", "cpu", obj._size())
+    return None
+
+
+# -- data loading -----------------------------------------------------------------------------------
+
+
+def dataloader_iter_class() -> Any:
+    """The base class of every DataLoader iterator (its ``__next__`` ends a step in dataloader mode)."""
+    from torch.utils.data import dataloader
+
+    return dataloader._BaseDataLoaderIter

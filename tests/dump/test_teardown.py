@@ -1,0 +1,146 @@
+"""After ``stop()`` nothing of ours is left in torch or on the model; after ``_shutdown`` nothing of ours
+is left at all: every patched attribute is the original object again, ``warnings.filters`` is the list
+it was, no function mode of ours is on the stack, no hook of ours on a module, a parameter or the
+optimizer, and checkpoint early stop is what it was."""
+
+from __future__ import annotations
+
+import types
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+import torch.nn.utils
+import torch.optim.optimizer as opt
+import torch.utils.checkpoint as ckpt
+from torch.utils import hooks
+
+from msprobe.dump.pytorch.torch_compat import function_modes
+from tests.dump.conftest import load_dump
+
+RANK = Path("dump") / "step0" / "rank"
+
+
+def _namespaces() -> dict[str, Any]:
+    spaces: dict[str, Any] = {
+        "torch": torch,
+        "Tensor": torch.Tensor,
+        "functional": F,
+        "nn.utils": torch.nn.utils,
+        "BackwardHook": hooks.BackwardHook,
+    }
+    if torch.distributed.is_available():
+        import torch.distributed.distributed_c10d as c10d
+
+        spaces["distributed"] = torch.distributed
+        spaces["c10d"] = c10d
+    return spaces
+
+
+def snapshot() -> dict[str, Any]:
+    return {
+        "attrs": {name: dict(vars(ns)) for name, ns in _namespaces().items()},
+        "warnings": list(warnings.filters),
+        "modes": function_modes(),
+        "optimizer hooks": (dict(opt._global_optimizer_pre_hooks), dict(opt._global_optimizer_post_hooks)),
+        "early stop": ckpt._enable_checkpoint_early_stop,
+    }
+
+
+def assert_same(before: dict[str, Any], after: dict[str, Any]) -> None:
+    for name, attrs in before["attrs"].items():
+        now = after["attrs"][name]
+        changed = [k for k, v in attrs.items() if now.get(k) is not v]
+        assert changed == [], f"{name}: {changed} are not the original objects"
+        added = [k for k in now.keys() - attrs.keys() if not isinstance(now[k], types.ModuleType)]
+        assert added == [], f"{name}: {added} added"
+    assert after["warnings"] == before["warnings"]
+    assert after["modes"] == before["modes"]
+    assert after["optimizer hooks"] == before["optimizer hooks"]
+    assert after["early stop"] == before["early stop"]
+
+
+def hooks_on(model: torch.nn.Module) -> list[str]:
+    out = []
+    for name, m in model.named_modules():
+        for kind in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"):
+            if getattr(m, kind):
+                out.append(f"{name or 'root'}.{kind}")
+    for name, p in model.named_parameters():
+        if getattr(p, "_backward_hooks", None):
+            out.append(f"{name}._backward_hooks")
+    return out
+
+
+class _Net(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.act = torch.nn.ReLU(inplace=True)
+        self.out = torch.nn.Linear(4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(self.act(self.fc(x)))
+
+
+def _train_step(net: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    loss = (net(torch.randn(3, 4)) + 1).pow(2).mean()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+    optimizer.step()
+    optimizer.zero_grad()
+
+
+@pytest.mark.parametrize("level", ["L0", "L1", "mix"])
+def test_stop_leaves_torch_and_the_model_as_they_were(tmp_path: Path, debugger: Any, level: str) -> None:
+    torch.manual_seed(0)
+    net = _Net()
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+    dbg = debugger(level=level, step=[0, 1])
+    before = snapshot()
+    for _ in range(2):  # the second start() puts everything on again, the second stop() off again
+        dbg.start(model=net)
+        _train_step(net, optimizer)
+        dbg.stop()
+        assert hooks_on(net) == []
+        assert_same(before, snapshot())
+        dbg.step()
+    data = load_dump(tmp_path / RANK)["data"]
+    wanted = {"L0": "Module.out.Linear.backward.0", "L1": "Functional.linear.0.forward"}
+    assert wanted.get(level, "Module.fc.Linear.forward.0") in data
+    assert load_dump(tmp_path / "dump" / "step1" / "rank")["data"].keys() == data.keys()
+    _train_step(net, optimizer)  # in-place ReLU after a formerly hooked module: plain torch again
+
+
+def test_module_dump_hooks_come_off_at_stop(tmp_path: Path, debugger: Any) -> None:
+    from msprobe.pytorch import module_dump, module_dump_end
+
+    net = _Net()
+    dbg = debugger(level="L1")
+    before = snapshot()
+    dbg.start()
+    module_dump(net.fc, "fc")
+    net(torch.randn(2, 4)).sum().backward()
+    module_dump_end()
+    assert hooks_on(net.fc)  # on while dumping
+    dbg.stop()
+    assert hooks_on(net) == []
+    assert_same(before, snapshot())
+    assert "Module.fc.Linear.forward.0" in load_dump(tmp_path / RANK)["data"]
+
+
+def test_shutdown_leaves_everything_as_before_construction(tmp_path: Path, debugger: Any) -> None:
+    from msprobe.pytorch import PrecisionDebugger
+
+    net = _Net()
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+    before = snapshot()
+    dbg = debugger(level="mix")
+    dbg.start(model=net, token_range=[0, 0])
+    _train_step(net, optimizer)
+    PrecisionDebugger._shutdown()  # without stop(): teardown undoes what start() and the debugger did
+    assert hooks_on(net) == []
+    assert_same(before, snapshot())

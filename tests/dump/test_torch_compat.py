@@ -1,0 +1,193 @@
+"""Every shim of torch_compat works on the pinned torch, and no other msprobe module touches a private
+torch API: a torch upgrade that removes or changes one fails here."""
+
+from __future__ import annotations
+
+import ast
+import io
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+from torch.overrides import TorchFunctionMode
+
+import msprobe
+from msprobe.dump.pytorch import torch_compat as tc
+
+COMPAT = Path(tc.__file__).resolve()
+
+
+class _Seen(TorchFunctionMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[object] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        self.calls.append(func)
+        return func(*args, **(kwargs or {}))
+
+
+def test_disable_torch_function_hides_calls_from_modes() -> None:
+    seen = _Seen()
+    with seen:
+        torch.ones(2).sum()
+        n = len(seen.calls)
+        with tc.DisableTorchFunction():
+            torch.ones(2).sum()
+        assert len(seen.calls) == n > 0
+
+
+def test_set_grad_enabled_raw() -> None:
+    assert torch.is_grad_enabled()
+    tc.set_grad_enabled_raw(False)
+    try:
+        assert not torch.is_grad_enabled()
+    finally:
+        tc.set_grad_enabled_raw(True)
+    assert torch.is_grad_enabled()
+
+
+def test_function_mode_stack_push_and_pop_from_below() -> None:
+    ours, users = _Seen(), _Seen()
+    before = tc.function_modes()
+    tc.push_function_mode(ours)
+    tc.push_function_mode(users)
+    assert tc.function_modes() == [*before, ours, users]
+    torch.ones(1).neg()
+    assert users.calls and ours.calls  # both on the stack and dispatched to
+    tc.pop_function_mode(ours)  # from below the user's mode, which stays
+    assert tc.function_modes() == [*before, users]
+    tc.pop_function_mode(ours)  # not there: nothing happens
+    tc.pop_function_mode(users)
+    assert tc.function_modes() == before
+
+
+def test_current_graph_task_id_says_whether_backward_runs() -> None:
+    assert tc.current_graph_task_id is not None
+    assert tc.current_graph_task_id() < 0
+    inside: list[int] = []
+    x = torch.ones(2, requires_grad=True)
+    y = x * 2
+    y.register_hook(lambda g: inside.append(tc.current_graph_task_id()))  # type: ignore[arg-type, func-returns-value]
+    y.sum().backward()
+    assert inside and inside[0] >= 0
+
+
+def test_reset_view_creation_meta_allows_in_place_again() -> None:
+    m = torch.nn.Linear(2, 2)
+    m.register_full_backward_hook(lambda *a: None)
+    x = torch.ones(1, 2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="BackwardHookFunction is a view"):
+        m(x).relu_()  # the output is a BackwardHookFunction view that refuses in-place ops
+    out = m(x)
+    tc.reset_view_creation_meta(out)
+    out.relu_().sum().backward()  # allowed now, and backward still runs
+    assert x.grad is not None
+    tc.reset_view_creation_meta(torch.ones(2))  # not a view: nothing to do
+
+
+def test_backward_hook_has_the_methods_we_wrap() -> None:
+    for attr in ("setup_input_hook", "setup_output_hook"):
+        assert callable(tc.BackwardHook.__dict__[attr])
+    seen: list[object] = []
+    orig = tc.BackwardHook.setup_input_hook
+    m = torch.nn.Linear(2, 2)
+    m.register_full_backward_hook(lambda *a: None)
+    try:
+        tc.BackwardHook.setup_input_hook = lambda self, args: seen.append(args) or orig(self, args)  # type: ignore[method-assign]
+        m(torch.ones(1, 2, requires_grad=True))
+    finally:
+        tc.BackwardHook.setup_input_hook = orig  # type: ignore[method-assign]
+    assert seen  # a module with full backward hooks goes through it
+
+
+def test_direct_parameters_equal_named_parameters_non_recursive() -> None:
+    m = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Linear(3, 1))
+    m.register_parameter("extra", torch.nn.Parameter(torch.ones(1)))
+    m[0].register_parameter("bias", None)
+    for mod in (m, m[0], m[1]):
+        assert tc.direct_parameters(mod) == list(mod.named_parameters(recurse=False))
+
+    class Custom(torch.nn.Linear):
+        def named_parameters(self, *args, **kwargs):  # type: ignore[no-untyped-def, override]
+            return iter([("only", self.weight)])
+
+    assert tc.direct_parameters(Custom(2, 2))[0][0] == "only"
+
+
+def test_eval_frame_hooks() -> None:
+    get_callback, skip_code = tc.eval_frame_hooks()
+    assert get_callback is not None and skip_code is not None
+    assert get_callback() is None  # eager: no compiled frame runs
+
+    def f() -> None:
+        pass
+
+    skip_code(f.__code__)
+
+
+def test_lean_pt_writer_shims(tmp_path: Path) -> None:
+    assert tc.PyTorchFileWriter is not None
+    assert isinstance(tc.storage_alignment(), int) and tc.storage_alignment() > 0
+    t = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # TypedStorage is deprecated, yet what torch.save pickles
+        pid = tc.storage_persistent_id(t.storage())
+    assert isinstance(pid, tuple) and pid[0] == "storage" and pid[2:] == ("0", "cpu", 6)
+    assert tc.storage_persistent_id(object()) is None
+    from msprobe.dump.pytorch.tensor_io import _LeanSaver
+
+    buf = io.BytesIO()
+    _LeanSaver().save(t, buf)  # type: ignore[arg-type]
+    buf.seek(0)
+    assert torch.equal(torch.load(buf, weights_only=True), t)
+
+
+def test_dataloader_iter_class() -> None:
+    cls = tc.dataloader_iter_class()
+    loader = torch.utils.data.DataLoader([1, 2])
+    assert isinstance(iter(loader), cls) and "__next__" in cls.__dict__
+
+
+def test_tensor_version_counter() -> None:
+    t = torch.zeros(2)
+    v = t._version
+    t.add_(1)
+    assert t._version == v + 1
+
+
+def _private_torch_uses(path: Path) -> list[str]:
+    """``torch._x`` attribute chains and ``from torch._x import``/``from torch.y import _z``."""
+    found = []
+    lines: set[int] = set()  # one report per line for nested attribute chains
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Attribute) and node.lineno not in lines:
+            chain = [node.attr]
+            v: ast.expr = node.value
+            while isinstance(v, ast.Attribute):
+                chain.append(v.attr)
+                v = v.value
+            if isinstance(v, ast.Name) and v.id == "torch":
+                parts = chain[::-1]
+                if any(p.startswith("_") and not p.startswith("__") for p in parts):
+                    lines.add(node.lineno)
+                    found.append(f"{path.name}:{node.lineno}: torch.{'.'.join(parts)}")
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "torch":
+            private_module = any(p.startswith("_") for p in node.module.split("."))
+            private_name = any(a.name.startswith("_") for a in node.names)
+            if private_module or private_name:
+                found.append(f"{path.name}:{node.lineno}: from {node.module} import ...")
+    return found
+
+
+def test_the_scan_finds_private_uses(tmp_path: Path) -> None:
+    p = tmp_path / "m.py"
+    p.write_text("import torch\nfrom torch._C import x\nfrom torch.overrides import _g\ntorch._C._f()\n")
+    assert len(_private_torch_uses(p)) == 3
+
+
+def test_no_private_torch_api_outside_the_compat_module() -> None:
+    root = Path(msprobe.__file__).resolve().parent
+    found = [u for p in sorted(root.rglob("*.py")) if p != COMPAT for u in _private_torch_uses(p)]
+    assert found == []
