@@ -156,10 +156,73 @@ def to_cpu(value: Any) -> Any:
 
 
 def _autocast(device: str, dtype: torch.dtype | None) -> contextlib.AbstractContextManager[Any]:
+    """The device side's ``torch.autocast`` (CPU included: a CPU autocast dump replays on the CPU)."""
     device_type = device.split(":")[0]
-    if dtype in (torch.float16, torch.bfloat16) and device_type in ("cuda", "npu"):
+    if dtype in (torch.float16, torch.bfloat16) and device_type in ("cpu", "cuda", "npu"):
         return torch.autocast(device_type=device_type, dtype=dtype)
     return contextlib.nullcontext()
+
+
+def fallback_cast(cast: dict[torch.dtype, torch.dtype]) -> dict[torch.dtype, torch.dtype] | None:
+    """The bench casts without float64 (fp32 stays fp32), for APIs that have no float64 kernel;
+    None when ``cast`` has no float64 target (nothing to fall back from)."""
+    if torch.float64 not in cast.values():
+        return None
+    return {src: dst for src, dst in cast.items() if dst != torch.float64}
+
+
+def fallback_note(exc: BaseException) -> str:
+    """The line prefixed to each details Message of an API benchmarked by :func:`fallback_cast`."""
+    text = str(exc).strip().splitlines()
+    why = text[0] if text else type(exc).__name__
+    return f"Bench ran in float32: the float64 benchmark failed ({why}).\n"
+
+
+def _map_tensors(value: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    if isinstance(value, TensorArg):
+        return TensorArg(fn(value.tensor), value.requires_grad)
+    if isinstance(value, list):
+        return [_map_tensors(v, fn) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_map_tensors(v, fn) for v in value)
+    if isinstance(value, dict):
+        return {k: _map_tensors(v, fn) for k, v in value.items()}
+    return value
+
+
+def ulp_perturber(
+    gen: torch.Generator, compute: torch.dtype | None
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``x -> x * (1 ± eps)`` with a random sign per element, in ``x``'s own dtype; ``eps`` is that
+    dtype's, or the autocast ``compute`` dtype's when coarser. Non-float tensors are unchanged."""
+
+    def perturb(tensor: torch.Tensor) -> torch.Tensor:
+        if not tensor.is_floating_point():
+            return tensor
+        eps = torch.finfo(tensor.dtype).eps
+        if compute is not None:
+            eps = max(eps, torch.finfo(compute).eps)
+        sign = torch.randint(0, 2, tensor.shape, generator=gen).to(tensor.dtype) * 2 - 1
+        return tensor * (1 + eps * sign)
+
+    return perturb
+
+
+def perturbed(value: Any, perturb: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """Arguments (``TensorArg`` inside lists, tuples, dicts) or a plain tensor with ``perturb`` applied."""
+    if isinstance(value, torch.Tensor):
+        return perturb(value)
+    return _map_tensors(value, perturb)
+
+
+def floor_of(base: Any, moved: Any) -> Any:
+    """``|moved - base|`` per tensor of the same structure (``None`` where either is no float tensor)."""
+    if isinstance(base, (list, tuple)) and isinstance(moved, (list, tuple)):
+        return [floor_of(b, m) for b, m in zip(base, moved)]
+    tensors = isinstance(base, torch.Tensor) and isinstance(moved, torch.Tensor)
+    if tensors and base.is_floating_point() and moved.shape == base.shape:
+        return (moved.detach().double() - base.detach().double()).abs()
+    return None
 
 
 def run_forward(
@@ -199,3 +262,68 @@ def run_backward(
     dtype = target.dtype if target.is_floating_point() else grad.dtype
     target.backward(grad.to(device=side.device, dtype=dtype))
     return side.grads()
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """The benchmark of one API: compared outputs, input grads (None: no backward) and whether the
+    output was a tuple that no ``grad_index`` picks (8.1.1's "Multiple backward", no backward run)."""
+
+    output: Any
+    grads: list[torch.Tensor | None] | None
+    multiple: bool = False
+
+
+def run_bench(
+    func: Callable[..., Any],
+    side: Side,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    grad: torch.Tensor | None,
+    *,
+    seed: int,
+    grad_index: int | None,
+    forward_outputs: tuple[int, ...] | None,
+) -> BenchResult:
+    """Forward, then backward from ``grad``, on the CPU bench side."""
+    raw = run_forward(func, side, args, kwargs, seed=seed, autocast=None)
+    multiple = grad is not None and isinstance(raw, (tuple, list)) and grad_index is None
+    grads = None
+    if grad is not None and not multiple:
+        grads = run_backward(side, raw, grad, grad_index)
+    return BenchResult(select_outputs(plain(raw), forward_outputs), grads, multiple)
+
+
+def _larger(a: Any, b: Any) -> Any:
+    if a is None or b is None:
+        return a if b is None else b
+    if isinstance(a, list) and isinstance(b, list):
+        return [_larger(x, y) for x, y in zip(a, b)]
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return torch.maximum(a, b)
+    return None
+
+
+def noise_floors(
+    bench: Callable[[list[Any], dict[str, Any], torch.Tensor | None], BenchResult],
+    base: BenchResult,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    grad: torch.Tensor | None,
+    *,
+    seed: int,
+    draws: int,
+    compute: torch.dtype | None,
+) -> tuple[Any, Any]:
+    """The forward and backward noise floors: per output, the elementwise largest ``|bench' - bench|``
+    over ``draws`` benchmarks ``bench'`` on inputs (and ``grad``) perturbed by :func:`ulp_perturber`,
+    each draw seeded from ``seed`` so the floors never depend on what ran before."""
+    forward: Any = None
+    backward: Any = None
+    for draw in range(draws):
+        perturb = ulp_perturber(torch.Generator().manual_seed(seed + 1 + draw), compute)
+        moved = bench(perturbed(args, perturb), perturbed(kwargs, perturb), perturbed(grad, perturb))
+        forward = _larger(forward, floor_of(base.output, moved.output))
+        if base.grads is not None and moved.grads is not None:
+            backward = _larger(backward, floor_of(base.grads, moved.grads))
+    return forward, backward
