@@ -129,7 +129,7 @@ def replay(
         cast, note = plan.bench_dtype, ""
 
         def bench(a: list[Any], k: dict[str, Any], g: Any) -> execute.BenchResult:
-            side = execute.Side("cpu", cast, info.hf32)
+            side = execute.Side("cpu", cast, info.hf32, plan.bench_round)
             return execute.run_bench(
                 func,
                 side,
