@@ -1,6 +1,6 @@
 """Running one API twice: on the device in the dumped dtype, and on the CPU upcast (the benchmark).
 
-Rules from ``shared/spec/run_ut_compare.md`` §4.2 and §4.6 (same in 8.1.1):
+Rules of upstream 8.1.1:
 
 * bench upcast: with one float dtype among fp16/bf16/fp32 inputs, fp16/bf16 -> fp32 and fp32 -> fp64;
   with two or more, every one of them -> fp32; fp64 and integer tensors never change;
@@ -11,6 +11,10 @@ Rules from ``shared/spec/run_ut_compare.md`` §4.2 and §4.6 (same in 8.1.1):
 
 The torch global RNG is reseeded with the API's seed before each side, so random APIs draw the same
 numbers on the CPU and results never depend on what ran before.
+
+Ours (docs/replay.md "Deviations from 8.1.1"): autocast on the CPU too, the autocast input rounding
+on the bench side (:class:`Plan`), the float32 bench fallback (:func:`fallback_cast`) and the noise
+floors of near-zero outputs (:func:`noise_floors`).
 """
 
 from __future__ import annotations
@@ -334,10 +338,15 @@ def noise_floors(
     seed: int,
     draws: int,
     compute: torch.dtype | None,
+    max_ulps: float,
 ) -> tuple[Any, Any]:
     """The forward and backward noise floors: per output, the elementwise largest ``|bench' - bench|``
     over ``draws`` benchmarks ``bench'`` on inputs (and ``grad``) perturbed by :func:`ulp_perturber`,
-    each draw seeded from ``seed`` so the floors never depend on what ran before."""
+    each draw seeded from ``seed`` so the floors never depend on what ran before.
+
+    A floor larger than ``max_ulps`` ulps of the largest input is no rounding noise but the jump of a
+    discontinuous function (``floor(3 * (1 - eps))`` is 2): that output gets no floor (``None``).
+    """
     forward: Any = None
     backward: Any = None
     for draw in range(draws):
@@ -346,4 +355,35 @@ def noise_floors(
         forward = _larger(forward, floor_of(base.output, moved.output))
         if base.grads is not None and moved.grads is not None:
             backward = _larger(backward, floor_of(base.grads, moved.grads))
-    return forward, backward
+    limit = max_ulps * _input_ulp([args, kwargs, grad], compute)
+    return _below(forward, limit), _below(backward, limit)
+
+
+def _input_ulp(value: Any, compute: torch.dtype | None) -> float:
+    """The largest ``eps(dtype) * max|x|`` over the finite float input tensors."""
+    found = 0.0
+    for t in [a.tensor for a in _walk(value)] + [v for v in _plain_tensors(value)]:
+        if t.is_floating_point() and t.numel():
+            eps = torch.finfo(t.dtype).eps
+            if compute is not None:
+                eps = max(eps, torch.finfo(compute).eps)
+            finite = t[torch.isfinite(t)]
+            if finite.numel():
+                found = max(found, eps * float(finite.abs().max()))
+    return found
+
+
+def _plain_tensors(value: Any) -> Iterator[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _plain_tensors(item)
+
+
+def _below(floor: Any, limit: float) -> Any:
+    if isinstance(floor, list):
+        return [_below(f, limit) for f in floor]
+    if isinstance(floor, torch.Tensor) and floor.numel() and float(floor.max()) > limit:
+        return None
+    return floor

@@ -184,6 +184,7 @@ def replay(
                 seed=seed,
                 draws=NOISE_FLOOR.draws,
                 compute=plan.autocast_dtype,
+                max_ulps=NOISE_FLOOR.max_ulps,
             )
             forward_rows = at_noise_floor(forward_rows, bench_output, device_output, floors[0])
             if backward_rows is not None and grad is not None:

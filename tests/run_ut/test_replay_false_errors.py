@@ -37,7 +37,15 @@ def _judged(g: torch.Tensor, device: torch.Tensor) -> tuple[str, str]:
     args = [TensorArg(g, False)]
     base = _sum_rows(args, {}, None)
     floor, _ = execute.noise_floors(
-        _sum_rows, base, args, {}, None, seed=7, draws=NOISE_FLOOR.draws, compute=None
+        _sum_rows,
+        base,
+        args,
+        {},
+        None,
+        seed=7,
+        draws=NOISE_FLOOR.draws,
+        compute=None,
+        max_ulps=NOISE_FLOOR.max_ulps,
     )
     rows = compare_outputs("Torch.sum.0", "forward", base.output, device)
     return rows[0].status, at_noise_floor(rows, base.output, device, floor)[0].status
@@ -94,7 +102,9 @@ def test_a_small_output_that_is_not_cancellation_keeps_its_error() -> None:
         return execute.BenchResult(a[0].tensor.double() * 1e-10, None)
 
     base = bench(args, {}, None)
-    floor, _ = execute.noise_floors(bench, base, args, {}, None, seed=1, draws=2, compute=None)
+    floor, _ = execute.noise_floors(
+        bench, base, args, {}, None, seed=1, draws=2, compute=None, max_ulps=NOISE_FLOOR.max_ulps
+    )
     device = torch.zeros(64)
     rows = at_noise_floor(
         compare_outputs("Torch.mul.0", "forward", base.output, device), base.output, device, floor
@@ -102,12 +112,35 @@ def test_a_small_output_that_is_not_cancellation_keeps_its_error() -> None:
     assert rows[0].status == ERROR
 
 
+def test_a_jump_of_a_discontinuous_function_is_no_floor() -> None:
+    """``floor`` of integer-valued inputs jumps by 1 under a one-ulp perturbation: that is no rounding
+    noise, so a device that is off by one keeps its error."""
+    x = torch.full((64,), 3.0)
+    args = [TensorArg(x, False)]
+
+    def bench(a: list[Any], k: dict[str, Any], g: Any) -> execute.BenchResult:
+        return execute.BenchResult(torch.floor(a[0].tensor.double()), None)
+
+    base = bench(args, {}, None)
+    floor, _ = execute.noise_floors(
+        bench, base, args, {}, None, seed=1, draws=2, compute=None, max_ulps=NOISE_FLOOR.max_ulps
+    )
+    assert floor is None
+    device = torch.full((64,), 2.0)
+    rows = compare_outputs("Torch.floor.0", "forward", base.output, device)
+    assert rows[0].status == ERROR and at_noise_floor(rows, base.output, device, floor)[0].status == ERROR
+
+
 def test_floors_depend_only_on_the_seed() -> None:
     g = _cancelling(3, 32, 8, 1e-6)
     args = [TensorArg(g, False)]
     base = _sum_rows(args, {}, None)
-    a = execute.noise_floors(_sum_rows, base, args, {}, None, seed=5, draws=2, compute=None)[0]
-    b = execute.noise_floors(_sum_rows, base, args, {}, None, seed=5, draws=2, compute=None)[0]
+    a = execute.noise_floors(
+        _sum_rows, base, args, {}, None, seed=5, draws=2, compute=None, max_ulps=NOISE_FLOOR.max_ulps
+    )[0]
+    b = execute.noise_floors(
+        _sum_rows, base, args, {}, None, seed=5, draws=2, compute=None, max_ulps=NOISE_FLOOR.max_ulps
+    )[0]
     assert torch.equal(a, b) and float(a.max()) > 0
 
 

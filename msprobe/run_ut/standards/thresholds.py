@@ -105,6 +105,7 @@ class NoiseFloor:
     near_zero: float = 16.0
     atol: float = 8.0
     draws: int = 2
+    max_ulps: float = 1024.0  # a larger floor (in ulps of the largest input) is a jump: no floor
 
 
 NOISE_FLOOR = NoiseFloor()
