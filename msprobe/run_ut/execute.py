@@ -187,6 +187,19 @@ def _autocast(device: str, dtype: torch.dtype | None) -> contextlib.AbstractCont
     return contextlib.nullcontext()
 
 
+def in_computed_dtype(grads: list[torch.Tensor | None], low: torch.dtype | None) -> list[torch.Tensor | None]:
+    """Device input grads of an autocast call (``Plan.bench_round``) in the dtype they were computed
+    in: autocast's cast of a wider input hands back the low-precision gradient widened, so it is
+    judged (and shown in DEVICE Dtype) as the low dtype (the cast back is exact unless the call used
+    the input twice)."""
+    if low is None:
+        return grads
+    return [
+        g.to(low) if g is not None and g.is_floating_point() and g.dtype.itemsize > low.itemsize else g
+        for g in grads
+    ]
+
+
 def fallback_cast(cast: dict[torch.dtype, torch.dtype]) -> dict[torch.dtype, torch.dtype] | None:
     """The bench casts without float64 (fp32 stays fp32), for APIs that have no float64 kernel;
     None when ``cast`` has no float64 target (nothing to fall back from)."""

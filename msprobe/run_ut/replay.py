@@ -162,8 +162,9 @@ def replay(
         bench_output, bench_grads = base.output, base.grads
         device_grads = None
         if grad is not None:
-            device_grads = execute.to_cpu(
-                execute.run_backward(device_side, device_raw, grad, info.grad_index)
+            device_grads = execute.in_computed_dtype(
+                execute.to_cpu(execute.run_backward(device_side, device_raw, grad, info.grad_index)),
+                plan.bench_round,
             )
         device_output = execute.select_outputs(execute.to_cpu(device_raw), info.forward_outputs)
         forward_rows = list(compare_outputs(name, "forward", bench_output, device_output, routing=routing))

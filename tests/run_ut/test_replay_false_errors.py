@@ -278,6 +278,24 @@ def test_autocast_records_replay_in_bf16_on_the_cpu(
     assert result.result[1] in ("pass", "Warning"), result.reason  # bf16 rounding of the output only
 
 
+def test_autocast_input_grads_are_judged_in_the_autocast_dtype(tmp_path: Path) -> None:
+    """The grads of fp32 inputs that autocast cast to bf16 were computed in bf16: judged as bf16."""
+    record = ApiRecord(
+        "Functional.linear.0",
+        0,
+        forward(
+            tensor("torch.float32", [32, 64], -1.0, 1.0, requires_grad=True),
+            tensor("torch.float32", [16, 64], -0.2, 0.2, requires_grad=True),
+            output=[tensor("torch.bfloat16", [32, 16], -1.0, 1.0)],
+        ),
+        {"input": [tensor("torch.bfloat16", [32, 16], -0.01, 0.01)]},
+    )
+    result = replay(record, tmp_path, "cpu")
+    grads = [r for r in result.details if ".backward." in r.name]
+    assert [r.device_dtype for r in grads] == ["torch.bfloat16", "torch.bfloat16"]
+    assert result.result[2] in ("pass", "Warning"), result.reason
+
+
 # --- summary counts --------------------------------------------------------------------------------
 
 
