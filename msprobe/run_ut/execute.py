@@ -1,6 +1,6 @@
 """Running one API twice: on the device in the dumped dtype, and on the CPU upcast (the benchmark).
 
-Rules from ``shared/spec/run_ut_compare.md`` §4.2 and §4.6 (same in 8.1.1):
+Rules of upstream 8.1.1:
 
 * bench upcast: with one float dtype among fp16/bf16/fp32 inputs, fp16/bf16 -> fp32 and fp32 -> fp64;
   with two or more, every one of them -> fp32; fp64 and integer tensors never change;
@@ -11,6 +11,10 @@ Rules from ``shared/spec/run_ut_compare.md`` §4.2 and §4.6 (same in 8.1.1):
 
 The torch global RNG is reseeded with the API's seed before each side, so random APIs draw the same
 numbers on the CPU and results never depend on what ran before.
+
+Ours (docs/replay.md "Deviations from 8.1.1"): autocast on the CPU too, the autocast input rounding
+on the bench side (:class:`Plan`), the float32 bench fallback (:func:`fallback_cast`) and the noise
+floors of near-zero outputs (:func:`noise_floors`).
 """
 
 from __future__ import annotations
@@ -54,10 +58,17 @@ def hf32_round(tensor: torch.Tensor) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class Plan:
-    """How the bench side casts, and whether the device side runs under autocast."""
+    """How the bench side casts, and whether the device side runs under autocast.
+
+    ``bench_round``: under autocast with an output in the autocast dtype, the op computed in that
+    dtype, so autocast rounded its wider float inputs to it; the bench rounds them the same way first
+    (then upcasts them as ``bench_dtype`` says for their recorded dtype), so the input cast that the
+    user asked for is not counted as the device's error.
+    """
 
     bench_dtype: dict[torch.dtype, torch.dtype]
     autocast_dtype: torch.dtype | None
+    bench_round: torch.dtype | None = None
 
 
 def make_plan(info: ApiInfo, dtypes: set[torch.dtype], output_dtype: str | None) -> Plan:
@@ -82,16 +93,26 @@ def make_plan(info: ApiInfo, dtypes: set[torch.dtype], output_dtype: str | None)
         if float_out is not None:
             is_autocast = autocast is not None and autocast != float_out
             autocast = float_out
-    return Plan(mapping, autocast if is_autocast else None)
+    if not is_autocast:
+        return Plan(mapping, None)
+    computed_low = autocast in (torch.float16, torch.bfloat16) and output_dtype == str(autocast)
+    return Plan(mapping, autocast, autocast if computed_low else None)
 
 
 class Side:
     """One execution side: where its tensors live, which dtypes change, and its leaf tensors."""
 
-    def __init__(self, device: str, cast: dict[torch.dtype, torch.dtype], hf32: bool) -> None:
+    def __init__(
+        self,
+        device: str,
+        cast: dict[torch.dtype, torch.dtype],
+        hf32: bool,
+        round_to: torch.dtype | None = None,
+    ) -> None:
         self.device = device
         self.cast = cast
         self.hf32 = hf32
+        self.round_to = round_to  # Plan.bench_round: wider float inputs rounded to it first
         self.tracked: list[torch.Tensor | None] = []  # per positional tensor, its grad-carrying copy
 
     def tensor(self, arg: TensorArg, *, positional: bool) -> torch.Tensor:
@@ -99,6 +120,9 @@ class Side:
         if self.hf32:
             tensor = hf32_round(tensor)
         dtype = self.cast.get(tensor.dtype, tensor.dtype)
+        low = self.round_to
+        if low is not None and tensor.is_floating_point() and tensor.dtype.itemsize > low.itemsize:
+            tensor = tensor.to(low)
         tensor = tensor.to(device=self.device, dtype=dtype, copy=True)
         if arg.requires_grad and tensor.is_floating_point():
             tensor.requires_grad_()
@@ -156,10 +180,86 @@ def to_cpu(value: Any) -> Any:
 
 
 def _autocast(device: str, dtype: torch.dtype | None) -> contextlib.AbstractContextManager[Any]:
+    """The device side's ``torch.autocast`` (CPU included: a CPU autocast dump replays on the CPU)."""
     device_type = device.split(":")[0]
-    if dtype in (torch.float16, torch.bfloat16) and device_type in ("cuda", "npu"):
+    if dtype in (torch.float16, torch.bfloat16) and device_type in ("cpu", "cuda", "npu"):
         return torch.autocast(device_type=device_type, dtype=dtype)
     return contextlib.nullcontext()
+
+
+def in_computed_dtype(grads: list[torch.Tensor | None], low: torch.dtype | None) -> list[torch.Tensor | None]:
+    """Device input grads of an autocast call (``Plan.bench_round``) in the dtype they were computed
+    in: autocast's cast of a wider input hands back the low-precision gradient widened, so it is
+    judged (and shown in DEVICE Dtype) as the low dtype (the cast back is exact unless the call used
+    the input twice)."""
+    if low is None:
+        return grads
+    return [
+        g.to(low) if g is not None and g.is_floating_point() and g.dtype.itemsize > low.itemsize else g
+        for g in grads
+    ]
+
+
+def fallback_cast(cast: dict[torch.dtype, torch.dtype]) -> dict[torch.dtype, torch.dtype] | None:
+    """The bench casts without float64 (fp32 stays fp32), for APIs that have no float64 kernel;
+    None when ``cast`` has no float64 target (nothing to fall back from)."""
+    if torch.float64 not in cast.values():
+        return None
+    return {src: dst for src, dst in cast.items() if dst != torch.float64}
+
+
+def fallback_note(exc: BaseException) -> str:
+    """The line prefixed to each details Message of an API benchmarked by :func:`fallback_cast`."""
+    text = str(exc).strip().splitlines()
+    why = text[0] if text else type(exc).__name__
+    return f"Bench ran in float32: the float64 benchmark failed ({why}).\n"
+
+
+def _map_tensors(value: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    if isinstance(value, TensorArg):
+        return TensorArg(fn(value.tensor), value.requires_grad)
+    if isinstance(value, list):
+        return [_map_tensors(v, fn) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_map_tensors(v, fn) for v in value)
+    if isinstance(value, dict):
+        return {k: _map_tensors(v, fn) for k, v in value.items()}
+    return value
+
+
+def ulp_perturber(
+    gen: torch.Generator, compute: torch.dtype | None
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``x -> x * (1 ± eps)`` with a random sign per element, in ``x``'s own dtype; ``eps`` is that
+    dtype's, or the autocast ``compute`` dtype's when coarser. Non-float tensors are unchanged."""
+
+    def perturb(tensor: torch.Tensor) -> torch.Tensor:
+        if not tensor.is_floating_point():
+            return tensor
+        eps = torch.finfo(tensor.dtype).eps
+        if compute is not None:
+            eps = max(eps, torch.finfo(compute).eps)
+        sign = torch.randint(0, 2, tensor.shape, generator=gen).to(tensor.dtype) * 2 - 1
+        return tensor * (1 + eps * sign)
+
+    return perturb
+
+
+def perturbed(value: Any, perturb: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """Arguments (``TensorArg`` inside lists, tuples, dicts) or a plain tensor with ``perturb`` applied."""
+    if isinstance(value, torch.Tensor):
+        return perturb(value)
+    return _map_tensors(value, perturb)
+
+
+def floor_of(base: Any, moved: Any) -> Any:
+    """``|moved - base|`` per tensor of the same structure (``None`` where either is no float tensor)."""
+    if isinstance(base, (list, tuple)) and isinstance(moved, (list, tuple)):
+        return [floor_of(b, m) for b, m in zip(base, moved)]
+    tensors = isinstance(base, torch.Tensor) and isinstance(moved, torch.Tensor)
+    if tensors and base.is_floating_point() and moved.shape == base.shape:
+        return (moved.detach().double() - base.detach().double()).abs()
+    return None
 
 
 def run_forward(
@@ -199,3 +299,104 @@ def run_backward(
     dtype = target.dtype if target.is_floating_point() else grad.dtype
     target.backward(grad.to(device=side.device, dtype=dtype))
     return side.grads()
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """The benchmark of one API: compared outputs, input grads (None: no backward) and whether the
+    output was a tuple that no ``grad_index`` picks (8.1.1's "Multiple backward", no backward run)."""
+
+    output: Any
+    grads: list[torch.Tensor | None] | None
+    multiple: bool = False
+
+
+def run_bench(
+    func: Callable[..., Any],
+    side: Side,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    grad: torch.Tensor | None,
+    *,
+    seed: int,
+    grad_index: int | None,
+    forward_outputs: tuple[int, ...] | None,
+) -> BenchResult:
+    """Forward, then backward from ``grad``, on the CPU bench side."""
+    raw = run_forward(func, side, args, kwargs, seed=seed, autocast=None)
+    multiple = grad is not None and isinstance(raw, (tuple, list)) and grad_index is None
+    grads = None
+    if grad is not None and not multiple:
+        grads = run_backward(side, raw, grad, grad_index)
+    return BenchResult(select_outputs(plain(raw), forward_outputs), grads, multiple)
+
+
+def _larger(a: Any, b: Any) -> Any:
+    if a is None or b is None:
+        return a if b is None else b
+    if isinstance(a, list) and isinstance(b, list):
+        return [_larger(x, y) for x, y in zip(a, b)]
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return torch.maximum(a, b)
+    return None
+
+
+def noise_floors(
+    bench: Callable[[list[Any], dict[str, Any], torch.Tensor | None], BenchResult],
+    base: BenchResult,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    grad: torch.Tensor | None,
+    *,
+    seed: int,
+    draws: int,
+    compute: torch.dtype | None,
+    max_ulps: float,
+) -> tuple[Any, Any]:
+    """The forward and backward noise floors: per output, the elementwise largest ``|bench' - bench|``
+    over ``draws`` benchmarks ``bench'`` on inputs (and ``grad``) perturbed by :func:`ulp_perturber`,
+    each draw seeded from ``seed`` so the floors never depend on what ran before.
+
+    A floor larger than ``max_ulps`` ulps of the largest input is no rounding noise but the jump of a
+    discontinuous function (``floor(3 * (1 - eps))`` is 2): that output gets no floor (``None``).
+    """
+    forward: Any = None
+    backward: Any = None
+    for draw in range(draws):
+        perturb = ulp_perturber(torch.Generator().manual_seed(seed + 1 + draw), compute)
+        moved = bench(perturbed(args, perturb), perturbed(kwargs, perturb), perturbed(grad, perturb))
+        forward = _larger(forward, floor_of(base.output, moved.output))
+        if base.grads is not None and moved.grads is not None:
+            backward = _larger(backward, floor_of(base.grads, moved.grads))
+    limit = max_ulps * _input_ulp([args, kwargs, grad], compute)
+    return _below(forward, limit), _below(backward, limit)
+
+
+def _input_ulp(value: Any, compute: torch.dtype | None) -> float:
+    """The largest ``eps(dtype) * max|x|`` over the finite float input tensors."""
+    found = 0.0
+    for t in [a.tensor for a in _walk(value)] + [v for v in _plain_tensors(value)]:
+        if t.is_floating_point() and t.numel():
+            eps = torch.finfo(t.dtype).eps
+            if compute is not None:
+                eps = max(eps, torch.finfo(compute).eps)
+            finite = t[torch.isfinite(t)]
+            if finite.numel():
+                found = max(found, eps * float(finite.abs().max()))
+    return found
+
+
+def _plain_tensors(value: Any) -> Iterator[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _plain_tensors(item)
+
+
+def _below(floor: Any, limit: float) -> Any:
+    if isinstance(floor, list):
+        return [_below(f, limit) for f in floor]
+    if isinstance(floor, torch.Tensor) and floor.numel() and float(floor.max()) > limit:
+        return None
+    return floor

@@ -186,6 +186,21 @@ def load_tensor(data_dir: Path, name: str) -> torch.Tensor:
     return value
 
 
+def finite_range(low: float, high: float, dtype: torch.dtype) -> tuple[float, float]:
+    """The range ``[lo, hi]`` the elements are drawn from; only an infinite Min (Max finite) changes.
+
+    8.1.1 draws from ``[finfo.min, Max]`` then: values near the dtype's limit, so ``x * 8`` overflows
+    in the dumped dtype but not in the upcast benchmark (inf on one side only: a false error). The
+    recorded ``-inf`` is kept (the caller pins it on the first element); the other elements only
+    need to be finite, and Mean/Norm are infinite as soon as one element is, so they tell nothing.
+    The missing bound is Max moved down by ``max(|Max|, 1)``: the finite elements stay within twice
+    the recorded magnitude (or 1), never near the dtype's limit.
+    """
+    if not math.isinf(low):
+        return low, high
+    return max(high - max(abs(high), 1.0), float(torch.finfo(dtype).min)), high
+
+
 def random_tensor(spec: Mapping[str, Any], gen: torch.Generator) -> torch.Tensor:
     """Draw a tensor matching the dumped statistics (spec §4.1 "Random")."""
     dtype = parse_dtype(spec["dtype"])
@@ -209,9 +224,7 @@ def random_tensor(spec: Mapping[str, Any], gen: torch.Generator) -> torch.Tensor
             if tensor.dim() > 0:
                 tensor[-1] = low
         else:
-            info = torch.finfo(dtype)
-            lo: float = info.min if math.isinf(low) else low
-            hi: float = info.max if math.isinf(high) else high
+            lo, hi = finite_range(low, high, dtype)
             tensor = torch.rand(shape, dtype=dtype, generator=gen) * (hi - lo) + lo
     else:
         tensor = torch.randint(int(low), int(high) + 1, shape, dtype=dtype, generator=gen)

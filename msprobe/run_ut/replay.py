@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -22,11 +22,14 @@ from msprobe.run_ut.inputs import ArgBuilder, apply_prepare_inputs
 from msprobe.run_ut.records import ApiRecord
 from msprobe.run_ut.standards import (
     DEFAULT_ROUTING,
+    ERROR,
+    at_noise_floor,
     backward_skip_rows,
     compare_outputs,
     result_row,
     skip_rows,
 )
+from msprobe.run_ut.standards.thresholds import NOISE_FLOOR
 
 OUT_KWARG_MESSAGE = "function with out=... arguments don't support automatic differentiation, skip backward."
 MULTIPLE_BACKWARD = "Multiple backward is not supported."
@@ -126,23 +129,46 @@ def replay(
         outputs = record.forward.get("output") or []
         first_out = outputs[0] if outputs and isinstance(outputs[0], dict) else {}
         plan = execute.make_plan(info, execute.input_dtypes(args, kwargs), first_out.get("dtype"))
-        run: dict[str, Any] = {"seed": seed}
-        bench_side = execute.Side("cpu", plan.bench_dtype, info.hf32)
-        bench_raw = execute.run_forward(func, bench_side, args, kwargs, autocast=None, **run)
-        if grad is not None and isinstance(bench_raw, (tuple, list)) and info.grad_index is None:
+        cast, note = plan.bench_dtype, ""
+
+        def bench(a: list[Any], k: dict[str, Any], g: Any) -> execute.BenchResult:
+            side = execute.Side("cpu", cast, info.hf32, plan.bench_round)
+            return execute.run_bench(
+                func,
+                side,
+                a,
+                k,
+                g,
+                seed=seed,
+                grad_index=info.grad_index,
+                forward_outputs=info.forward_outputs,
+            )
+
+        try:
+            base = bench(args, kwargs, grad)
+        except Exception as exc:  # e.g. no float64 kernel: benchmark in float32, said in the Message
+            fallback = execute.fallback_cast(cast)
+            if fallback is None:
+                raise
+            cast, note = fallback, execute.fallback_note(exc)
+            try:
+                base = bench(args, kwargs, grad)
+            except Exception:
+                raise exc from None
+        if base.multiple:
             backward_message, grad = MULTIPLE_BACKWARD, None
         device_func = func if device_function is None else device_function(func)
         device_side = execute.Side(device, {}, info.hf32)
         device_raw = execute.run_forward(
-            device_func, device_side, args, kwargs, autocast=plan.autocast_dtype, **run
+            device_func, device_side, args, kwargs, seed=seed, autocast=plan.autocast_dtype
         )
-        bench_grads = device_grads = None
+        bench_output, bench_grads = base.output, base.grads
+        device_grads = None
         if grad is not None:
-            bench_grads = execute.run_backward(bench_side, bench_raw, grad, info.grad_index)
-            device_grads = execute.to_cpu(
-                execute.run_backward(device_side, device_raw, grad, info.grad_index)
+            device_grads = execute.in_computed_dtype(
+                execute.to_cpu(execute.run_backward(device_side, device_raw, grad, info.grad_index)),
+                plan.bench_round,
             )
-        bench_output = execute.select_outputs(execute.plain(bench_raw), info.forward_outputs)
         device_output = execute.select_outputs(execute.to_cpu(device_raw), info.forward_outputs)
         forward_rows = list(
             compare_outputs(name, "forward", bench_output, device_output, routing=routing, info=info)
@@ -154,6 +180,24 @@ def replay(
             backward_rows = list(
                 compare_outputs(name, "backward", bench_grads, device_grads, routing=routing, info=info)
             )
+        if any(r.status == ERROR for r in forward_rows + (backward_rows or [])):
+            floors = execute.noise_floors(
+                bench,
+                base,
+                args,
+                kwargs,
+                grad,
+                seed=seed,
+                draws=NOISE_FLOOR.draws,
+                compute=plan.autocast_dtype,
+                max_ulps=NOISE_FLOOR.max_ulps,
+            )
+            forward_rows = at_noise_floor(forward_rows, bench_output, device_output, floors[0])
+            if backward_rows is not None and grad is not None:
+                backward_rows = at_noise_floor(backward_rows, bench_grads, device_grads, floors[1])
+        if note:
+            forward_rows = [replace(r, message=note + r.message) for r in forward_rows]
+            backward_rows = backward_rows and [replace(r, message=note + r.message) for r in backward_rows]
     except Exception as exc:  # InputError and any failure of the API itself: this API's SKIP
         return skipped(name, _first_line(exc))
     result = list(result_row(name, forward_rows, backward_rows))

@@ -136,12 +136,24 @@ class ResultWriter:
         )
 
     def counts(self) -> dict[str, int]:
-        """Forward verdicts of this run's APIs (for the terminal summary)."""
+        """One verdict per API of this run (for the terminal summary), as pytest counts it."""
         out: dict[str, int] = {}
         for item in self.rows.values():
-            status = item["result"][1]
+            status = api_verdict(item["result"])
             out[status] = out.get(status, 0) + 1
         return out
+
+
+def api_verdict(result: Sequence[str]) -> str:
+    """An API's verdict over both directions, the rule pytest's outcome follows: error in either
+    direction > Warning in either > a skipped forward (``SKIP``) > pass (a skipped backward alone
+    passes, as 8.1.1's backward messages do)."""
+    statuses = [str(cell).strip() for cell in result[1:3]]
+    if "error" in statuses:
+        return "error"
+    if "Warning" in statuses:
+        return "Warning"
+    return "SKIP" if statuses[:1] == ["SKIP"] else "pass"
 
 
 def find_resume_file(folder: Path) -> Path | None:

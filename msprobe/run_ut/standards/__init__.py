@@ -6,6 +6,7 @@ Everything the replay plugin needs is here; the rest of the package is internal:
         -> list[DetailsRow]
     skip_rows(api_name, reason) -> list[DetailsRow]
     backward_skip_rows(api_name, message) -> list[DetailsRow]
+    at_noise_floor(rows, bench_output, device_output, floor_output) -> list[DetailsRow]
     result_row(api_name, forward_rows, backward_rows) -> list
     standard_for(api_name, routing="8.1.1", info=None) -> Standard
 
@@ -30,6 +31,7 @@ from msprobe.run_ut.standards.routing import (
 )
 from msprobe.run_ut.standards.rows import ERROR, PASS, SKIP, WARNING, DetailsRow, aggregate, result_row
 from msprobe.run_ut.standards.structure import compare_structure
+from msprobe.run_ut.standards.tensor import at_noise_floor as _at_noise_floor
 
 __all__ = [
     "DEFAULT_ROUTING",
@@ -41,6 +43,7 @@ __all__ = [
     "DetailsRow",
     "Standard",
     "aggregate",
+    "at_noise_floor",
     "backward_skip_rows",
     "bare_name",
     "compare_outputs",
@@ -86,3 +89,28 @@ def backward_skip_rows(api_name: str, message: str) -> list[DetailsRow]:
     message applies (spec §4.6, §5.1: ``out=``, repeat_interleave, masked_select, multiple backward)."""
     name = f"{api_name}.backward.output.0"
     return [DetailsRow(name=name, status=SKIP, message=message, reason=message, skips_api=True)]
+
+
+def _element(output: Any, index: int) -> Any:
+    if isinstance(output, (list, tuple)):
+        return output[index] if index < len(output) else None
+    return output if index == 0 else None
+
+
+def at_noise_floor(
+    rows: list[DetailsRow], bench_output: Any, device_output: Any, floor_output: Any
+) -> list[DetailsRow]:
+    """``rows`` of :func:`compare_outputs` with each ``error`` of a near-zero output re-judged by its
+    noise floor (``floor_output``: ``|bench' - bench|`` per output, same structure as the bench,
+    ``bench'`` run on inputs perturbed by one ulp; see ``thresholds.NoiseFloor``). Unwritten
+    (dropout) rows and rows whose output has no floor keep their verdict."""
+    out = []
+    for row in rows:
+        index = row.name.rsplit(".", 1)[-1]
+        floor = _element(floor_output, int(index)) if row.written and index.isdigit() else None
+        if floor is None:
+            out.append(row)
+            continue
+        bench, device = _element(bench_output, int(index)), _element(device_output, int(index))
+        out.append(_at_noise_floor(row, bench, device, floor) if bench is not None else row)
+    return out

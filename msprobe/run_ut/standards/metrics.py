@@ -234,6 +234,26 @@ def ulp_proportion(ulp: Array, element_threshold: float) -> float:
         return float(np.sum(ulp > element_threshold) / ulp.size)
 
 
+# --- noise floor (ours, docs/standards.md "Deviations from 8.1.1") --------------------------------
+
+
+def noise_floor_verdict(
+    bench: Array, device: Array, floor: Array, near_zero: float
+) -> tuple[float, float, float] | None:
+    """``(max|b|, max(floor), max|d - b|)`` when ``b`` is near zero: every value finite and
+    ``max|b| <= near_zero * max(floor)``; None otherwise (the output is not at its noise floor)."""
+    with _quiet():
+        b = bench.astype(np.float64)
+        d = device.astype(np.float64)
+        f = np.abs(floor.astype(np.float64))
+        if not (np.isfinite(b).all() and np.isfinite(d).all() and np.isfinite(f).all()):
+            return None
+        bench_max, floor_max = float(np.max(np.abs(b))), float(np.max(f))
+        if bench_max > near_zero * floor_max:
+            return None
+        return bench_max, floor_max, float(np.max(np.abs(d - b)))
+
+
 # --- dropout (spec §5.1) --------------------------------------------------------------------------
 
 

@@ -7,6 +7,7 @@ float: the routed standard's columns (fp16/bf16/fp32 only), then run_ut's legacy
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,7 @@ from msprobe.run_ut.standards import metrics as m
 from msprobe.run_ut.standards import rows as c
 from msprobe.run_ut.standards.columns import STANDARD_COLUMNS, Pair
 from msprobe.run_ut.standards.routing import Scoring
-from msprobe.run_ut.standards.thresholds import legacy
+from msprobe.run_ut.standards.thresholds import NOISE_FLOOR, legacy
 
 NEW_STANDARD_DTYPES = ("torch.float16", "torch.bfloat16", "torch.float32")  # v811 §4 item 5
 
@@ -183,3 +184,32 @@ def _ratio_reason(row_name: str, mae: Any, t: float, ratio: float) -> str:
         f"{row_name}: max abs error {_fmt(mae)} >= 0.001 and {_RATIO_NAME[t]} {ratio:.6g} "
         f"<= {1 - t:g} (share of elements with relative error < {t:g})"
     )
+
+
+def at_noise_floor(row: c.DetailsRow, bench: Any, device: Any, floor: Any) -> c.DetailsRow:
+    """Re-judge an ``error`` row of a near-zero output by its noise floor (ours, see NoiseFloor).
+
+    ``floor``: ``|bench' - bench|`` for a benchmark ``bench'`` run on inputs perturbed by one ulp
+    (the largest over the draws), same shape as ``bench``. A row that is not an error, an output
+    with inf/NaN or a bench larger than ``near_zero`` floors keeps its verdict; otherwise it passes
+    iff ``max |d - b| <= atol * max(floor)``, and still fails (with the floor in its reason) if not.
+    """
+    if row.status != c.ERROR or not all(hasattr(x, "detach") for x in (bench, device, floor)):
+        return row
+    b, d, f = _to_numpy(bench), _to_numpy(device), _to_numpy(floor)
+    if b is None or d is None or f is None or not (b.shape == d.shape == f.shape) or b.size == 0:
+        return row
+    if _class(b.dtype.name) is not _FLOAT or _class(d.dtype.name) is not _FLOAT:
+        return row
+    verdict = m.noise_floor_verdict(b, d, f, NOISE_FLOOR.near_zero)
+    if verdict is None:
+        return row
+    bench_max, floor_max, error = verdict
+    if error <= NOISE_FLOOR.atol * floor_max:
+        message = msg.noise_floor_pass(bench_max, floor_max, error, NOISE_FLOOR.atol)
+        return replace(row, status=c.PASS, message=message, reason="")
+    extra = (
+        f"; bench at its noise floor {floor_max:.3g} but max abs error {error:.3g} "
+        f"> {NOISE_FLOOR.atol:g} floors"
+    )
+    return replace(row, reason=row.reason + extra)

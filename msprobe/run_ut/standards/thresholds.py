@@ -120,6 +120,22 @@ COMPARE_LIMITS = frozenset(
 """Fields only ``msprobe compare`` reads: one value per (standard, dtype) for every API, so no API's
 ``tolerances`` may change them (the compare stage reads no per-API table entry)."""
 
+
+@dataclass(frozen=True)
+class NoiseFloor:
+    """Ours (docs/standards.md "Deviations from 8.1.1"): an output whose benchmark is no larger than
+    ``near_zero`` times its noise floor (how much the bench moves when every input is perturbed by
+    one ulp of its dtype, the largest of ``draws`` random-sign perturbations) is judged by
+    ``max |d - b| <= atol * floor`` instead of the chain that failed it."""
+
+    near_zero: float = 16.0
+    atol: float = 8.0
+    draws: int = 2
+    max_ulps: float = 1024.0  # a larger floor (in ulps of the largest input) is a jump: no floor
+
+
+NOISE_FLOOR = NoiseFloor()
+
 THRESHOLDS: MappingProxyType[tuple[Standard | str, str], Any] = MappingProxyType(
     {
         (Standard.BENCHMARK, FP16): Benchmark(2.0**-10, 1e-16, 2.0**-11),

@@ -1,0 +1,321 @@
+"""Rules that remove false errors of fp32 replays: the noise floor of near-zero outputs, statistics
+inputs around a recorded -inf, the float32 bench fallback, CPU autocast and the summary counts."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from replay_dumps import forward, tensor
+
+from msprobe.run_ut import execute
+from msprobe.run_ut.inputs import TensorArg, random_tensor
+from msprobe.run_ut.records import ApiRecord
+from msprobe.run_ut.registry import ApiInfo
+from msprobe.run_ut.replay import replay
+from msprobe.run_ut.results import ResultWriter, api_verdict
+from msprobe.run_ut.standards import ERROR, PASS, at_noise_floor, compare_outputs
+from msprobe.run_ut.standards.thresholds import NOISE_FLOOR
+
+# --- noise floor -----------------------------------------------------------------------------------
+
+
+def _sum_rows(args: list[Any], kwargs: dict[str, Any], grad: Any) -> execute.BenchResult:
+    """The bench of ``x.sum(0)`` (a bias gradient: a column sum) in float64."""
+    return execute.BenchResult(args[0].tensor.double().sum(0), None)
+
+
+def _judged(g: torch.Tensor, device: torch.Tensor) -> tuple[str, str]:
+    """The 8.1.1 chain's verdict of ``device`` as ``g.sum(0)``, and the verdict after the noise-floor
+    rule (floors made as replay makes them)."""
+    args = [TensorArg(g, False)]
+    base = _sum_rows(args, {}, None)
+    floor, _ = execute.noise_floors(
+        _sum_rows,
+        base,
+        args,
+        {},
+        None,
+        seed=7,
+        draws=NOISE_FLOOR.draws,
+        compute=None,
+        max_ulps=NOISE_FLOOR.max_ulps,
+    )
+    rows = compare_outputs("Torch.sum.0", "forward", base.output, device)
+    return rows[0].status, at_noise_floor(rows, base.output, device, floor)[0].status
+
+
+def _cancelling(seed: int, rows: int, cols: int, scale: float) -> torch.Tensor:
+    """fp32 values of magnitude ``scale`` whose column sums are zero up to their fp32 rounding."""
+    values = np.random.default_rng(seed).standard_normal((rows, cols)) * scale
+    return torch.from_numpy(values - values.mean(axis=0)).float()
+
+
+CANCELLING = dict(
+    seed=st.integers(0, 2**32 - 1),
+    rows=st.integers(8, 256),
+    cols=st.integers(2, 64),
+    scale=st.floats(1e-8, 1e4),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(**CANCELLING, ulps=st.integers(0, 3))
+def test_zero_mean_cancellation_with_ulp_noise_passes(
+    seed: int, rows: int, cols: int, scale: float, ulps: int
+) -> None:
+    """A sum that is zero but for rounding: the fp32 device sum plus a few ulps of the scale passes."""
+    g = _cancelling(seed, rows, cols, scale)
+    noise = ulps * float(torch.finfo(torch.float32).eps) * scale
+    device = g.sum(0) + torch.full((cols,), noise, dtype=torch.float32)
+    assert _judged(g, device)[1] == PASS
+
+
+@settings(max_examples=60, deadline=None)
+@given(**CANCELLING, sign_seed=st.integers(0, 2**32 - 1))
+def test_a_wrong_near_zero_output_still_fails(
+    seed: int, rows: int, cols: int, scale: float, sign_seed: int
+) -> None:
+    """The same near-zero sum off by a thousandth of its scale (random signs): the chain's error
+    stands. (Where the chain passes, e.g. max abs error < 0.001, the rule is never asked.)"""
+    g = _cancelling(seed, rows, max(cols, 16), scale)
+    signs = torch.randint(0, 2, (g.shape[1],), generator=torch.Generator().manual_seed(sign_seed)) * 2 - 1
+    device = g.sum(0) + 1e-3 * scale * signs
+    chain, final = _judged(g, device)
+    assume(chain == ERROR)
+    assert final == ERROR
+
+
+def test_a_small_output_that_is_not_cancellation_keeps_its_error() -> None:
+    """``x * 1e-10`` is small but exact to fp32 precision: a device returning zeros is an error (an
+    input-magnitude scale would have excused it; the floor moves with the output instead)."""
+    x = torch.linspace(-3, 3, 64)
+    args = [TensorArg(x, False)]
+
+    def bench(a: list[Any], k: dict[str, Any], g: Any) -> execute.BenchResult:
+        return execute.BenchResult(a[0].tensor.double() * 1e-10, None)
+
+    base = bench(args, {}, None)
+    floor, _ = execute.noise_floors(
+        bench, base, args, {}, None, seed=1, draws=2, compute=None, max_ulps=NOISE_FLOOR.max_ulps
+    )
+    device = torch.zeros(64)
+    rows = at_noise_floor(
+        compare_outputs("Torch.mul.0", "forward", base.output, device), base.output, device, floor
+    )
+    assert rows[0].status == ERROR
+
+
+def test_a_jump_of_a_discontinuous_function_is_no_floor() -> None:
+    """``floor`` of integer-valued inputs jumps by 1 under a one-ulp perturbation: that is no rounding
+    noise, so a device that is off by one keeps its error."""
+    x = torch.full((64,), 3.0)
+    args = [TensorArg(x, False)]
+
+    def bench(a: list[Any], k: dict[str, Any], g: Any) -> execute.BenchResult:
+        return execute.BenchResult(torch.floor(a[0].tensor.double()), None)
+
+    base = bench(args, {}, None)
+    floor, _ = execute.noise_floors(
+        bench, base, args, {}, None, seed=1, draws=2, compute=None, max_ulps=NOISE_FLOOR.max_ulps
+    )
+    assert floor is None
+    device = torch.full((64,), 2.0)
+    rows = compare_outputs("Torch.floor.0", "forward", base.output, device)
+    assert rows[0].status == ERROR and at_noise_floor(rows, base.output, device, floor)[0].status == ERROR
+
+
+def test_floors_depend_only_on_the_seed() -> None:
+    g = _cancelling(3, 32, 8, 1e-6)
+    args = [TensorArg(g, False)]
+    base = _sum_rows(args, {}, None)
+    a = execute.noise_floors(
+        _sum_rows, base, args, {}, None, seed=5, draws=2, compute=None, max_ulps=NOISE_FLOOR.max_ulps
+    )[0]
+    b = execute.noise_floors(
+        _sum_rows, base, args, {}, None, seed=5, draws=2, compute=None, max_ulps=NOISE_FLOOR.max_ulps
+    )[0]
+    assert torch.equal(a, b) and float(a.max()) > 0
+
+
+def _bias_grad_record(cancel: bool) -> ApiRecord:
+    """``Functional.linear`` whose bias gradient (backward output 2) is the column sum of the grad."""
+    return ApiRecord(
+        "Functional.linear.0",
+        0,
+        forward(
+            tensor("torch.float32", [32, 16], -2.0, 2.0, requires_grad=True),
+            tensor("torch.float32", [8, 16], -0.1, 0.1, requires_grad=True),
+            tensor("torch.float32", [8], 0.0, 0.0, requires_grad=True),
+            output=[tensor("torch.float32", [32, 8], -1.0, 1.0)],
+        ),
+        {"input": [{**tensor("torch.float32", [32, 8], -1e-6, 1e-6), "data_name": "g.pt"}]},
+    )
+
+
+def test_replay_judges_a_cancelled_bias_gradient_by_its_floor(tmp_path: Path) -> None:
+    """End to end through ``replay``: a zero-sum gradient makes the bias grad pure rounding noise."""
+    g = _cancelling(11, 32, 8, 1e-6)
+    torch.save(g, tmp_path / "g.pt")
+    result = replay(_bias_grad_record(True), tmp_path, "cpu")
+    bias = next(r for r in result.details if r.name.endswith("backward.output.2"))
+    assert bias.status == PASS and "noise floor" in bias.message
+    assert result.result[1:3] == ["pass", "pass"] and result.outcome == "passed"
+
+
+# --- statistics inputs around -inf ---------------------------------------------------------------
+
+FLOAT_DTYPES = st.sampled_from(["torch.float16", "torch.bfloat16", "torch.float32"])
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    dtype=FLOAT_DTYPES,
+    shape=st.lists(st.integers(1, 6), min_size=1, max_size=3),
+    high=st.floats(-1e3, 1e3),
+    seed=st.integers(0, 2**31),
+)
+def test_minus_inf_min_keeps_the_inf_and_a_safe_finite_rest(
+    dtype: str, shape: list[int], high: float, seed: int
+) -> None:
+    spec = {**tensor(dtype, shape, -math.inf, high), "Mean": -math.inf, "Norm": math.inf}
+    t = random_tensor(spec, torch.Generator().manual_seed(seed)).float().reshape(-1)
+    finite = t[torch.isfinite(t)]
+    assert not torch.isnan(t).any() and not (t == math.inf).any()
+    if t.numel() > 1:
+        assert t[0] == -math.inf and torch.isfinite(t[1:]).all()
+    span = max(abs(high), 1.0) * 1.01 + 1e-2  # the dtype's rounding of the bounds
+    assert (finite <= high + span * 1e-2).all() and (finite >= high - span).all()
+    overflow_free = (finite * 8).to(getattr(torch, dtype.removeprefix("torch.")))
+    assert torch.isfinite(overflow_free).all()  # x * 8 stays finite in the dumped dtype
+
+
+def test_t5_style_log_input_replays_without_one_sided_inf(tmp_path: Path) -> None:
+    """``Tensor.__mul__`` of a relative-position ``log`` (Min -inf, Mean -inf, Norm inf) by 8."""
+    x = {**tensor("torch.float32", [16, 16], -math.inf, 0.2267), "Mean": -math.inf, "Norm": math.inf}
+    record = ApiRecord(
+        "Tensor.__mul__.0", 0, forward(x, {"type": "int", "value": 8}, output=[dict(x, Max=1.81)]), None
+    )
+    result = replay(record, tmp_path, "cpu")
+    assert result.result[1] == "pass", result.reason
+
+
+# --- float32 bench fallback ------------------------------------------------------------------------
+
+
+def test_api_without_float64_kernel_is_benchmarked_in_float32(tmp_path: Path) -> None:
+    """``F.grouped_mm`` has no float64 CPU kernel: benchmarked in float32, said in the Message."""
+    pytest.importorskip("torch.nn.functional").grouped_mm  # noqa: B018
+    offs = {**tensor("torch.int32", [2], 2, 4)}
+    record = ApiRecord(
+        "Functional.grouped_mm.0",
+        0,
+        forward(
+            tensor("torch.float32", [4, 8], -1.0, 1.0),
+            tensor("torch.float32", [2, 8, 8], -1.0, 1.0),
+            offs=offs,
+        ),
+        None,
+    )
+    result = replay(record, tmp_path, "cpu")
+    row = result.details[0]
+    assert result.result[1] == "pass", result.reason
+    assert row.bench_dtype == "torch.float32" and row.message.startswith("Bench ran in float32")
+    assert "Double" in row.message  # the float64 failure is named
+
+
+def test_fallback_cast_only_drops_float64_targets() -> None:
+    f16, f32, f64 = torch.float16, torch.float32, torch.float64
+    assert execute.fallback_cast({f32: f64}) == {}
+    assert execute.fallback_cast({f16: f32}) is None
+    assert execute.fallback_cast({f16: f32, f32: f64}) == {f16: f32}
+
+
+# --- autocast --------------------------------------------------------------------------------------
+
+
+def test_plan_reads_autocast_from_the_dtypes() -> None:
+    f32, bf16 = torch.float32, torch.bfloat16
+    low_out = execute.make_plan(ApiInfo("linear"), {f32}, "torch.bfloat16")
+    assert low_out.autocast_dtype == bf16 and low_out.bench_round == bf16
+    mixed_wide_out = execute.make_plan(ApiInfo("mul"), {f32, bf16}, "torch.float32")
+    assert mixed_wide_out.autocast_dtype == bf16 and mixed_wide_out.bench_round is None
+    plain = execute.make_plan(ApiInfo("linear"), {f32}, "torch.float32")
+    assert plain.autocast_dtype is None and plain.bench_round is None
+
+
+@pytest.mark.parametrize(
+    ("name", "dtypes"),
+    [
+        ("Functional.linear.0", ("torch.float32", "torch.float32")),
+        ("Torch.matmul.0", ("torch.bfloat16", "torch.float32")),
+    ],
+)
+def test_autocast_records_replay_in_bf16_on_the_cpu(
+    tmp_path: Path, name: str, dtypes: tuple[str, str]
+) -> None:
+    """fp32 inputs with a bf16 output, or bf16 @ fp32 (mixed: 'expected m1 and m2 to have the same
+    dtype' without autocast): the device side runs under CPU autocast and gives bf16."""
+    record = ApiRecord(
+        name,
+        0,
+        forward(
+            tensor(dtypes[0], [8, 16], -1.0, 1.0),
+            tensor(dtypes[1], [16, 16] if "matmul" in name else [4, 16], -1.0, 1.0),
+            output=[tensor("torch.bfloat16", [8, 4], -1.0, 1.0)],
+        ),
+        None,
+    )
+    result = replay(record, tmp_path, "cpu")
+    assert result.outcome != "skipped", result.reason
+    assert result.details[0].device_dtype == "torch.bfloat16"
+    assert result.result[1] in ("pass", "Warning"), result.reason  # bf16 rounding of the output only
+
+
+def test_autocast_input_grads_are_judged_in_the_autocast_dtype(tmp_path: Path) -> None:
+    """The grads of fp32 inputs that autocast cast to bf16 were computed in bf16: judged as bf16."""
+    record = ApiRecord(
+        "Functional.linear.0",
+        0,
+        forward(
+            tensor("torch.float32", [32, 64], -1.0, 1.0, requires_grad=True),
+            tensor("torch.float32", [16, 64], -0.2, 0.2, requires_grad=True),
+            output=[tensor("torch.bfloat16", [32, 16], -1.0, 1.0)],
+        ),
+        {"input": [tensor("torch.bfloat16", [32, 16], -0.01, 0.01)]},
+    )
+    result = replay(record, tmp_path, "cpu")
+    grads = [r for r in result.details if ".backward." in r.name]
+    assert [r.device_dtype for r in grads] == ["torch.bfloat16", "torch.bfloat16"]
+    assert result.result[2] in ("pass", "Warning"), result.reason
+
+
+# --- summary counts --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cells", "verdict"),
+    [
+        (["a", "pass", "error"], "error"),
+        (["a", "error", " "], "error"),
+        (["a", "pass", "Warning"], "Warning"),
+        (["a", "pass", "SKIP", "Multiple backward is not supported."], "pass"),
+        (["a", "SKIP", "SKIP", "why"], "SKIP"),
+        (["a", "pass", " "], "pass"),
+    ],
+)
+def test_api_verdict_counts_both_directions(cells: list[str], verdict: str) -> None:
+    assert api_verdict(cells) == verdict
+
+
+def test_summary_counts_an_api_with_a_backward_error_as_error(tmp_path: Path) -> None:
+    writer = ResultWriter.create(tmp_path / "dump.json", tmp_path, "20260101000000", {"a": 0, "b": 1})
+    writer.add({"api": "a", "result": ["a", "pass", "error"], "details": []})
+    writer.add({"api": "b", "result": ["b", "pass", "pass"], "details": []})
+    assert writer.counts() == {"error": 1, "pass": 1}
