@@ -53,11 +53,19 @@ def write(path: Path, rows: Sequence[Sequence[str]]) -> Path:
     return path
 
 
-def pair(tmp: Path, npu: Sequence[Sequence[str]], gpu: Sequence[Sequence[str]] | None = None) -> Analysis:
-    """Analyse NPU rows against GPU rows (GPU = the same rows when not given)."""
+def pair(
+    tmp: Path,
+    npu: Sequence[Sequence[str]],
+    gpu: Sequence[Sequence[str]] | None = None,
+    npu_alone: bool = False,
+) -> Analysis:
+    """Analyse NPU rows against GPU rows (GPU = the same rows when not given).
+
+    ``npu_alone``: 8.1.1's verdicts exactly (NPU-only metrics judged without the GPU row).
+    """
     n = write(tmp / "npu.csv", npu)
     g = write(tmp / "gpu.csv", npu if gpu is None else gpu)
-    return analyse(load_details(n), load_details(g))
+    return analyse(load_details(n), load_details(g), npu_alone=npu_alone)
 
 
 def result_list(a: Analysis) -> list[list[str]]:

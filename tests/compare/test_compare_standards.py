@@ -142,6 +142,7 @@ def test_ulp_boundaries(tmp_path, dtype, mean, p, q, verdict):
         tmp_path,
         [row(name, dtype, {"ULP误差平均值": mean, "ULP误差大于阈值占比": p}, bench=False)],
         [row(name, dtype, {"ULP误差平均值": mean, "ULP误差大于阈值占比": q}, bench=False)],
+        npu_alone=True,  # 8.1.1's bounds: (p = q) fails the ratio escape there
     )
     d = detail(a, name)
     assert (d["比对算法"], d["ULP误差判定结果"], d["比对结果"]) == ("ULP误差比对法", verdict, verdict)
@@ -179,7 +180,7 @@ def test_ulp_inf_nan_mismatch_errors_with_blank_ulp_verdict(tmp_path):
 @pytest.mark.parametrize(("value", "verdict"), [("1.0", "pass"), ("0.999", "pass"), ("0.9989", "error")])
 def test_thousandth_bound_is_at_least_0_999(tmp_path, value, verdict):
     name = f"Functional.conv2d.0.{F}.0"
-    a = pair(tmp_path, [row(name, cells={"双千指标": value}, bench=False), SKIPPED])
+    a = pair(tmp_path, [row(name, cells={"双千指标": value}, bench=False), SKIPPED], npu_alone=True)
     d = detail(a, name)
     assert (d["比对算法"], d["双千指标"], d["双千指标判定结果"], d["比对结果"]) == (
         "双千指标法",
@@ -200,6 +201,7 @@ def test_absolute_threshold_rates_must_be_zero_and_messages_concatenate(tmp_path
             row(ok, cells=rates, bench=False),
             row(bad, cells={**rates, "inf/nan错误率": "0.5", "相对误差错误率": "1e-9"}, bench=False),
         ],
+        npu_alone=True,
     )
     assert detail(a, ok)["比对结果"] == "pass" and detail(a, ok)["比对算法"] == "绝对阈值法"
     d = detail(a, bad)
@@ -220,6 +222,7 @@ def test_absolute_threshold_nan_rate_fails(tmp_path):
                 bench=False,
             )
         ],
+        npu_alone=True,
     )
     assert detail(a, name)["比对结果"] == "error"
 
@@ -227,7 +230,7 @@ def test_absolute_threshold_nan_rate_fails(tmp_path):
 def test_accumulative_joins_messages_with_newlines_and_checks_eb_per_dtype(tmp_path):
     name = f"Torch.test_api.0.{F}.0"
     cells = {"inf/nan错误率": "0.1", "相对误差错误率": "0", "绝对误差错误率": "0", "误差均衡性": str(2**-6)}
-    a = pair(tmp_path, [row(name, "torch.bfloat16", cells, bench=False)])
+    a = pair(tmp_path, [row(name, "torch.bfloat16", cells, bench=False)], npu_alone=True)
     d = detail(a, name)
     assert d["比对算法"] == "累积误差比对法"
     assert d["误差均衡性判定结果"] == "error"  # bf16 bound 2**-7
@@ -251,7 +254,7 @@ def test_accumulative_joins_messages_with_newlines_and_checks_eb_per_dtype(tmp_p
 )
 def test_binary(tmp_path, api, dtype, rate, expected_rate, verdict):
     name = f"{api}.{F}.0"
-    a = pair(tmp_path, [row(name, dtype, {"二进制一致错误率": rate}, bench=False), SKIPPED])
+    a = pair(tmp_path, [row(name, dtype, {"二进制一致错误率": rate}, bench=False), SKIPPED], npu_alone=True)
     d = detail(a, name)
     assert (d["比对算法"], d["二进制一致错误率"], d["比对结果"]) == ("二进制一致法", expected_rate, verdict)
     assert d["Message"] == ("ERROR: 二进制一致错误率超过阈值\n" if verdict == "error" else "")
@@ -270,7 +273,7 @@ def test_topk_hint_on_forward_error(tmp_path):
         row(f"Torch.topk.0.{F}.1", "torch.int64", {"二进制一致错误率": "0.2"}, bench=False),
         row(f"Torch.topk.0.{B}.0", bench=False, cells={"二进制一致错误率": "0"}),
     ]
-    assert result_list(pair(tmp_path, npu)) == [["Torch.topk.0", "error", "pass", TOPK_HINT]]
+    assert result_list(pair(tmp_path, npu, npu_alone=True)) == [["Torch.topk.0", "error", "pass", TOPK_HINT]]
 
 
 def test_skip_rows_and_forward_skip_message(tmp_path):
