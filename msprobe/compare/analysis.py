@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from msprobe.compare.merge import duplicates, merge
+from msprobe.compare.merge import different_runs, duplicates, merge
 from msprobe.compare.results import VERDICT, result_rows
 from msprobe.compare.table import DetailsTable
 from msprobe.compare.verdicts import evaluate
@@ -28,6 +28,15 @@ class Analysis:
     gpu: DetailsTable
     details: pd.DataFrame
     results: pd.DataFrame
+    different_runs: str = ""  # why the two files look like details of different runs ("" if they do not)
+
+    def warning(self) -> str:
+        """The one line said first when the files look like different runs ("" otherwise)."""
+        if not self.different_runs:
+            return ""
+        return (
+            f"{self.npu.path} and {self.gpu.path} look like details of different runs: {self.different_runs}"
+        )
 
     def api_counts(self) -> dict[str, int]:
         return dict(Counter(self.results[VERDICT]))
@@ -56,5 +65,8 @@ def analyse(npu: DetailsTable, gpu: DetailsTable, npu_alone: bool = False) -> An
     """
     _refuse_duplicates(npu, "npu")
     _refuse_duplicates(gpu, "gpu")
-    details = evaluate(merge(npu, gpu), npu.numeric, npu_alone)
-    return Analysis(npu=npu, gpu=gpu, details=details, results=result_rows(details))
+    merged = merge(npu, gpu)
+    details = evaluate(merged, npu.numeric, npu_alone)
+    return Analysis(
+        npu=npu, gpu=gpu, details=details, results=result_rows(details), different_runs=different_runs(merged)
+    )

@@ -23,7 +23,7 @@ from msprobe.errors import MsprobeError
 from msprobe.extras import require
 from msprobe.paths import missing, output_dir, where
 
-ORDER = ("error", "missing", "pass", "SKIP", " ")
+ORDER = ("error", "mismatch", "missing", "pass", "SKIP", " ")
 
 
 class Command(Protocol):
@@ -74,7 +74,9 @@ class CompareCommand:
             help="accepted for upstream compatibility (only PyTorch details files)",
         )
         parser.add_argument(
-            "--strict", action="store_true", help="exit with status 1 when any API is judged error"
+            "--strict",
+            action="store_true",
+            help="exit with status 1 when any API is judged error or the files look like different runs",
         )
         parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks")  # fmt: skip
         parser.add_argument("-V", "--version", action="version", version=package_version())
@@ -96,6 +98,8 @@ class CompareCommand:
         from msprobe.compare.run import run_compare
 
         outcome = run_compare(args.npu_csv_path, args.gpu_csv_path, args.out_path, dump_dir=args.dump_dir)
+        if outcome.warning:
+            print(f"msprobe: warning: {outcome.warning}", file=sys.stderr, flush=True)
         counts = outcome.api_counts
         summary = ", ".join(f"{counts[k]} {k.strip() or 'blank'}" for k in ORDER if counts.get(k))
         rows, apis = sum(outcome.row_counts.values()), sum(counts.values())
@@ -106,7 +110,7 @@ class CompareCommand:
             )
         for path in outcome.paths:
             print(f"wrote {path}")
-        return 1 if args.strict and outcome.failed else 0
+        return 1 if args.strict and (outcome.failed or outcome.warning) else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

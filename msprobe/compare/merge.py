@@ -10,6 +10,10 @@ exactly once in the result, with its ``presence``:
 and ``duplicated_in`` says on which side(s) a name occurs more than once (the first occurrence is kept
 as the row's values; :func:`duplicates` lists all of them so the caller can refuse the input).
 
+:func:`different_runs` says when the two files do not look like details of one dump (few shared
+names, or paired outputs whose shapes differ): run_ut on two devices replays the same records, so the
+names are the same and every paired output has one shape.
+
 Order: NPU rows in file order, then GPU-only rows in GPU file order.
 """
 
@@ -23,6 +27,11 @@ import pandas as pd
 from msprobe.compare.table import COLUMNS, LINE, NAME, DetailsTable, lines_of
 
 BOTH, NPU_ONLY, GPU_ONLY = "both", "npu_only", "gpu_only"
+
+MIN_SHARED = 0.5
+"""Fewer names in both files than this share of the smaller file's names: different runs."""
+MAX_SHAPE_DIFFERENCES = 0.05
+"""More paired outputs whose shapes differ than this share of the paired outputs: different runs."""
 
 
 @dataclass(frozen=True)
@@ -80,3 +89,24 @@ def duplicates(table: DetailsTable, side: str) -> list[Duplicate]:
         Duplicate(side=side, name=str(name), lines=tuple(int(x) for x in group[LINE]))
         for name, group in dup.groupby(NAME, sort=False)
     ]
+
+
+def shapes_differ(m: pd.DataFrame) -> np.ndarray:
+    """Paired rows whose ``Shape`` texts differ (outputs that cannot be compared)."""
+    npu = m["npu:Shape"].astype(str).str.strip().to_numpy(dtype=object)
+    gpu = m["gpu:Shape"].astype(str).str.strip().to_numpy(dtype=object)
+    return (m["presence"].to_numpy() == BOTH) & (npu != gpu)
+
+
+def different_runs(m: pd.DataFrame) -> str:
+    """Why the merged files look like details of different runs ("" when they look like one run)."""
+    presence = m["presence"].to_numpy()
+    shared = int((presence == BOTH).sum())
+    n_npu, n_gpu = int((presence != GPU_ONLY).sum()), int((presence != NPU_ONLY).sum())
+    reasons = []
+    if min(n_npu, n_gpu) and shared < MIN_SHARED * min(n_npu, n_gpu):
+        reasons.append(f"only {shared} of {n_npu} NPU and {n_gpu} GPU output names are in both files")
+    differ = int(shapes_differ(m).sum())
+    if differ and differ > MAX_SHAPE_DIFFERENCES * shared:
+        reasons.append(f"{differ} of {shared} paired outputs differ in shape")
+    return "; ".join(reasons)

@@ -3,8 +3,9 @@
 Per API (its ``full`` name ``Type.api.N``): if the dtype of its last judged row is float64/complex the
 API is ``SKIP`` with upstream's "does not support" message; otherwise forward and backward are each the
 aggregate of their rows' statuses: none → ``" "``, all SKIP → ``SKIP``, any error → ``error``, any
-missing row → ``missing`` (ours), else ``pass``. Rows of unsupported dtypes are not counted. Message:
-the ``topk`` hint when forward fails, then the last forward row's message when forward is SKIP.
+row whose shapes differ → ``mismatch`` (ours), any missing row → ``missing`` (ours), else ``pass``.
+Rows of unsupported dtypes are not counted. Message: the ``topk`` hint when forward fails, then the
+last forward row's message when forward is SKIP.
 
 Invalid-name and exception rows each give an immediate ``[name, SKIP, SKIP, text]`` row, and result rows
 are ordered as upstream writes them: an API's row comes when the next judged row of another API is met,
@@ -20,18 +21,21 @@ import numpy as np
 import pandas as pd
 
 from msprobe.compare.standards import HINTS, UNSUPPORTED_DTYPES, UNSUPPORTED_MESSAGE
-from msprobe.compare.verdicts import ERROR, MISSING, PASS, SKIP
+from msprobe.compare.verdicts import ERROR, MISMATCH, MISSING, PASS, SKIP
 from msprobe.formats.accuracy_csv import BLANK, COMPARE_RESULT_HEADER
 
 FWD, BWD = COMPARE_RESULT_HEADER[1], COMPARE_RESULT_HEADER[2]
 VERDICT = "_verdict"
-"""Overall verdict of a result row: error > missing > pass > SKIP (the report's counts)."""
+"""Overall verdict of a result row: error > mismatch > missing > pass > SKIP (the report's counts)."""
 
 
-def _aggregate(n: pd.Series, skip: pd.Series, err: pd.Series, missing: pd.Series) -> np.ndarray:
+def _aggregate(
+    n: pd.Series, skip: pd.Series, err: pd.Series, missing: pd.Series, mism: pd.Series
+) -> np.ndarray:
     out = np.full(len(n), PASS, dtype=object)
     out[(n > 0) & (skip == n)] = SKIP
     out[missing > 0] = MISSING
+    out[mism > 0] = MISMATCH
     out[err > 0] = ERROR
     out[n == 0] = BLANK
     return out
@@ -40,7 +44,7 @@ def _aggregate(n: pd.Series, skip: pd.Series, err: pd.Series, missing: pd.Series
 def overall(fwd: np.ndarray, bwd: np.ndarray) -> np.ndarray:
     """One verdict for a result row from its forward and backward cells."""
     out = np.full(len(fwd), BLANK, dtype=object)
-    for verdict in (SKIP, PASS, MISSING, ERROR):  # later wins
+    for verdict in (SKIP, PASS, MISSING, MISMATCH, ERROR):  # later wins
         out[(fwd == verdict) | (bwd == verdict)] = verdict
     return out
 
@@ -70,7 +74,8 @@ def result_rows(details: pd.DataFrame) -> pd.DataFrame:
     status = d["比对结果"].to_numpy()
     evaluated = d["_kind"].to_numpy() == "evaluated"
     missing = status == MISSING
-    counted = (evaluated & ~np.isin(d["_dtype"].to_numpy(), list(UNSUPPORTED_DTYPES))) | missing
+    mism = status == MISMATCH
+    counted = (evaluated & ~np.isin(d["_dtype"].to_numpy(), list(UNSUPPORTED_DTYPES))) | missing | mism
     direction = d["_direction"].to_numpy()
     flags = pd.DataFrame({"full": d["_full"].to_numpy(), "pos": pos[normal]})
     for tag, want in (("f", "forward"), ("b", "backward")):
@@ -79,6 +84,7 @@ def result_rows(details: pd.DataFrame) -> pd.DataFrame:
         flags[f"{tag}skip"] = sel & (status == SKIP)
         flags[f"{tag}err"] = sel & (status == ERROR)
         flags[f"{tag}miss"] = sel & missing
+        flags[f"{tag}mism"] = sel & mism
     flags["last_dtype"] = pd.Series(d["_dtype"].to_numpy(dtype=object)).where(evaluated, None).to_numpy()
     fwd_rows = counted & (direction == "forward")
     flags["fwd_msg"] = pd.Series(d["_skip_message"].to_numpy(dtype=object)).where(fwd_rows, None).to_numpy()
@@ -86,12 +92,12 @@ def result_rows(details: pd.DataFrame) -> pd.DataFrame:
     flags["api"] = d["_api"].to_numpy()
 
     g = flags.groupby("full", sort=False)
-    sums = g[["fn", "fskip", "ferr", "fmiss", "bn", "bskip", "berr", "bmiss"]].sum()
+    sums = g[["fn", "fskip", "ferr", "fmiss", "fmism", "bn", "bskip", "berr", "bmiss", "bmism"]].sum()
     last = g[["last_dtype", "fwd_msg", "pos", "api"]].last()
     agg = sums.join(last).join(g["severity"].max().rename("sev"))
 
-    fwd = _aggregate(agg["fn"], agg["fskip"], agg["ferr"], agg["fmiss"])
-    bwd = _aggregate(agg["bn"], agg["bskip"], agg["berr"], agg["bmiss"])
+    fwd = _aggregate(agg["fn"], agg["fskip"], agg["ferr"], agg["fmiss"], agg["fmism"])
+    bwd = _aggregate(agg["bn"], agg["bskip"], agg["berr"], agg["bmiss"], agg["bmism"])
     unsupported = agg["last_dtype"].isin(list(UNSUPPORTED_DTYPES)).to_numpy()
     fwd[unsupported] = SKIP
     bwd[unsupported] = SKIP
@@ -100,8 +106,14 @@ def result_rows(details: pd.DataFrame) -> pd.DataFrame:
     skip_msg = agg["fwd_msg"].fillna("").to_numpy(dtype=object)
     message = message + np.where(fwd == SKIP, skip_msg, "").astype(object)
     n_missing = (agg["fmiss"] + agg["bmiss"]).to_numpy()
+    n_mism = (agg["fmism"] + agg["bmism"]).to_numpy()
     note = np.array(
-        [f"{k} output row(s) present on one side only." if k else "" for k in n_missing], dtype=object
+        [
+            (f"{k} output row(s) present on one side only." if k else "")
+            + (f"{j} output row(s) whose shapes differ between NPU and GPU (not compared)." if j else "")
+            for k, j in zip(n_missing.tolist(), n_mism.tolist())
+        ],
+        dtype=object,
     )
     message = np.where(unsupported, UNSUPPORTED_MESSAGE, message + note).astype(object)
 

@@ -6,6 +6,7 @@ in one line and names the kind of file it got), so nothing is computed on a wron
 
 from __future__ import annotations
 
+import csv
 import os
 import warnings
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ def load_details(path: str | os.PathLike[str]) -> DetailsTable:
     Row lines are only needed to name duplicates, so they are counted lazily (:func:`lines_of`).
     """
     path = Path(path)
+    _check_columns(path)
     ac.check_header(path, ac.RUN_UT_DETAILS_HEADER)
     try:
         with warnings.catch_warnings():
@@ -59,6 +61,28 @@ def load_details(path: str | os.PathLike[str]) -> DetailsTable:
     frame.columns = list(ac.RUN_UT_DETAILS_HEADER)
     frame[LINE] = -1
     return _table(frame, path)
+
+
+def _check_columns(path: Path) -> None:
+    """Refuse a details file that lacks columns (or has others), naming them; other header problems
+    (no such file, another kind of CSV, an empty file) are left to ``accuracy_csv.check_header``."""
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as fh:
+            first = next(csv.reader(fh), None)
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return
+    header = ac.RUN_UT_DETAILS_HEADER
+    if first is None or tuple(first) == header or tuple(first) in ac.KNOWN_HEADERS or NAME not in first:
+        return
+    missing = [c for c in header if c not in first]
+    if len(missing) > len(header) // 2:  # not a details file at all: said by check_header
+        return
+    extra = [c for c in first if c not in header]
+    problems = [f"missing column(s) {', '.join(map(repr, missing))}"] if missing else []
+    problems += [f"unexpected column(s) {', '.join(map(repr, extra))}"] if extra else []
+    if not problems:
+        problems = ["its columns are in another order"]
+    raise MsprobeError(f"{path}: not a complete accuracy_checking_details CSV: {'; '.join(problems)}")
 
 
 def lines_of(table: DetailsTable) -> list[int]:

@@ -7,6 +7,7 @@ the report (``kind``, ``standard``, ``severity``, ...). The logic is ``run_ut_co
 numbers from :mod:`msprobe.compare.rules` and :mod:`msprobe.compare.standards`. No row loop.
 
 Row kinds: ``invalid`` (name not ``Type[.prefix].api.N.dir.output.k``), ``missing`` (one side only),
+``mismatch`` (paired, but the shapes differ: not comparable, status ``mismatch``, not judged),
 ``exception`` (a cell the standard needs is blank or not a number: upstream's SKIP row carrying the
 error text), ``evaluated`` (SKIP rows included).
 """
@@ -21,11 +22,11 @@ import pandas as pd
 
 from msprobe.compare import rules as R
 from msprobe.compare.cells import ERROR_TEXT, OK, as_read, first_error, format_floats, is_na, parse
-from msprobe.compare.merge import BOTH, GPU_ONLY
+from msprobe.compare.merge import BOTH, GPU_ONLY, shapes_differ
 from msprobe.compare.standards import UNSUPPORTED_DTYPES, ZERO_SHAPE, Standard, per_row, route
 from msprobe.formats.accuracy_csv import BLANK, COMPARE_DETAILS_HEADER
 
-PASS, ERROR, SKIP, MISSING = "pass", "error", "SKIP", "missing"
+PASS, ERROR, SKIP, MISSING, MISMATCH = "pass", "error", "SKIP", "missing", "mismatch"
 STATUS = "比对结果"
 ALGORITHM = "比对算法"
 MESSAGE = "Message"
@@ -327,7 +328,20 @@ def evaluate(
         "missing: only in the NPU details file, no GPU row has this name."
     )
 
-    cand = valid & (presence == BOTH)
+    mismatch = valid & shapes_differ(m)
+    kind[mismatch] = "mismatch"
+    status[mismatch] = MISMATCH
+    if mismatch.any():
+        message[mismatch] = np.array(
+            [
+                f"mismatch: shapes differ (NPU {a.strip()}, GPU {b.strip()}), not compared: "
+                "are both files from one run?"
+                for a, b in zip(m["npu:Shape"].to_numpy()[mismatch], m["gpu:Shape"].to_numpy()[mismatch])
+            ],
+            dtype=object,
+        )
+
+    cand = valid & (presence == BOTH) & ~mismatch
     dtype_series = pd.Series(dtype)
     dtype_na = is_na(dtype_series)
     kind[cand & dtype_na] = "exception"

@@ -72,20 +72,27 @@ def test_duplicates_refused_before_anything_is_written(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_dtype_and_shape_differences_are_flagged_without_changing_the_verdict(tmp_path):
+def test_dtype_differences_are_flagged_without_changing_the_verdict(tmp_path):
+    name = f"Torch.a.0.{F}.0"
+    a = pair(tmp_path, [row(name, "torch.float16")], [row(name, "torch.float32")])
+    d = detail(a, name)
+    assert d["比对结果"] == "pass"
+    assert d["Message"] == "NOTE: dtype differs: NPU torch.float16, GPU torch.float32\n"
+    assert d["_flag"] == "dtype differs: NPU torch.float16, GPU torch.float32"
+    assert result_list(a) == [["Torch.a.0", "pass", " ", ""]]
+
+
+def test_shape_differences_are_flagged_and_not_compared(tmp_path):
     name = f"Torch.a.0.{F}.0"
     a = pair(
         tmp_path, [row(name, "torch.float16", shape="(2, 3)")], [row(name, "torch.float32", shape="(3, 2)")]
     )
     d = detail(a, name)
-    assert d["比对结果"] == "pass"
+    assert d["比对结果"] == "mismatch"
     flag = "dtype differs: NPU torch.float16, GPU torch.float32; shape differs: NPU (2, 3), GPU (3, 2)"
-    assert d["Message"] == f"NOTE: {flag}\n"
-    assert (
-        d["_flag"]
-        == "dtype differs: NPU torch.float16, GPU torch.float32; shape differs: NPU (2, 3), GPU (3, 2)"
-    )
-    assert result_list(a) == [["Torch.a.0", "pass", " ", ""]]
+    assert d["Message"].endswith(f"are both files from one run?NOTE: {flag}\n")
+    assert d["_flag"] == flag
+    assert result_list(a)[0][:3] == ["Torch.a.0", "mismatch", " "]
 
 
 def test_matching_rows_are_not_flagged(tmp_path):

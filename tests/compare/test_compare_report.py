@@ -103,6 +103,11 @@ def _inputs(tmp_path: Path) -> tuple[Path, Path, Path]:
         for r in gpu
     ]
     gpu[2] = row(f"Torch.exp.0.{F}.0", "torch.float16", {"均方根误差": "0.001"})
+    gpu[3] = row(
+        f"Tensor.add_.0.{F}.0",
+        cells=dict.fromkeys(("inf/nan错误率", "相对误差错误率", "绝对误差错误率"), "0"),
+        bench=False,
+    )
     dump = tmp_path / "dump" / "step0" / "rank0"
     dump.mkdir(parents=True)
     stack = {

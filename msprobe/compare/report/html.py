@@ -187,6 +187,7 @@ def render_html(report: Report) -> str:
         "<title>msprobe compare report</title>",
         f"<style>{CSS}</style></head><body>",
         "<h1>msprobe compare: NPU vs GPU</h1>",
+        f"<p class='error' id='warning'>Warning: {escape(report.warning)}</p>" if report.warning else "",
         f"<p class='meta'>NPU details: {escape(report.npu_csv)}<br>GPU details: {escape(report.gpu_csv)}"
         + (f"<br>dump: {escape(report.dump_dir)}" if report.dump_dir else "")
         + "</p>",

@@ -17,6 +17,7 @@ def render_markdown(report: Report) -> str:
     lines = [
         "# msprobe compare: NPU vs GPU",
         "",
+        *([f"**Warning: {_md(report.warning)}**", ""] if report.warning else []),
         f"NPU details: `{report.npu_csv}`  ",
         f"GPU details: `{report.gpu_csv}`",
         "",

@@ -109,6 +109,7 @@ class Report:
     # API family (first segment of the name: Functional, Tensor, Torch, NPU, ...) → each API's worst
     # counted NPU/GPU ratio divided by its error bound (> 1 fails that bound)
     family_ratios: tuple[tuple[str, np.ndarray], ...] = ()
+    warning: str = ""  # the files look like details of different runs (said first), or ""
 
 
 def _ordered(counts: dict[str, int]) -> tuple[tuple[str, int], ...]:
@@ -225,4 +226,5 @@ def build_report(analysis: Analysis, dump_dir: Path | None = None) -> Report:
         ratios=ratios,
         bounds=dict(RATIO_PLOTS),
         family_ratios=family_ratios,
+        warning=analysis.warning(),
     )

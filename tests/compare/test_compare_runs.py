@@ -1,0 +1,130 @@
+"""Inputs that are not one run's pair of details files: different runs, a missing column, an empty file.
+
+Each is said in one line naming the file and the problem (no traceback); different runs are compared
+anyway, said first, fail ``--strict``, and outputs whose shapes differ get their own ``mismatch`` status.
+"""
+
+from __future__ import annotations
+
+import csv
+
+import pandas as pd
+import pytest
+from compare_rows import HEADER, detail, pair, result_list, row, write
+
+from msprobe.compare import cli
+from msprobe.compare.merge import different_runs, merge
+from msprobe.compare.table import from_frame
+from msprobe.compare.verdicts import MISMATCH
+from msprobe.formats import accuracy_csv as ac
+
+F, B = "forward.output", "backward.output"
+
+
+def _model(prefix: str, n: int, shape: str) -> list[list[str]]:
+    return [row(f"Functional.{prefix}.{i}.{F}.0", shape=shape) for i in range(n)]
+
+
+def test_outputs_whose_shapes_differ_are_not_compared(tmp_path):
+    npu = [row(f"Torch.a.0.{F}.0", shape="(2, 3)"), row(f"Torch.a.0.{B}.0")]
+    gpu = [row(f"Torch.a.0.{F}.0", shape="(4,)", cells={"均方根误差": "1e-9"}), row(f"Torch.a.0.{B}.0")]
+    a = pair(tmp_path, npu, gpu)
+    d = detail(a, f"Torch.a.0.{F}.0")
+    assert d["比对结果"] == MISMATCH and d["比对算法"] == " " and d["均方根误差比值"] == " "
+    assert d["Message"].startswith("mismatch: shapes differ (NPU (2, 3), GPU (4,)), not compared")
+    assert detail(a, f"Torch.a.0.{B}.0")["比对结果"] == "pass"
+    assert result_list(a) == [
+        [
+            "Torch.a.0",
+            MISMATCH,
+            "pass",
+            "1 output row(s) whose shapes differ between NPU and GPU (not compared).",
+        ]
+    ]
+    assert a.different_runs == "1 of 2 paired outputs differ in shape"
+
+
+def test_one_run_is_not_called_different(tmp_path):
+    rows = _model("linear", 30, "(2, 3)")
+    assert pair(tmp_path, rows, rows[:20]).warning() == ""  # the GPU run stopped early: still one run
+
+
+@pytest.mark.parametrize(
+    ("gpu", "reason"),
+    [
+        (_model("conv2d", 30, "(2, 3)") + _model("linear", 3, "(2, 3)"),
+         "only 3 of 30 NPU and 33 GPU output names are in both files"),
+        (_model("linear", 30, "(8, 3)"), "30 of 30 paired outputs differ in shape"),
+    ],
+)  # fmt: skip
+def test_different_runs_are_said_first_and_fail_strict(tmp_path, capsys, gpu, reason):
+    npu_csv = write(tmp_path / "npu.csv", _model("linear", 30, "(2, 3)"))
+    gpu_csv = write(tmp_path / "gpu.csv", gpu)
+    out = tmp_path / "out"
+    assert cli.main(["-npu", str(npu_csv), "-gpu", str(gpu_csv), "-o", str(out)]) == 0
+    captured = capsys.readouterr()
+    warning = f"msprobe: warning: {npu_csv} and {gpu_csv} look like details of different runs: {reason}"
+    assert captured.err == warning + "\n"
+    assert captured.out.startswith("compared ")
+    html = next(out.glob("*.html")).read_text(encoding="utf-8")
+    md = next(out.glob("*.md")).read_text(encoding="utf-8")
+    assert html.index(reason) < html.index("Counts by verdict")
+    assert (
+        md.splitlines()[2]
+        == f"**Warning: {npu_csv} and {gpu_csv} look like details of different runs: {reason}**"
+    )
+    assert (
+        cli.main(["-npu", str(npu_csv), "-gpu", str(gpu_csv), "-o", str(tmp_path / "strict"), "--strict"])
+        == 1
+    )
+
+
+def test_merged_table_of_a_file_with_itself_is_one_run():
+    t = from_frame(pd.DataFrame(_model("linear", 5, "(2, 3)"), columns=list(HEADER), dtype=object))
+    assert different_runs(merge(t, t)) == ""
+
+
+def _one_line_error(capsys, argv) -> str:
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    return err.strip()
+
+
+@pytest.mark.parametrize(
+    ("drop", "add", "problem"),
+    [
+        (("Shape",), (), "missing column(s) 'Shape'"),
+        (("双千指标", "Message"), (), "missing column(s) '双千指标', 'Message'"),
+        ((), ("extra",), "unexpected column(s) 'extra'"),
+        (("Status",), ("status",), "missing column(s) 'Status'; unexpected column(s) 'status'"),
+    ],
+)
+def test_a_missing_column_is_named(tmp_path, capsys, drop, add, problem):
+    good = write(tmp_path / "good.csv", [row(f"Torch.a.0.{F}.0")])
+    columns = [c for c in HEADER if c not in drop] + list(add)
+    bad = tmp_path / "bad.csv"
+    with open(bad, "w", encoding="utf-8-sig", newline="") as fh:
+        csv.writer(fh).writerow(columns)
+        csv.writer(fh).writerow(["x"] * len(columns))
+    err = _one_line_error(capsys, ["-npu", str(good), "-gpu", str(bad), "-o", str(tmp_path / "out")])
+    assert err == f"msprobe: error: {bad}: not a complete accuracy_checking_details CSV: {problem}"
+    assert not (tmp_path / "out").exists()
+
+
+def test_columns_in_another_order_are_said(tmp_path, capsys):
+    bad = tmp_path / "bad.csv"
+    ac.write_rows(bad, [HEADER[0], *reversed(HEADER[1:])], [])
+    err = _one_line_error(capsys, ["-npu", str(bad), "-gpu", str(bad), "-o", str(tmp_path / "out")])
+    assert err.endswith(
+        f"{bad}: not a complete accuracy_checking_details CSV: its columns are in another order"
+    )
+
+
+def test_an_empty_file_is_one_line(tmp_path, capsys):
+    good = write(tmp_path / "good.csv", [row(f"Torch.a.0.{F}.0")])
+    empty = tmp_path / "empty.csv"
+    empty.write_bytes(b"")
+    err = _one_line_error(capsys, ["-npu", str(empty), "-gpu", str(good), "-o", str(tmp_path / "out")])
+    assert err.startswith(f"msprobe: error: {empty}: empty file, expected a CSV with header 'API Name'")
+    assert not (tmp_path / "out").exists()
