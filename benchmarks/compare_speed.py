@@ -3,7 +3,8 @@
 The rows are the 8.1.1 run_ut details of ``tests/data/compare/upstream_v811_cnn`` (a small CNN), repeated
 with fresh call numbers (``Functional.conv2d.0`` → ``Functional.conv2d.{copy}00``) until there are
 ``--rows`` rows; the GPU file is the same rows with the benchmark metrics scaled by a seeded random
-factor in [0.25, 4], so every standard and both verdicts occur. Upstream's api_precision_compare was
+factor in [0.25, 4] (the benchmark ratios and the error rates the other standards read), so every
+standard and both verdicts occur. Upstream's api_precision_compare was
 measured at about 200 rows/s on this machine (run_ut_compare.md §11: a pandas filter per NPU row, so
 it slows down as the files grow); the ratio printed is ours over that figure.
 
@@ -26,7 +27,11 @@ from msprobe.formats import accuracy_csv as ac
 
 UPSTREAM_ROWS_PER_S = 200.0
 SOURCE = Path(__file__).parents[1] / "tests" / "data" / "compare" / "upstream_v811_cnn"
-SCALED = ("小值域错误占比", "均方根误差", "相对误差最大值", "相对误差平均值", "ULP误差大于阈值占比")
+SCALED = (
+    "小值域错误占比", "均方根误差", "相对误差最大值", "相对误差平均值", "ULP误差大于阈值占比",
+    "inf/nan错误率", "相对误差错误率", "绝对误差错误率", "二进制一致错误率",
+)  # fmt: skip
+"""GPU metrics scaled: the ratios, and the NPU-only rates (a GPU rate below the NPU's fails it)."""
 
 
 def synthesise(rows: int, seed: int = 1234) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -23,11 +23,11 @@ NEEDS: dict[str, Need] = {
     "pytorch": Need("the PyTorch dump", "pytorch", (("torch", "torch"),)),
     "replay": Need("the replay stage", "replay", (("torch", "torch"), ("pytest", "pytest"))),
     "workers": Need("replay with -n (worker processes)", "replay", (("xdist", "pytest-xdist"),)),
-    "compare": Need("the compare stage", "compare", (("pandas", "pandas"), ("matplotlib", "matplotlib"))),
+    "compare": Need("the compare stage", "compare", (("pandas", "pandas"),)),
     "demo": Need(
         "msprobe demo (dump, replay and compare)",
         "all",
-        (("torch", "torch"), ("pytest", "pytest"), ("pandas", "pandas"), ("matplotlib", "matplotlib")),
+        (("torch", "torch"), ("pytest", "pytest"), ("pandas", "pandas")),
     ),
 }
 

@@ -183,7 +183,7 @@ def test_html_holds_what_the_csvs_say(tmp_path):
     assert page.tables["flagged"][1:] == [
         [f"Torch.sum.0.{F}.0", "dtype differs: NPU torch.bfloat16, GPU torch.float32"]
     ]
-    assert len(page.images) == 2 and all(src.startswith("data:image/png;base64,") for src in page.images)
+    assert len(page.images) == 2 and all(src.startswith("data:image/svg+xml;base64,") for src in page.images)
     assert "worst NPU/GPU ratio per API (÷ its error bound), by API family" in html
     assert "verdict</h3>" not in html
     # the summary, then the plots, then the failing APIs
@@ -247,29 +247,52 @@ def test_family_plot_data_is_each_apis_worst_ratio_over_its_bound(tmp_path):
     assert families == {"Torch": [0.5, 0.5, 25.0], "Functional": [2.0]}
 
 
+def _svg(text: str):
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(text)  # well-formed XML
+    ns = "{http://www.w3.org/2000/svg}"
+    return root, lambda cls: [e for e in root.iter() if e.get("class") == cls], ns
+
+
+def _texts(elements) -> list[str]:
+    return ["".join(e.itertext()) for e in elements]
+
+
 def test_plots_label_axes_and_mark_zero_ratios():
     import numpy as np
 
-    from msprobe.compare.report.plots import family_figure, histogram_figure, zero_position
+    from msprobe.compare.report.plots import family_svg, histogram_svg, ratio_histograms, zero_position
 
     ratios = {"均方根误差比值": np.array([0.0, 0.0, 0.01, 1.0, 50.0])}
-    fig = histogram_figure(ratios, {"均方根误差比值": 2.0}, {"均方根误差比值": "RMSE ratio"})
-    (ax,) = fig.axes
+    _, of, _ = _svg(histogram_svg(ratios, {"均方根误差比值": 2.0}, {"均方根误差比值": "RMSE ratio"}))
     assert zero_position(ratios["均方根误差比值"]) == -3.0  # a decade left of 10^-2
-    ticks = dict(zip((t.get_text() for t in ax.get_xticklabels()), ax.get_xticks()))
-    assert ticks["0"] == -3.0 and "$10^{0}$" in ticks
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
-        "ratio > 0",
-        "error above",
-        "ratio = 0 (2 rows)",
-    ]
-    assert "ratio" in ax.get_xlabel() and ax.get_ylabel() == "output rows"
-    assert sum(p.get_height() for p in ax.patches if p.get_x() < -2.5) == 2  # the grey zero bar
+    ticks = {"".join(t.itertext()): float(t.get("data-x")) for t in of("tick")}
+    assert ticks["0"] == -3.0 and ticks["100"] == 0.0  # "10" with superscript "0"
+    assert _texts(of("legend")) == ["ratio > 0", "error above", "ratio = 0 (2 rows)"]
+    assert "ratio" in _texts(of("xlabel"))[0] and _texts(of("ylabel")) == ["output rows"]
+    assert _texts(of("title")) == ["RMSE ratio"]
+    (zero_bar,) = of("zero-bar")
+    assert zero_bar.get("data-count") == "2"
+    assert len(of("bar")) == 3 and len(of("bound")) == 1  # three nonzero ratios in three bins
+    assert ratio_histograms(ratios, {}, {}).startswith("data:image/svg+xml;base64,")
+    assert ratio_histograms({}, {}, {}) is None
 
-    fig = family_figure([("Torch", np.array([0.0, 0.5, 25.0])), ("Functional", np.array([2.0]))])
-    (ax,) = fig.axes
-    assert [t.get_text() for t in ax.get_yticklabels()] == ["Functional (1)", "Torch (3)"]
-    assert ax.get_ylabel() == "API family (APIs)" and "error bound" in ax.get_xlabel()
-    labels = [t.get_text() for t in ax.get_xticklabels()]
-    assert labels[0] == "0" and ax.get_xticks()[0] == zero_position(np.array([0.0, 0.5, 25.0, 2.0]))
-    assert sum(len(c.get_offsets()) for c in ax.collections) == 4  # one point per API
+    _, of, _ = _svg(family_svg([("Torch", np.array([0.0, 0.5, 25.0])), ("Functional", np.array([2.0]))]))
+    assert _texts(of("ylabels")) == ["Torch (3)", "Functional (1)"]  # first family on top
+    assert _texts(of("ylabel")) == ["API family (APIs)"] and "error bound" in _texts(of("xlabel"))[0]
+    zero = [t for t in of("tick") if "".join(t.itertext()) == "0"]
+    assert float(zero[0].get("data-x")) == zero_position(np.array([0.0, 0.5, 25.0, 2.0]))
+    points = of("point")
+    assert len(points) == 4  # one point per API
+    assert sorted(p.get("fill") for p in points) == ["#3a923a", "#3a923a", "#c0392b", "#c0392b"]
+
+
+def test_the_family_plot_draws_one_point_per_pixel():
+    import numpy as np
+
+    from msprobe.compare.report.plots import family_svg
+
+    values = np.full(50_000, 0.5)  # every API on one x position
+    _, of, _ = _svg(family_svg([("Torch", values)]))
+    assert 1 <= len(of("point")) <= 11  # the jitter spans 11 pixel rows
