@@ -39,10 +39,10 @@ class Analysis:
         )
 
     def api_counts(self) -> dict[str, int]:
-        return dict(Counter(self.results[VERDICT]))
+        return dict(Counter(self.results[VERDICT].to_numpy(dtype=object).tolist()))
 
     def row_counts(self) -> dict[str, int]:
-        return dict(Counter(self.details["比对结果"]))
+        return dict(Counter(self.details["比对结果"].to_numpy(dtype=object).tolist()))
 
 
 def _refuse_duplicates(table: DetailsTable, side: str) -> None:

@@ -13,7 +13,7 @@ failing cell in upstream's evaluation order.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -31,6 +31,17 @@ ERROR_TEXT = {
     EMPTY: "ERROR: Input data is an empty string",
     NOT_FLOAT: "ERROR: Input data cannot be converted to float",
 }
+
+
+def text_frame(columns: Mapping[str, np.ndarray]) -> pd.DataFrame:
+    """A frame of the given columns in which text stays in object arrays.
+
+    pandas 3 would infer its own string dtype for object columns of text, which every later step
+    (comparisons, ``str`` methods, iteration) pays for; numeric columns keep their dtype.
+    """
+    return pd.DataFrame(
+        {k: pd.Series(v, dtype=object, copy=False) if v.dtype == object else v for k, v in columns.items()}
+    )
 
 
 def is_na(cells: pd.Series) -> np.ndarray:

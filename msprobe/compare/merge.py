@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from msprobe.compare.cells import text_frame
 from msprobe.compare.table import COLUMNS, LINE, NAME, DetailsTable, lines_of
 
 BOTH, NPU_ONLY, GPU_ONLY = "both", "npu_only", "gpu_only"
@@ -75,7 +76,7 @@ def merge(npu: DetailsTable, gpu: DetailsTable) -> pd.DataFrame:
     for side, table, rows in (("npu", npu, npu_row), ("gpu", gpu, gpu_row)):
         for c in COLUMNS:
             columns[f"{side}:{c}"] = _take(table.frame[c].to_numpy(dtype=object), rows, "")
-    return pd.DataFrame(columns)
+    return text_frame(columns)
 
 
 def duplicates(table: DetailsTable, side: str) -> list[Duplicate]:
@@ -93,9 +94,17 @@ def duplicates(table: DetailsTable, side: str) -> list[Duplicate]:
 
 def shapes_differ(m: pd.DataFrame) -> np.ndarray:
     """Paired rows whose ``Shape`` texts differ (outputs that cannot be compared)."""
-    npu = m["npu:Shape"].astype(str).str.strip().to_numpy(dtype=object)
-    gpu = m["gpu:Shape"].astype(str).str.strip().to_numpy(dtype=object)
-    return (m["presence"].to_numpy() == BOTH) & (npu != gpu)
+    return (m["presence"].to_numpy() == BOTH) & texts_differ(m["npu:Shape"], m["gpu:Shape"])
+
+
+def texts_differ(a: pd.Series, b: pd.Series) -> np.ndarray:
+    """Cells whose texts differ once stripped (only the cells that differ as written are stripped)."""
+    x, y = a.to_numpy(dtype=object), b.to_numpy(dtype=object)
+    out = x != y
+    idx = np.flatnonzero(out)
+    if len(idx):
+        out[idx] = [p.strip() != q.strip() for p, q in zip(x[idx].tolist(), y[idx].tolist())]
+    return out
 
 
 def different_runs(m: pd.DataFrame) -> str:

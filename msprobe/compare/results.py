@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from msprobe.compare.cells import text_frame
 from msprobe.compare.standards import HINTS, UNSUPPORTED_DTYPES, UNSUPPORTED_MESSAGE
 from msprobe.compare.verdicts import ERROR, MISMATCH, MISSING, PASS, SKIP
 from msprobe.formats.accuracy_csv import BLANK, COMPARE_RESULT_HEADER
@@ -57,14 +58,14 @@ def result_rows(details: pd.DataFrame) -> pd.DataFrame:
     immediate = np.isin(kind, ("invalid", "exception"))
     normal = ~immediate
 
-    imm = pd.DataFrame(
+    imm = text_frame(
         {
             COMPARE_RESULT_HEADER[0]: details["API Name"].to_numpy()[immediate],
-            FWD: SKIP,
-            BWD: SKIP,
+            FWD: np.full(int(immediate.sum()), SKIP, dtype=object),
+            BWD: np.full(int(immediate.sum()), SKIP, dtype=object),
             COMPARE_RESULT_HEADER[3]: details["_plain_message"].to_numpy()[immediate],
-            VERDICT: SKIP,
-            "_severity": np.nan,
+            VERDICT: np.full(int(immediate.sum()), SKIP, dtype=object),
+            "_severity": np.full(int(immediate.sum()), np.nan),
             "_full": details["_full"].to_numpy()[immediate],
             "_e": pos[immediate].astype(float),
         }
@@ -101,20 +102,20 @@ def result_rows(details: pd.DataFrame) -> pd.DataFrame:
     unsupported = agg["last_dtype"].isin(list(UNSUPPORTED_DTYPES)).to_numpy()
     fwd[unsupported] = SKIP
     bwd[unsupported] = SKIP
-    hint = agg["api"].map(lambda a: HINTS.get(a, "")).to_numpy(dtype=object)
+    hint = agg["api"].map(HINTS).fillna("").to_numpy(dtype=object)
     message = np.where(fwd == ERROR, hint, "").astype(object)
     skip_msg = agg["fwd_msg"].fillna("").to_numpy(dtype=object)
     message = message + np.where(fwd == SKIP, skip_msg, "").astype(object)
     n_missing = (agg["fmiss"] + agg["bmiss"]).to_numpy()
     n_mism = (agg["fmism"] + agg["bmism"]).to_numpy()
-    note = np.array(
-        [
-            (f"{k} output row(s) present on one side only." if k else "")
-            + (f"{j} output row(s) whose shapes differ between NPU and GPU (not compared)." if j else "")
-            for k, j in zip(n_missing.tolist(), n_mism.tolist())
-        ],
-        dtype=object,
-    )
+    note = np.full(len(n_missing), "", dtype=object)
+    for counts, text in (
+        (n_missing, "{} output row(s) present on one side only."),
+        (n_mism, "{} output row(s) whose shapes differ between NPU and GPU (not compared)."),
+    ):
+        some = np.flatnonzero(counts)
+        texts = [text.format(k) for k in counts[some].tolist()]
+        note[some] = note[some] + np.array(texts, dtype=object)
     message = np.where(unsupported, UNSUPPORTED_MESSAGE, message + note).astype(object)
 
     # emission position: just before the next normal row after the API's last row (or after everything)
@@ -122,7 +123,7 @@ def result_rows(details: pd.DataFrame) -> pd.DataFrame:
     nxt = np.searchsorted(normal_pos, agg["pos"].to_numpy(), side="right")
     e = np.where(nxt < len(normal_pos), normal_pos[np.minimum(nxt, len(normal_pos) - 1)] - 0.5, n + 0.5)
 
-    grouped = pd.DataFrame(
+    grouped = text_frame(
         {
             COMPARE_RESULT_HEADER[0]: agg.index.to_numpy(dtype=object),
             FWD: fwd,

@@ -57,10 +57,11 @@ def timestamp() -> str:
 
 
 def write_csvs(analysis: Analysis, result_csv: Path, details_csv: Path) -> None:
-    details = analysis.details[list(ac.COMPARE_DETAILS_HEADER)].to_numpy(dtype=object)
-    results = analysis.results[list(ac.COMPARE_RESULT_HEADER)].to_numpy(dtype=object)
-    ac.write_text_rows(details_csv, ac.COMPARE_DETAILS_HEADER, details.tolist())
-    ac.write_text_rows(result_csv, ac.COMPARE_RESULT_HEADER, results.tolist())
+    for path, frame, header in (
+        (details_csv, analysis.details, ac.COMPARE_DETAILS_HEADER),
+        (result_csv, analysis.results, ac.COMPARE_RESULT_HEADER),
+    ):
+        ac.write_text_columns(path, header, [frame[c].to_numpy(dtype=object).tolist() for c in header])
 
 
 def output_paths(out_dir: Path, ts: str) -> tuple[Path, Path, Path, Path]:

@@ -49,7 +49,12 @@ def load_details(path: str | os.PathLike[str]) -> DetailsTable:
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # pandas only warns when the first row has too many cells
             frame = pd.read_csv(
-                path, dtype=str, keep_default_na=False, na_filter=False, encoding="utf-8-sig", index_col=False
+                path,
+                dtype=object,
+                keep_default_na=False,
+                na_filter=False,
+                encoding="utf-8-sig",
+                index_col=False,
             )
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError, Warning) as exc:
         raise MsprobeError(f"{path}: malformed CSV ({str(exc).strip().splitlines()[-1]})") from None

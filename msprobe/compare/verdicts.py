@@ -21,8 +21,17 @@ import numpy as np
 import pandas as pd
 
 from msprobe.compare import rules as R
-from msprobe.compare.cells import ERROR_TEXT, OK, as_read, first_error, format_floats, is_na, parse
-from msprobe.compare.merge import BOTH, GPU_ONLY, shapes_differ
+from msprobe.compare.cells import (
+    ERROR_TEXT,
+    OK,
+    as_read,
+    first_error,
+    format_floats,
+    is_na,
+    parse,
+    text_frame,
+)
+from msprobe.compare.merge import BOTH, GPU_ONLY, shapes_differ, texts_differ
 from msprobe.compare.standards import UNSUPPORTED_DTYPES, ZERO_SHAPE, Standard, per_row, route
 from msprobe.formats.accuracy_csv import BLANK, COMPARE_DETAILS_HEADER
 
@@ -61,6 +70,12 @@ class _Judged:
     codes: list[np.ndarray]  # parse error codes, in upstream's evaluation order
     severity: np.ndarray  # float, > 1 where a counted rule failed (NaN where none failed)
     worst: np.ndarray  # str: the failing rule furthest past its bound, against that bound ("" if none)
+
+
+def _per_dtype(dtypes: np.ndarray, field: str) -> np.ndarray:
+    """``standards.per_row``, looked up once per distinct dtype."""
+    codes, uniques = pd.factorize(dtypes)
+    return per_row(np.asarray(uniques, dtype=object), field)[codes] if len(dtypes) else np.zeros(0)
 
 
 def _strings(n: int, text: str = "") -> np.ndarray:
@@ -110,7 +125,7 @@ def _excused(
         return np.zeros(len(x), dtype=bool)
     y, y_code = v.gpu(column)
     x_nan, y_nan = np.isnan(x), np.isnan(y)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore", over="ignore"):
         farther = rule.severity(y, bound) >= rule.severity(x, bound)
     return over & (y_code == OK) & (x_nan == y_nan) & (farther | x_nan)
 
@@ -159,7 +174,7 @@ class _Worst:
 
 def _judge_benchmark(v: _View) -> _Judged:
     n = len(v.dtype)
-    floor = per_row(v.dtype, "min_error")
+    floor = _per_dtype(v.dtype, "min_error")
     parsed = [(v.npu(col), v.gpu(col)) for col, _ in R.BENCHMARK]
     cells: dict[str, np.ndarray] = {}
     notes, errors = _strings(n), _strings(n)
@@ -183,7 +198,7 @@ def _judge_benchmark(v: _View) -> _Judged:
 def _judge_rates(v: _View, table: tuple[tuple[str, R.Rule], ...], joiner: str) -> _Judged:
     """Absolute threshold (joiner "") and accumulative (joiner "\\n"): NPU values only."""
     n = len(v.dtype)
-    bound = per_row(v.dtype, "accumulative_eb")
+    bound = _per_dtype(v.dtype, "accumulative_eb")
     parsed = [v.npu(col) for col, _ in table]
     cells: dict[str, np.ndarray] = {}
     failed = np.zeros(n, dtype=bool)
@@ -224,7 +239,7 @@ def _judge_one(v: _View, column: str, rule: R.Rule) -> _Judged:
 
 
 def _judge_ulp(v: _View) -> _Judged:
-    floor = per_row(v.dtype, "min_error")
+    floor = _per_dtype(v.dtype, "min_error")
     (mu, mu_c), (mu_g, mu_gc) = v.npu("ULP误差平均值"), v.gpu("ULP误差平均值")
     (p, p_c), (q, q_c) = v.npu("ULP误差大于阈值占比"), v.gpu("ULP误差大于阈值占比")
     _, mean_ok, mean_note = _inf_nan_ratio(mu, mu_g, floor, "ULP误差平均值")
@@ -281,18 +296,21 @@ def _side_text(m: pd.DataFrame, col: str) -> np.ndarray:
 
 
 def _names(names: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(valid, full API name, bare API name, direction) from ``Type[.prefix].api.N.dir.output.k``."""
-    n = len(names)
-    valid = np.zeros(n, dtype=bool)
-    full, bare, direction = _strings(n), _strings(n), _strings(n)
-    for i, name in enumerate(names.tolist()):
-        parts = name.split(".")
-        if len(parts) in (6, 7):
-            valid[i] = True
-            full[i] = ".".join(parts[:-3])
-            bare[i] = ".".join(parts[1:-4])
-            direction[i] = parts[-3]
-    return valid, full, bare, direction
+    """(valid, full API name, bare API name, direction) from ``Type[.prefix].api.N.dir.output.k``.
+
+    The one place that knows the output-name grammar: 6 or 7 dot-separated segments; ``full`` is all
+    but the last three, ``bare`` the segments between the type and the call number, ``direction`` the
+    third from the end. One split per distinct name, list-wise (no per-row numpy indexing).
+    """
+    tails = [str(name).rsplit(".", 3) for name in names.tolist()]  # [Type[.prefix].api.N, dir, output, k]
+    api_codes, apis = pd.factorize(np.array([t[0] for t in tails], dtype=object))
+    heads = [a.split(".") for a in apis.tolist()]  # per API, not per output
+    api_ok = np.array([len(h) in (3, 4) for h in heads], dtype=bool)
+    valid = api_ok[api_codes] & np.array([len(t) == 4 for t in tails], dtype=bool)
+    full = np.where(valid, np.asarray(apis, dtype=object)[api_codes], "").astype(object)
+    bare = np.where(valid, np.array([".".join(h[1:-1]) for h in heads], dtype=object)[api_codes], "")
+    direction = np.where(valid, np.array([t[1] if len(t) == 4 else "" for t in tails], dtype=object), "")
+    return valid, full, bare.astype(object), direction.astype(object)
 
 
 def evaluate(
@@ -346,7 +364,10 @@ def evaluate(
     dtype_na = is_na(dtype_series)
     kind[cand & dtype_na] = "exception"
     message[cand & dtype_na] = DTYPE_ERROR
-    blank_dtype = dtype_series.str.isspace().fillna(False).to_numpy(dtype=bool)
+    codes, uniques = pd.factorize(dtype)
+    blank_dtype = (
+        np.array([u.isspace() for u in uniques.tolist()], dtype=bool)[codes] if len(dtype) else dtype_na
+    )
     skip = cand & ~dtype_na & (blank_dtype | np.isin(dtype, list(UNSUPPORTED_DTYPES)) | (shape == ZERO_SHAPE))
     message[skip] = as_read(m.loc[skip, "npu:Message"], "Message" in npu_numeric)
 
@@ -397,7 +418,7 @@ def evaluate(
         "presence": presence,
         "duplicated_in": m["duplicated_in"].to_numpy(dtype=object),
     }
-    return pd.DataFrame({**out, **{f"_{key}": values for key, values in analysis.items()}})
+    return text_frame({**out, **{f"_{key}": values for key, values in analysis.items()}})
 
 
 def _flags(m: pd.DataFrame, presence: np.ndarray) -> np.ndarray:
@@ -405,10 +426,12 @@ def _flags(m: pd.DataFrame, presence: np.ndarray) -> np.ndarray:
     both = presence == BOTH
     out = _strings(len(m))
     for col, word in (("DEVICE Dtype", "dtype"), ("Shape", "shape")):
-        a = m[f"npu:{col}"].str.strip().to_numpy(dtype=object)
-        b = m[f"gpu:{col}"].str.strip().to_numpy(dtype=object)
-        differ = both & (a != b)
+        differ = both & texts_differ(m[f"npu:{col}"], m[f"gpu:{col}"])
         if differ.any():
-            text = np.array([f"{word} differs: NPU {x}, GPU {y}; " for x, y in zip(a[differ], b[differ])])
-            out[differ] = out[differ] + text.astype(object)
-    return np.array([s.removesuffix("; ") for s in out], dtype=object) if len(out) else out
+            a = m[f"npu:{col}"].to_numpy(dtype=object)[differ].tolist()
+            b = m[f"gpu:{col}"].to_numpy(dtype=object)[differ].tolist()
+            text = [f"{word} differs: NPU {x.strip()}, GPU {y.strip()}; " for x, y in zip(a, b)]
+            out[differ] = out[differ] + np.array(text, dtype=object)
+    flagged = np.flatnonzero(out != "")
+    out[flagged] = [s.removesuffix("; ") for s in out[flagged].tolist()]
+    return out

@@ -9,6 +9,7 @@ here and nowhere else.
 from __future__ import annotations
 
 import csv
+import io
 import math
 import os
 from collections.abc import Iterable, Iterator, Sequence
@@ -203,16 +204,78 @@ def read_rows_with_lines(
     return rows, starts
 
 
+def _csv_lines(rows: Iterable[Sequence[str]]) -> Iterator[str]:
+    """Each row as the csv module writes it (minimal quoting, ``\r\n``), without its per-row calls.
+
+    A row is joined with commas as is; only a row holding a comma, quote or line break inside a cell (or a
+    lone empty cell, or a cell that is not text) goes through ``csv.writer``, which quotes it.
+    """
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    for row in rows:
+        try:
+            line = ",".join(row)
+        except TypeError:
+            line = None
+        if (
+            line is None
+            or '"' in line
+            or "\n" in line
+            or "\r" in line
+            or line.count(",") != len(row) - 1
+            or (len(row) == 1 and line == "")
+        ):
+            buf.seek(0)
+            buf.truncate()
+            writer.writerow(row)
+            yield buf.getvalue()
+        else:
+            yield line + "\r\n"
+
+
 def write_text_rows(
     path: str | os.PathLike[str], header: Sequence[str], rows: Iterable[Sequence[str]]
 ) -> None:
-    """``write_rows`` for rows whose cells are already ``format_cell`` text (the fast path for big tables)."""
+    """``write_rows`` for rows whose cells are already ``format_cell`` text (the fast path for big tables).
+
+    Bytes are those of ``csv.writer`` (tested against it); the text is encoded and written in one go.
+    """
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8-sig", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(header)
-        writer.writerows(rows)
+    text = "".join(_csv_lines([header])) + "".join(_csv_lines(rows))
+    with open(tmp, "wb") as fh:
+        fh.write(text.encode("utf-8-sig"))
+    os.replace(tmp, path)
+
+
+_SPECIAL = (",", '"', "\r", "\n")
+
+
+def _minimal_quotes(cells: list[str]) -> list[str]:
+    """A column's cells quoted as ``csv.writer`` quotes them (most columns need no quote at all)."""
+    joined = "".join(cells)
+    if not any(ch in joined for ch in _SPECIAL):
+        return cells
+    return ['"' + c.replace('"', '""') + '"' if any(ch in c for ch in _SPECIAL) else c for c in cells]
+
+
+def write_text_columns(
+    path: str | os.PathLike[str], header: Sequence[str], columns: Sequence[Sequence[str]]
+) -> None:
+    """``write_text_rows`` for a table given column by column (each a sequence of text cells).
+
+    Same bytes as ``csv.writer`` (tested against it) for tables of two or more columns; each column is
+    quoted at once and the rows are joined in one pass.
+    """
+    if len(header) < 2 or any(not isinstance(c, str) for col in columns for c in col[:1]):
+        write_text_rows(path, header, list(zip(*columns)))
+        return
+    quoted = [_minimal_quotes(list(col)) for col in columns]
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    lines = [",".join(_minimal_quotes(list(header))), *map(",".join, zip(*quoted))]
+    with open(tmp, "wb") as fh:
+        fh.write(("\r\n".join(lines) + "\r\n").encode("utf-8-sig"))
     os.replace(tmp, path)
 
 

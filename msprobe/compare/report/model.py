@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from msprobe.compare import rules as R
+from msprobe.compare.cells import parse
 from msprobe.compare.report.explain import row_reason
 from msprobe.compare.report.stack import load_stacks, user_frames
 from msprobe.compare.results import VERDICT
@@ -150,11 +151,7 @@ def _family_ratios(evaluated: pd.DataFrame) -> tuple[tuple[str, np.ndarray], ...
     """Per API family, each API's worst counted ratio / bound (APIs with no finite ratio left out)."""
     if not len(evaluated):
         return ()
-    scaled = [
-        pd.to_numeric(evaluated[metric], errors="coerce").to_numpy(dtype=np.float64) / bound
-        for metric, bound in COUNTED_RATIOS
-        if bound > 0
-    ]
+    scaled = [parse(evaluated[metric])[0] / bound for metric, bound in COUNTED_RATIOS if bound > 0]
     stacked = np.vstack(scaled)
     finite = np.where(np.isfinite(stacked), stacked, -np.inf)
     per_row = pd.Series(finite.max(axis=0), index=evaluated.index)
@@ -203,7 +200,7 @@ def build_report(analysis: Analysis, dump_dir: Path | None = None) -> Report:
     evaluated = details[details["_kind"] == "evaluated"]
     ratios = {}
     for metric, _ in RATIO_PLOTS:
-        values = pd.to_numeric(evaluated[metric], errors="coerce").to_numpy(dtype=np.float64)
+        values = parse(evaluated[metric])[0]  # text -> float, NaN where no number (blanks)
         values = values[np.isfinite(values)]
         if len(values):
             ratios[metric] = values
