@@ -256,7 +256,10 @@ def _minimal_quotes(cells: list[str]) -> list[str]:
     joined = "".join(cells)
     if not any(ch in joined for ch in _SPECIAL):
         return cells
-    return ['"' + c.replace('"', '""') + '"' if any(ch in c for ch in _SPECIAL) else c for c in cells]
+    return [
+        '"' + c.replace('"', '""') + '"' if ("," in c or '"' in c or "\n" in c or "\r" in c) else c
+        for c in cells
+    ]
 
 
 def write_text_columns(
