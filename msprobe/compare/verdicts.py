@@ -378,7 +378,8 @@ def evaluate(
         rows = idx[stds == std]
         if not len(rows):
             continue
-        res = judge(_View(m.iloc[rows], dtype[rows], npu_numeric, npu_alone))
+        with np.errstate(over="ignore"):  # severities of huge values are inf, as meant
+            res = judge(_View(m.iloc[rows], dtype[rows], npu_numeric, npu_alone))
         code = first_error(res.codes)
         good, bad = rows[code == OK], rows[code != OK]
         kind[bad] = "exception"

@@ -68,7 +68,7 @@ def test_different_runs_are_said_first_and_fail_strict(tmp_path, capsys, gpu, re
     assert captured.out.startswith("compared ")
     html = next(out.glob("*.html")).read_text(encoding="utf-8")
     md = next(out.glob("*.md")).read_text(encoding="utf-8")
-    assert html.index(reason) < html.index("Counts by verdict")
+    assert html.index(reason) < html.index("<h2>Summary</h2>")
     assert (
         md.splitlines()[2]
         == f"**Warning: {npu_csv} and {gpu_csv} look like details of different runs: {reason}**"

@@ -16,7 +16,9 @@ METRIC_ENGLISH: dict[str, str] = dict(R.ENGLISH)
 VERDICTS: tuple[tuple[str, str], ...] = (
     ("error", "the NPU's error against the CPU benchmark is worse than the standard allows: for the "
               "benchmark standard its NPU/GPU ratio passes a bound, for the others an NPU error rate is "
-              "not 0 (or the thousandth share is too low)."),
+              "not 0 (or the thousandth share is too low) and the GPU's is lower (higher)."),
+    ("mismatch", "the output has different shapes in the two details files, so it is not compared: the "
+                 "files are probably from different runs."),
     ("missing", "the output is in one details file only, so it cannot be compared: the two replays did "
                 "not see the same API calls (different dumps, filters or a crashed run)."),
     ("pass", "every metric the output's standard counts is within its bound (benchmark standard: the "
