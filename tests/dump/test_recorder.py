@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from msprobe.dump.pytorch import debug_save, hookpatch, modules, parents
+from msprobe.dump.pytorch import debug_save, module_backward, modules, parents
 from msprobe.dump.pytorch.recorder import Recorder
 
-_PATHS = (modules, debug_save, hookpatch, parents)
+_PATHS = (modules, module_backward, debug_save, parents)
 
 
 def test_the_service_is_a_recorder(debugger: Any) -> None:

@@ -8,7 +8,6 @@ import io
 import warnings
 from pathlib import Path
 
-import pytest
 import torch
 from torch.overrides import TorchFunctionMode
 
@@ -74,32 +73,21 @@ def test_current_graph_task_id_says_whether_backward_runs() -> None:
     assert inside and inside[0] >= 0
 
 
-def test_reset_view_creation_meta_allows_in_place_again() -> None:
-    m = torch.nn.Linear(2, 2)
-    m.register_full_backward_hook(lambda *a: None)
-    x = torch.ones(1, 2, requires_grad=True)
-    with pytest.raises(RuntimeError, match="BackwardHookFunction is a view"):
-        m(x).relu_()  # the output is a BackwardHookFunction view that refuses in-place ops
-    out = m(x)
-    tc.reset_view_creation_meta(out)
-    out.relu_().sum().backward()  # allowed now, and backward still runs
-    assert x.grad is not None
-    tc.reset_view_creation_meta(torch.ones(2))  # not a view: nothing to do
+def test_will_run_says_which_nodes_the_running_backward_executes() -> None:
+    a, b = torch.ones(2, requires_grad=True), torch.ones(2, requires_grad=True)
+    ya, yb = a * 2, b * 3
+    assert tc.will_run(ya.grad_fn)  # outside a backward pass
+    seen: list[tuple[bool, bool]] = []
+    ya.register_hook(lambda g: seen.append((tc.will_run(ya.grad_fn), tc.will_run(yb.grad_fn))))  # type: ignore[arg-type, func-returns-value]
+    ya.sum().backward()
+    assert seen == [(True, False)]
 
 
-def test_backward_hook_has_the_methods_we_wrap() -> None:
-    for attr in ("setup_input_hook", "setup_output_hook"):
-        assert callable(tc.BackwardHook.__dict__[attr])
-    seen: list[object] = []
-    orig = tc.BackwardHook.setup_input_hook
-    m = torch.nn.Linear(2, 2)
-    m.register_full_backward_hook(lambda *a: None)
-    try:
-        tc.BackwardHook.setup_input_hook = lambda self, args: seen.append(args) or orig(self, args)  # type: ignore[method-assign]
-        m(torch.ones(1, 2, requires_grad=True))
-    finally:
-        tc.BackwardHook.setup_input_hook = orig  # type: ignore[method-assign]
-    assert seen  # a module with full backward hooks goes through it
+def test_sequence_nr_grows_with_creation() -> None:
+    x = torch.ones(2, requires_grad=True)
+    y = x * 2
+    z = y + 1
+    assert tc.sequence_nr(y.grad_fn) < tc.sequence_nr(z.grad_fn)
 
 
 def test_direct_parameters_equal_named_parameters_non_recursive() -> None:

@@ -12,18 +12,10 @@ from tests.dump.conftest import load_dump
 
 zoo.require_transformers()
 
-# torch's full backward hooks put identity nodes between a module and its inputs; a tensor with
-# several consumers then has its gradients summed in another order (RMSNorm's input, the hidden state
-# feeding q, k and v), which changes the last bits. L0 and mix use those hooks today.
-_REORDERS_GRADIENTS = pytest.mark.xfail(
-    strict=True, reason="module backward hooks change the gradient summation order"
-)
-
 
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["llama", "bert", "t5", "mixtral"])
-@pytest.mark.parametrize("level", ["L1", pytest.param("L0", marks=_REORDERS_GRADIENTS),
-                                   pytest.param("mix", marks=_REORDERS_GRADIENTS)])  # fmt: skip
+@pytest.mark.parametrize("level", ["L1", "L0", "mix"])
 def test_training_with_the_dump_is_bitwise_unchanged(
     tmp_path: Path, debugger: Any, model: str, level: str
 ) -> None:

@@ -2,9 +2,11 @@
 descendant of the model passed to ``start()``, direct parameters, parameter gradients, construct.json.
 
 The hooks are put on the model at every effective ``start()`` and taken off at ``stop()``/``step()``
-(:meth:`ModuleDumper.install` / :meth:`ModuleDumper.uninstall`), with what they need of torch while
-they are there (:mod:`.hookpatch`) and, at mix, the optimizer/clip_grad parents (:mod:`.parents`).
-Between ``stop()`` and the next ``start()`` nothing of ours is on the model or in torch.
+(:meth:`ModuleDumper.install` / :meth:`ModuleDumper.uninstall`), with, at mix, the optimizer/clip_grad
+parents (:mod:`.parents`). Between ``stop()`` and the next ``start()`` nothing of ours is on the model
+or in torch. Backward data is read off the autograd graph by :mod:`.module_backward` (no node is
+inserted, so the gradient sums, and training, stay bitwise as without the dump; torch is not patched);
+``Module.X.backward.N`` pairs with ``Module.X.forward.N``.
 """
 
 from __future__ import annotations
@@ -15,14 +17,14 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from msprobe.dump.naming import BACKWARD, FORWARD
-from msprobe.dump.pytorch import hookpatch
+from msprobe.dump.pytorch import module_backward
 from msprobe.dump.pytorch.encode import quiet
 from msprobe.dump.pytorch.nocompile import no_compile
 from msprobe.dump.pytorch.parents import ScopeParents
 from msprobe.dump.pytorch.recompute import in_recomputation
 from msprobe.dump.pytorch.recorder import Recorder
 from msprobe.dump.pytorch.tensor_io import plain_cpu_tensor
-from msprobe.dump.pytorch.torch_compat import direct_parameters
+from msprobe.dump.pytorch.torch_compat import DisableTorchFunction, direct_parameters
 from msprobe.dump.stack import capture_stack
 
 if TYPE_CHECKING:
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
 
 Active = Callable[[], bool]
 Hook = Callable[..., Any]
-_Hooks = tuple[Hook, Hook, Hook | None, Hook | None]  # forward pre/post, backward pre/post
+_Hooks = tuple[Hook, Hook]  # forward pre/post
 
 
 def _distributed() -> bool:
@@ -71,7 +73,8 @@ class ModuleDumper:
         # all its parameters have reported (one encoding per module and backward, not per parameter),
         # or at the next flush for parameters that got no gradient
         self._grad_reported: dict[str, set[str]] = {}
-        self._params_hooked: set[int] = set()
+        self._param_records: dict[int, list[tuple[str, str]]] = {}  # id(parameter) -> (record, name)
+        self._captures: list[module_backward.Capture] = []  # this step's, released at its end
         self._parents = ScopeParents(recorder, self.forward_stack)
 
     # -- registration -----------------------------------------------------------------------------
@@ -105,7 +108,6 @@ class ModuleDumper:
         if self.installed or not (self._hooks or self._named):
             return
         self.installed = True
-        hookpatch.acquire(self.rec)
         for module, hooks in (*self._hooks, *self._named):
             self._attach(module, hooks)
         if self._hooks and self.rec.config.level == "mix":
@@ -117,38 +119,36 @@ class ModuleDumper:
         for h in self.handles:
             h.remove()
         self.handles.clear()
-        self._params_hooked.clear()
+        self._param_records.clear()
+        self._release_captures()
         self._parents.remove()
-        if self.installed:
-            self.installed = False
-            hookpatch.release(self.rec)
+        self.installed = False
 
     def _attach(self, module: torch.nn.Module, hooks: _Hooks) -> None:
-        pre, post, bpre, bpost = hooks
+        pre, post = hooks
         self.handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
         self.handles.append(module.register_forward_hook(post, with_kwargs=True, prepend=True))
-        if bpre is not None and bpost is not None:
-            self.handles.append(module.register_full_backward_pre_hook(bpre))
-            self.handles.append(module.register_full_backward_hook(bpost))
 
     def _make_hooks(self, module: torch.nn.Module, path: str, active: Active | None = None) -> _Hooks:
-        """The four hooks of one module, made once (``no_compile`` wrappers are not free)."""
+        """The hooks of one module, made once (``no_compile`` wrappers are not free)."""
         prefix = f"Module.{path}.{type(module).__name__}"
-        pending: list[tuple[str, str | None, bool]] = []  # (name, parent, passes the filter)
-        bpending: list[tuple[str, str | None]] = []
+        backward = self.rec.config.data_mode.direction(BACKWARD)
+        # (name, parent, passes the filter, the inputs' autograd edges at the call)
+        pending: list[tuple[str, str | None, bool, module_backward.Inputs | None]] = []
 
         def pre(mod: Any, args: Any, kwargs: Any) -> None:
             if self._off() or (active is not None and not active()):
                 return
             name = f"{prefix}.{FORWARD}.{self.rec.counter.next(prefix + '.' + FORWARD)}"
             ok = self.rec.filter.begin(name)
-            pending.append((name, self.forward_stack[-1] if self.forward_stack else None, ok))
+            inputs = self._inputs(name, args, kwargs) if backward else None
+            pending.append((name, self.forward_stack[-1] if self.forward_stack else None, ok, inputs))
             self.forward_stack.append(name)
 
         def post(mod: Any, args: Any, kwargs: Any, output: Any) -> None:
             if not pending:
                 return
-            name, parent, ok = pending.pop()
+            name, parent, ok, inputs = pending.pop()
             if self.forward_stack:
                 self.forward_stack.pop()
             self.rec.filter.end(name)
@@ -161,18 +161,34 @@ class ModuleDumper:
             if record:
                 self._guarded(self._record_forward, prefix, name, mod, args, kwargs, output)
                 store.kick()
+            if backward:
+                self._guarded(self._watch_backward, name, output, inputs)
 
-        def bpre(mod: Any, grad_output: Any) -> None:
-            if self._off() or (active is not None and not active()):
+        return no_compile(pre), no_compile(post)
+
+    def _inputs(self, name: str, args: Any, kwargs: Any) -> module_backward.Inputs | None:
+        try:
+            with DisableTorchFunction():
+                return module_backward.inputs_needing_grad(tuple(args), dict(kwargs))
+        except Exception as exc:  # never the user's forward: this call gets no backward record
+            self.rec.record_error("backward_hook_register", name, exc)
+            return None
+
+    def _watch_backward(self, forward: str, output: Any, inputs: module_backward.Inputs | None) -> None:
+        """Record ``forward``'s backward as ``...backward.N`` (the forward's N) when it runs."""
+        name = forward.replace(f".{FORWARD}.", f".{BACKWARD}.")
+        begun: list[tuple[str | None, list[Any]]] = []  # (parent, grad_output) once begun
+
+        def begin(grad_output: list[Any]) -> None:
+            if self._off():
                 return
-            name = f"{prefix}.{BACKWARD}.{self.rec.counter.next(prefix + '.' + BACKWARD)}"
-            bpending.append((name, self.backward_stack[-1] if self.backward_stack else None))
+            begun.append((self.backward_stack[-1] if self.backward_stack else None, grad_output))
             self.backward_stack.append(name)
 
-        def bpost(mod: Any, grad_input: Any, grad_output: Any) -> None:
-            if not bpending:
+        def end(grad_input: list[Any]) -> None:
+            if not begun:
                 return
-            name, parent = bpending.pop()
+            parent, grad_output = begun.pop()
             if self.backward_stack:
                 self.backward_stack.pop()
             store = self.rec.store
@@ -181,12 +197,20 @@ class ModuleDumper:
             record = self.rec.filter.check(name)
             store.put_construct(name, parent, kick=not record)
             if record:
-                self._guarded(self._record_backward, name, grad_input, grad_output)
+                outs = [g for g in grad_output if g is not None]
+                self._guarded(self._record_backward, name, grad_input, outs)
                 store.kick()
 
-        if not self.rec.config.data_mode.direction(BACKWARD):
-            return no_compile(pre), no_compile(post), None, None
-        return no_compile(pre), no_compile(post), no_compile(bpre), no_compile(bpost)
+        with DisableTorchFunction():
+            capture = module_backward.watch(output, inputs, no_compile(begin), no_compile(end))
+        if capture is not None:
+            self._captures.append(capture)
+
+    def _release_captures(self) -> None:
+        """Calls whose backward did not run (yet): their hooks go, with what they hold."""
+        for capture in self._captures:
+            capture.release()
+        self._captures.clear()
 
     def _guarded(self, fn: Callable[..., None], *args: Any) -> None:
         was = self.rec.enter()
@@ -292,15 +316,20 @@ class ModuleDumper:
         if self._flush_param_grads not in store.before_flush:  # a new store each step
             store.before_flush.append(self._flush_param_grads)
         for p, t in params:
-            if id(t) not in self._params_hooked:
-                self._params_hooked.add(id(t))
-                self.handles.append(t.register_hook(self._param_hook(record, p)))
+            # one hook per parameter, reporting to every module sharing it (tied weights)
+            owners = self._param_records.get(id(t))
+            if owners is None:
+                owners = self._param_records[id(t)] = []
+                self.handles.append(t.register_hook(self._param_hook(owners)))
+            if (record, p) not in owners:
+                owners.append((record, p))
 
-    def _param_hook(self, record: str, pname: str) -> Callable[[torch.Tensor], None]:
+    def _param_hook(self, owners: list[tuple[str, str]]) -> Callable[[torch.Tensor], None]:
         def hook(grad: torch.Tensor) -> None:
             if self._off():
                 return
-            self._guarded(self._record_param_grad, record, pname, grad)
+            for record, pname in owners:
+                self._guarded(self._record_param_grad, record, pname, grad)
 
         return no_compile(hook)
 
@@ -374,6 +403,7 @@ class ModuleDumper:
 
     # -- per step ---------------------------------------------------------------------------------
     def reset_step(self) -> None:
+        self._release_captures()
         self.forward_stack.clear()
         self.backward_stack.clear()
         self._grad_records.clear()

@@ -17,7 +17,6 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch.utils import hooks as _hooks
 
 # -- function modes and grad mode (per record: plain aliases, no wrapper) ---------------------------
 
@@ -58,24 +57,22 @@ def pop_function_mode(mode: Any) -> None:
         torch._C._push_on_torch_function_stack(m)
 
 
-# -- module backward hooks ------------------------------------------------------------------------
+# -- module backward (the autograd graph) -------------------------------------------------------
 
-BackwardHook = _hooks.BackwardHook
-"""The helper of ``register_full_backward_hook`` whose ``setup_input_hook``/``setup_output_hook``
-route a module's inputs and outputs through ``BackwardHookFunction``."""
+_will_engine_execute_node: Callable[[Any], bool] | None = getattr(torch._C, "_will_engine_execute_node", None)
 
 
-def reset_view_creation_meta(t: torch.Tensor) -> None:
-    """Give a view the default creation meta, so in-place ops on it are allowed again (the views
-    ``BackwardHookFunction`` returns refuse them, pytorch #61519)."""
-    if not t._is_view():
-        return
-    autograd = torch._C._autograd
-    try:
-        if autograd._get_creation_meta(t) != autograd.CreationMeta.DEFAULT:
-            autograd._set_creation_meta(t, autograd.CreationMeta.DEFAULT)
-    except RuntimeError:
-        pass
+def will_run(node: Any) -> bool:
+    """Whether the running backward pass executes autograd ``node`` (what torch's multi-grad hooks
+    ask); True outside a backward pass or on a torch without the query."""
+    if _will_engine_execute_node is None or current_graph_task_id is None or current_graph_task_id() < 0:
+        return True
+    return bool(_will_engine_execute_node(node))
+
+
+def sequence_nr(node: Any) -> int:
+    """The creation number of autograd ``node`` (per thread, increasing; AccumulateGrad: the largest)."""
+    return int(node._sequence_nr())
 
 
 _named_parameters = torch.nn.Module.named_parameters

@@ -1,10 +1,11 @@
 """The one rule for walking call arguments and results: which values are containers, and their parts.
 
-A container is a namedtuple (its fields), a list or tuple (its positions), a dict, ``ModelOutput`` and
-other dict subclasses included (its keys, as str), or a dataclass instance (its fields). Everything
-else is a leaf. :func:`branches` is that rule; :func:`tensors` walks it for the tensors inside. The
-encoder (dump.json values), the summaries a deferred record reads, the backward hook's first output
-tensor and the cache entries a collective invalidates all use it, so they agree on what is inside.
+A container is a namedtuple (its fields), a list or tuple (its positions), a dataclass instance (its
+fields: a ``ModelOutput``, a dict too, with the fields that are None, as upstream writes them), or a
+dict (its keys, as str). Everything else is a leaf. :func:`branches` is that rule; :func:`tensors`
+walks it for the tensors inside. The encoder (dump.json values), the summaries a deferred record
+reads, the module backward capture's output tensors and the cache entries a collective invalidates
+all use it, so they agree on what is inside.
 """
 
 from __future__ import annotations
@@ -27,10 +28,10 @@ def branches(v: Any) -> Branches | None:
         return MAPPING, list(zip(v._fields, v, strict=False))
     if isinstance(v, list | tuple):
         return SEQUENCE, list(enumerate(v))
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):  # ModelOutput: its None fields too
+        return MAPPING, [(f.name, getattr(v, f.name)) for f in dataclasses.fields(v)]
     if isinstance(v, dict):
         return MAPPING, [(str(k), x) for k, x in v.items()]
-    if dataclasses.is_dataclass(v) and not isinstance(v, type):
-        return MAPPING, [(f.name, getattr(v, f.name)) for f in dataclasses.fields(v)]
     return None
 
 

@@ -1,0 +1,257 @@
+"""Module backward capture read off the autograd graph: the values torch's full backward hooks report,
+without the identity nodes that change the gradients' summation order."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import namedtuple
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.nn as nn
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from msprobe.dump.pytorch import module_backward as mb
+from tests.dump.conftest import load_dump
+
+
+class Norm(nn.Module):
+    """RMSNorm-like: its input feeds pow, mul, and (outside) the residual."""
+
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(d))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
+
+
+class QKV(nn.Module):
+    """One hidden state feeding three projections and a residual."""
+
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.norm = Norm(d)
+        self.q, self.k, self.v = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.norm(x)
+        a = torch.softmax(self.q(h) @ self.k(h).transpose(-1, -2), -1) @ self.v(h)
+        return x + a
+
+
+def _events(model: nn.Module) -> tuple[list[tuple[str, str, list[torch.Tensor]]], list[Any]]:
+    """Watch every submodule; the events are (name, 'begin'|'end', grads) in firing order."""
+    events: list[tuple[str, str, list[torch.Tensor]]] = []
+    captures: list[Any] = []
+    pending: dict[str, Any] = {}
+
+    def pre(name: str) -> Any:
+        def hook(mod: Any, args: Any, kwargs: Any) -> None:
+            pending[name] = mb.inputs_needing_grad(tuple(args), dict(kwargs))
+
+        return hook
+
+    def post(name: str) -> Any:
+        def hook(mod: Any, args: Any, kwargs: Any, out: Any) -> None:
+            c = mb.watch(
+                out,
+                pending.pop(name),
+                lambda g: events.append((name, "begin", [x for x in g if x is not None])),
+                lambda g: events.append((name, "end", list(g))),
+            )
+            captures.append(c)
+
+        return hook
+
+    for name, m in model.named_modules():
+        if name:
+            m.register_forward_pre_hook(pre(name), with_kwargs=True)
+            m.register_forward_hook(post(name), with_kwargs=True)
+    return events, captures
+
+
+def _full_hook_grads(model: nn.Module, x: torch.Tensor) -> dict[str, tuple[list[Any], list[Any]]]:
+    """(grad_input, grad_output) of each submodule from torch's full backward hooks."""
+    out: dict[str, tuple[list[Any], list[Any]]] = {}
+    for name, m in model.named_modules():
+        if name:
+
+            def hook(mod: Any, gi: Any, go: Any, name: str = name) -> None:
+                out[name] = ([g for g in gi if g is not None], [g for g in go if g is not None])
+
+            m.register_full_backward_hook(hook)
+    model(x).sum().backward()
+    return out
+
+
+def _run(seed: int, hooks: str) -> tuple[dict[str, torch.Tensor], Any]:
+    torch.manual_seed(seed)
+    model = nn.Sequential(QKV(8), QKV(8))
+    x = torch.randn(2, 5, 8, requires_grad=True)
+    info: Any = None
+    if hooks == "full":
+        info = _full_hook_grads(model, x)
+    else:
+        if hooks == "graph":
+            info = _events(model)[0]
+        model(x).sum().backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    assert x.grad is not None
+    grads["x"] = x.grad.clone()
+    return grads, info
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.integers(0, 2**16))
+def test_gradients_are_bitwise_those_of_an_unhooked_run(seed: int) -> None:
+    plain, _ = _run(seed, "none")
+    watched, events = _run(seed, "graph")
+    assert events, "the capture must have fired"
+    assert plain.keys() == watched.keys()
+    assert [k for k in plain if not torch.equal(plain[k], watched[k])] == []
+
+
+def test_values_are_those_of_full_backward_hooks() -> None:
+    _, full = _run(3, "full")
+    _, events = _run(3, "graph")
+    ends = {name: grads for name, kind, grads in events if kind == "end"}
+    begins = {name: grads for name, kind, grads in events if kind == "begin"}
+    assert ends.keys() == full.keys() == begins.keys()
+    for name, (grad_input, grad_output) in full.items():
+        # the module's own contribution (Norm's input also feeds the residual outside it)
+        assert len(ends[name]) == len(grad_input), name
+        for a, b in zip(ends[name], grad_input):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+        assert len(begins[name]) == len(grad_output), name
+        for a, b in zip(begins[name], grad_output):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+
+
+def test_a_parent_sharing_its_last_childs_output_begins_first_and_ends_last() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4)))
+    events, _ = _events(model)
+    model(torch.randn(3, 4, requires_grad=True)).sum().backward()
+    order = [(name, kind) for name, kind, _ in events]
+    assert order.index(("1", "begin")) < order.index(("1.1", "begin"))
+    assert order.index(("1.0", "end")) < order.index(("1", "end")) < order.index(("0", "begin"))
+
+
+def test_no_input_needing_grad_ends_at_once_with_no_gradients() -> None:
+    emb = nn.Embedding(10, 4)
+    events, _ = _events(nn.Sequential(emb))
+    emb(torch.tensor([1, 2])).sum().backward()
+    assert [(n, k, len(g)) for n, k, g in events] == [("0", "begin", 1), ("0", "end", 0)]
+
+
+class Identity(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+
+class InPlace(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x * 1.0
+        y.mul_(3.0)
+        return y
+
+
+@pytest.mark.parametrize(("module", "factor"), [(Identity(), 2.0), (InPlace(), 6.0)])
+def test_identity_and_in_place_modules_report_their_input_gradient(module: nn.Module, factor: float) -> None:
+    events, _ = _events(nn.Sequential(module))
+    x = torch.randn(3, requires_grad=True)
+    (module(x * 1.0) * 2.0).sum().backward()
+    end = [g for name, kind, g in events if kind == "end"]
+    assert len(end) == 1 and len(end[0]) == 1
+    torch.testing.assert_close(end[0][0], torch.full((3,), factor))
+
+
+@dataclasses.dataclass
+class Out:
+    a: torch.Tensor
+    b: torch.Tensor | None = None
+
+
+Pair = namedtuple("Pair", "first second")
+
+
+class Structured(nn.Module):
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.kind = kind
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> Any:
+        y = self.lin(x)
+        if self.kind == "dict":
+            return {"y": y, "n": None, "z": 2 * y}
+        if self.kind == "dataclass":
+            return Out(y)
+        return Pair(y, 2 * y)
+
+
+@pytest.mark.parametrize("kind", ["dict", "dataclass", "namedtuple"])
+def test_structured_outputs_are_watched_through(kind: str) -> None:
+    model = Structured(kind)
+    events, _ = _events(nn.Sequential(model))
+    x = torch.randn(2, 3, requires_grad=True)
+    out = model(x)
+    y = out["y"] if kind == "dict" else out.a if kind == "dataclass" else out.first
+    y.sum().backward()
+    begin = [g for name, kind_, g in events if name == "0" and kind_ == "begin"]
+    assert len(begin) == 1 and len(begin[0]) == 1  # the unused second output computes no gradient
+    torch.testing.assert_close(begin[0][0], torch.ones(2, 3))
+
+
+def test_released_captures_record_nothing() -> None:
+    lin = nn.Linear(3, 3)
+    events, captures = _events(nn.Sequential(lin))
+    y = lin(torch.randn(2, 3, requires_grad=True))
+    for c in captures:
+        c.release()
+    y.sum().backward()
+    assert events == []
+
+
+class Weird:
+    """An output no dump format knows."""
+
+    def __init__(self, t: torch.Tensor) -> None:
+        self.t = t
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError("no attributes here")
+
+
+class ReturnsWeird(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> Any:
+        return Weird(self.lin(x))
+
+
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_a_module_returning_an_arbitrary_object_never_breaks_training(
+    tmp_path: Path, debugger: Any, level: str
+) -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(ReturnsWeird())
+    x = torch.randn(2, 3, requires_grad=True)
+    dbg = debugger(level=level)
+    dbg.start(model=model)
+    out = model(x)
+    out.t.sum().backward()
+    dbg.stop()
+    dbg.step()
+    assert x.grad is not None
+    data = load_dump(tmp_path / "dump" / "step0" / "rank")["data"]
+    # the object is written as null; its inner Linear is recorded both ways
+    assert data["Module.0.ReturnsWeird.forward.0"]["output"] == [None]
+    assert {"Module.0.lin.Linear.forward.0", "Module.0.lin.Linear.backward.0"} <= data.keys()
+    assert "Module.0.ReturnsWeird.backward.0" not in data
