@@ -255,3 +255,27 @@ def test_a_module_returning_an_arbitrary_object_never_breaks_training(
     assert data["Module.0.ReturnsWeird.forward.0"]["output"] == [None]
     assert {"Module.0.lin.Linear.forward.0", "Module.0.lin.Linear.backward.0"} <= data.keys()
     assert "Module.0.ReturnsWeird.backward.0" not in data
+
+
+class Twice(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return self.lin(a).sum() + self.lin(b).sum()
+
+
+def test_backward_n_is_the_backward_of_forward_n(tmp_path: Path, debugger: Any) -> None:
+    model = Twice()
+    a, b = torch.randn(2, 3, requires_grad=True), torch.randn(5, 3, requires_grad=True)
+    dbg = debugger(level="L0")
+    dbg.start(model=model)
+    model(a, b).backward()
+    dbg.stop()
+    dbg.step()
+    data = load_dump(tmp_path / "dump" / "step0" / "rank")["data"]
+    for n, rows in ((0, 2), (1, 5)):
+        assert data[f"Module.lin.Linear.forward.{n}"]["input_args"][0]["shape"] == [rows, 3]
+        record = data[f"Module.lin.Linear.backward.{n}"]
+        assert [g["shape"] for g in record["input"] + record["output"]] == [[rows, 3], [rows, 3]]
