@@ -137,7 +137,6 @@ class Capture:
             for k, (node, hits) in enumerate(_consumers(roots, inputs)):
                 self._consumers.append(node)
                 self._handles.append(node.register_hook(self._consumer_hook(k, hits)))
-        self._n_outputs = len(outputs)
         self._grad_outputs: list[Grad] = [None] * len(outputs)
         self._output_nodes: list[Any] | None = [_edge(t)[0] for t in outputs]
         self._outputs_expected: list[int] | None = None
@@ -157,7 +156,7 @@ class Capture:
     def on_output(self, k: int, grad: Grad) -> None:
         """Output ``k``'s gradient; the last one this backward computes begins the record."""
         with self._lock:
-            if self._begun or (self._output_nodes is None and self._outputs_expected is None):
+            if self._begun:  # begun, or released
                 return
             if self._outputs_expected is None:
                 nodes, self._output_nodes = self._output_nodes or [], None
