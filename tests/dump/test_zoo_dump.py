@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +20,26 @@ zoo.require_transformers()
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "zoo"
 STATS = ("Max", "Min", "Mean", "Norm")
 
-# Statistics upstream's own dump gets differently, with the reason.
-KNOWN_DIFFERENT = {
-    # A bias on the keys cancels in the softmax: its gradient is zero up to rounding noise (1e-12
-    # against 1e-3 elsewhere), and that noise depends on the order the gradients are summed in,
-    # which upstream's full backward hooks change (see docs/dump.md).
-    "bert": re.compile(r"Module\.bert\.encoder\.layer\.\d+\.attention\.self\.key\.Linear\.parameters_grad$"),
-}
+# Below this magnitude a tensor is rounding noise: the gradient of a bias on attention keys (which
+# cancels in the softmax) and the AdamW updates made from it are zero but for ~1e-12 of noise, whose
+# value depends on the order the gradients are summed in, which upstream's full backward hooks change.
+NOISE = 1e-9
+
+# API records upstream gets differently, with the reason (the names both dumps have; names only one
+# of them has are API coverage, outside the module records).
+API_KNOWN_DIFFERENT = re.compile(
+    # upstream error: a 0-dim tensor modified in place (AdamW's step += 1) shows its new value as input
+    r"Tensor\.__iadd__\.\d+\.forward$"
+    # no-op casts of a module input (x.to(float32) returns x): upstream's backward hook sits on its
+    # identity node (the module input), ours on the node that made the tensor (docs/dump.md)
+    r"|Tensor\.(to|float)\.\d+\.backward$"
+    # API naming, not module capture: BERT's dropout is recorded as Torch.dropout in a fresh process
+    # and as Functional.dropout once another model (GPT-2) has run in it, in other calls than upstream's
+    r"|(Functional|Torch)\.dropout\.\d+\.(forward|backward)$"
+)
+# BERT's parameters 8 and 24 are the key biases: AdamW turns their noise gradients (see NOISE) into
+# updates of ~1e-7 (noise over eps), as different as the noise
+BERT_KEY_BIAS_UPDATES = re.compile(r"Tensor\.(lerp_|addcmul_|addcdiv_)\.(8|24)\.forward$")
 
 
 def _dump(tmp_path: Path, name: str, level: str = "mix", steps: int = 1) -> Path:
@@ -47,6 +61,8 @@ def _differences(ours: Any, theirs: Any, path: str, out: list[str]) -> None:
             scale = max(abs(theirs.get("Max") or 0.0), abs(theirs.get("Min") or 0.0))
             for key, want in theirs.items():
                 got = ours.get(key)
+                if key in STATS and scale < NOISE:
+                    continue
                 if key in STATS and isinstance(want, float) and isinstance(got, float):
                     if not math.isclose(got, want, rel_tol=1e-4, abs_tol=1e-4 * scale):
                         out.append(f"{path}.{key}: {got} != {want}")
@@ -76,16 +92,18 @@ def test_module_records_match_upstream(tmp_path: Path, model: str) -> None:
     assert any(".backward." in k for k in modules)
     assert [k for k in modules if k not in ours] == []
     assert [k for k in ours if k.startswith("Module.") and k not in theirs] == []
-    skip = KNOWN_DIFFERENT.get(model)
     diffs: list[str] = []
     for k in modules:
-        if skip is None or not skip.match(k):
-            _differences(ours[k], theirs[k], k, diffs)
+        _differences(ours[k], theirs[k], k, diffs)
     assert diffs == []
     construct = json.loads((rank / "construct.json").read_text())
     upstream = json.loads((fixture / "construct.json").read_text())
     parents = {k: v for k, v in upstream.items() if k.startswith("Module.")}
     assert {k: construct.get(k) for k in parents} == parents
+
+
+def _api(record: str) -> str:
+    return re.sub(r"\.\d+\.(forward|backward)$", r".\1", record)
 
 
 def _module_records(data: dict[str, Any], direction: str) -> dict[str, Any]:
@@ -125,3 +143,25 @@ def test_t5_backward_n_pairs_with_forward_n(tmp_path: Path) -> None:
         # the second call's backward runs first, and still carries the second call's number
         assert names.index(b1) < names.index(b0), k
     assert {k.replace(".backward.", ".forward.") for k in backward} <= forward.keys()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["llama", "bert"])
+def test_api_records_both_dumps_have_match_upstream(tmp_path: Path, model: str) -> None:
+    rank = _dump(tmp_path, model)
+    fixture = FIXTURES / f"{model}_statistics_mix"
+    ours, theirs = load_dump(rank)["data"], load_dump(fixture)["data"]
+    # an API name recorded a different number of times (coverage: upstream's Functional.dropout is
+    # our Torch.dropout in some calls) numbers its calls differently: only names counted alike
+    counts = [Counter(_api(k) for k in data if not k.startswith("Module.")) for data in (ours, theirs)]
+    common = [k for k in theirs if k in ours and counts[0][_api(k)] == counts[1].get(_api(k), 0) > 0]
+    assert len(common) > 300
+    diffs: list[str] = []
+    for k in common:
+        if not API_KNOWN_DIFFERENT.match(k) and not (model == "bert" and BERT_KEY_BIAS_UPDATES.match(k)):
+            _differences(ours[k], theirs[k], k, diffs)
+    assert diffs == []
+    construct = json.loads((rank / "construct.json").read_text())
+    upstream = json.loads((fixture / "construct.json").read_text())
+    parents = {k: upstream[k] for k in common if k in upstream and not API_KNOWN_DIFFERENT.match(k)}
+    assert {k: construct.get(k) for k in parents} == parents
