@@ -279,3 +279,31 @@ def test_backward_n_is_the_backward_of_forward_n(tmp_path: Path, debugger: Any) 
         assert data[f"Module.lin.Linear.forward.{n}"]["input_args"][0]["shape"] == [rows, 3]
         record = data[f"Module.lin.Linear.backward.{n}"]
         assert [g["shape"] for g in record["input"] + record["output"]] == [[rows, 3], [rows, 3]]
+
+
+def test_a_finished_capture_keeps_no_gradient_alive() -> None:
+    import weakref
+
+    lin = nn.Linear(3, 3)
+    seen: list[Any] = []
+    x = torch.randn(2, 3, requires_grad=True)
+    capture = mb.watch(
+        lin(x),
+        mb.inputs_needing_grad((x,), {}),
+        lambda g: seen.extend(weakref.ref(t) for t in g if t is not None),
+        lambda g: seen.extend(weakref.ref(t) for t in g),
+    )
+    assert capture is not None
+    lin(x).sum().backward()  # another call: this capture's graph is not the one run
+    assert seen == []
+    y = lin(x)
+    capture = mb.watch(
+        y,
+        mb.inputs_needing_grad((x,), {}),
+        lambda g: seen.extend(weakref.ref(t) for t in g if t is not None),
+        lambda g: seen.extend(weakref.ref(t) for t in g),
+    )
+    y.sum().backward()
+    del y
+    assert len(seen) == 2 and all(ref() is None for ref in seen)
+    assert capture is not None  # still referenced, holding nothing

@@ -174,6 +174,7 @@ class Capture:
                     self._add(slot, grads[k])
                 self._expect()
                 self._begun = True
+            self._grad_outputs = []
             self._begin_fn(grads)
             self._maybe_end()
 
@@ -208,17 +209,25 @@ class Capture:
             if any(k not in self._fired for k in self._pending):
                 return
             self._ended = True
-        self.release()
-        self._end_fn([g for g in self._sums if g is not None])
+        end, sums = self._end_fn, [g for g in self._sums if g is not None]
         self._sums = []
+        self.release()
+        end(sums)
 
     def release(self) -> None:
+        """Remove the hooks and drop every tensor and callback held (what was begun never ends)."""
         for h in self._handles:
             h.remove()
         self._handles = []
         self._consumers = []
         self._output_nodes = None
+        self._grad_outputs = []
+        self._begin_fn, self._end_fn = _ignore, _ignore
         self._begun = True  # late output hooks do nothing
+
+
+def _ignore(grads: list[Any]) -> None:
+    return None
 
 
 # One hook per output tensor, calling its watchers newest first: a tensor returned by a module and by
