@@ -81,6 +81,11 @@ OUTPUT_ROW_SUFFIX_RE = re.compile(r"\.(forward|backward)\.output\.\d+$")
 
 
 # -- building ------------------------------------------------------------------------------------------
+def record_api_name(dotted: str) -> str:
+    """The api part of a record name: the last dotted component (``linalg.norm`` -> ``norm``)."""
+    return dotted.rsplit(".", 1)[-1]
+
+
 def api_record_name(prefix: str, api: str, index: int, direction: str) -> str:
     return f"{prefix}.{api}.{index}.{direction}"
 
@@ -160,6 +165,11 @@ def replay_bare_name(api_name: str) -> str:
     any other segment count gives the name itself."""
     parts = api_name.split(".")
     return ".".join(parts[1:-1]) if len(parts) in (3, 4) else api_name
+
+
+def drop_call_index(api_name: str) -> str:
+    """``Functional.linear.0`` -> ``Functional.linear`` (the last segment dropped)."""
+    return api_name.rsplit(".", 1)[0]
 
 
 def replay_grammar_ok(api_name: str) -> bool:
