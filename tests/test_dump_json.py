@@ -245,39 +245,43 @@ def test_rank_folder_round_trip(folder: tuple[dict[str, Any], dict[str, Any], li
     with tempfile.TemporaryDirectory() as tmp:
         store = RankStore(tmp, dict(header))
         store.open(with_tensor_dir=False)
-        for name, value in data.items():
-            store.put(name, value)
-            store.put_construct(name, construct[name])
-        for name, frames in stacks:
-            store.put_stack(name, frames)
-        store.flush()
-        rank = Path(tmp)
-        files = {
-            f: (rank / f).read_bytes()
-            for f in (dump_json.DUMP_JSON, dump_json.STACK_JSON, dump_json.CONSTRUCT_JSON)
-        }
-        assert files[dump_json.DUMP_JSON].decode() == json.dumps({**header, "data": data}, indent=1)
+        try:
+            for name, value in data.items():
+                store.put(name, value)
+                store.put_construct(name, construct[name])
+            for name, frames in stacks:
+                store.put_stack(name, frames)
+            store.flush()
+            rank = Path(tmp)
+            files = {
+                f: (rank / f).read_bytes()
+                for f in (dump_json.DUMP_JSON, dump_json.STACK_JSON, dump_json.CONSTRUCT_JSON)
+            }
+            assert files[dump_json.DUMP_JSON].decode() == json.dumps({**header, "data": data}, indent=1)
 
-        doc = dump_json.read_dump_json(rank / dump_json.DUMP_JSON)
-        assert _text(doc) == _text({**header, "data": data})
-        assert _text(dict(dump_json.read_construct(rank / dump_json.CONSTRUCT_JSON))) == _text(construct)
-        grouped: dict[tuple[str, ...], list[str]] = {}
-        for name, frames in stacks:
-            grouped.setdefault(frames, []).append(name)
-        assert dump_json.read_stack(rank / dump_json.STACK_JSON) == [(n, list(f)) for f, n in grouped.items()]
+            doc = dump_json.read_dump_json(rank / dump_json.DUMP_JSON)
+            assert _text(doc) == _text({**header, "data": data})
+            assert _text(dict(dump_json.read_construct(rank / dump_json.CONSTRUCT_JSON))) == _text(construct)
+            grouped: dict[tuple[str, ...], list[str]] = {}
+            for name, frames in stacks:
+                grouped.setdefault(frames, []).append(name)
+            assert dump_json.read_stack(rank / dump_json.STACK_JSON) == [
+                (n, list(f)) for f, n in grouped.items()
+            ]
 
-        forwards = [n for n in data if n.endswith(".forward") and not n.startswith(rn.MODULE)]
-        replayed = read_dump(rank / dump_json.DUMP_JSON).records
-        assert [r.name for r in replayed] == [rn.strip_direction(n) for n in forwards]
-        for record, key in zip(replayed, forwards, strict=True):
-            assert record.problem is None
-            assert _text(record.forward) == _text(data[key])
-            backward = data.get(key[: -len(rn.FORWARD)] + rn.BACKWARD)
-            assert _text(record.backward) == _text(backward)
+            forwards = [n for n in data if n.endswith(".forward") and not n.startswith(rn.MODULE)]
+            replayed = read_dump(rank / dump_json.DUMP_JSON).records
+            assert [r.name for r in replayed] == [rn.strip_direction(n) for n in forwards]
+            for record, key in zip(replayed, forwards, strict=True):
+                assert record.problem is None
+                assert _text(record.forward) == _text(data[key])
+                backward = data.get(key[: -len(rn.FORWARD)] + rn.BACKWARD)
+                assert _text(record.backward) == _text(backward)
 
-        assert rebuild(tmp) == len(data)  # the journal holds the same records: same bytes
-        assert {f: (rank / f).read_bytes() for f in files} == files
-        store.close()
+            assert rebuild(tmp) == len(data)  # the journal holds the same records: same bytes
+            assert {f: (rank / f).read_bytes() for f in files} == files
+        finally:
+            store.close()
 
 
 @pytest.mark.parametrize(
