@@ -135,6 +135,18 @@ def test_readers_differ_where_upstream_does(name: str, replay_bare: str, routing
     assert rn.split_op_name(name) == op
 
 
+@given(
+    st.lists(st.lists(st.sampled_from(["a", "b", "7", "", "forward"]), min_size=1, max_size=9).map(".".join))
+)
+def test_compare_rows_law(names: list[str]) -> None:
+    """6 or 7 segments: (all but the last three, the segments between type and index, the direction)."""
+    expected = [
+        (".".join(p[:-3]), ".".join(p[1:-4]), p[-3]) if len(p := n.split(".")) in (6, 7) else None
+        for n in names
+    ]
+    assert rn.output_rows_parts(names) == expected == [rn.output_row_parts(n) for n in names]
+
+
 def test_compare_rows_are_valid_by_segment_count_only() -> None:
     assert rn.output_row_parts("Tensor.bad_name.forward.output.0") is None  # 5 segments
     assert rn.output_row_parts("a.b.c.d.e.f") == ("a.b.c", "b", "d")
