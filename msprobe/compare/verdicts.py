@@ -34,6 +34,7 @@ from msprobe.compare.cells import (
 from msprobe.compare.merge import BOTH, GPU_ONLY, shapes_differ, texts_differ
 from msprobe.compare.standards import UNSUPPORTED_DTYPES, ZERO_SHAPE, Standard, per_row, route
 from msprobe.formats.accuracy_csv import BLANK, COMPARE_DETAILS_HEADER
+from msprobe.formats.record_names import output_rows_parts
 
 PASS, ERROR, SKIP, MISSING, MISMATCH = "pass", "error", "SKIP", "missing", "mismatch"
 STATUS = "比对结果"
@@ -296,21 +297,15 @@ def _side_text(m: pd.DataFrame, col: str) -> np.ndarray:
 
 
 def _names(names: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(valid, full API name, bare API name, direction) from ``Type[.prefix].api.N.dir.output.k``.
-
-    The one place that knows the output-name grammar: 6 or 7 dot-separated segments; ``full`` is all
-    but the last three, ``bare`` the segments between the type and the call number, ``direction`` the
-    third from the end. One split per distinct name, list-wise (no per-row numpy indexing).
-    """
-    tails = [str(name).rsplit(".", 3) for name in names.tolist()]  # [Type[.prefix].api.N, dir, output, k]
-    api_codes, apis = pd.factorize(np.array([t[0] for t in tails], dtype=object))
-    heads = [a.split(".") for a in apis.tolist()]  # per API, not per output
-    api_ok = np.array([len(h) in (3, 4) for h in heads], dtype=bool)
-    valid = api_ok[api_codes] & np.array([len(t) == 4 for t in tails], dtype=bool)
-    full = np.where(valid, np.asarray(apis, dtype=object)[api_codes], "").astype(object)
-    bare = np.where(valid, np.array([".".join(h[1:-1]) for h in heads], dtype=object)[api_codes], "")
-    direction = np.where(valid, np.array([t[1] if len(t) == 4 else "" for t in tails], dtype=object), "")
-    return valid, full, bare.astype(object), direction.astype(object)
+    """(valid, full API name, bare API name, direction) from ``Type[.prefix].api.N.dir.output.k``
+    (grammar: :func:`~msprobe.formats.record_names.output_rows_parts`), list-wise (no per-row numpy
+    indexing)."""
+    parsed = output_rows_parts(str(name) for name in names.tolist())
+    valid = np.array([p is not None for p in parsed], dtype=bool)
+    full = np.array([p[0] if p else "" for p in parsed], dtype=object)
+    bare = np.array([p[1] if p else "" for p in parsed], dtype=object)
+    direction = np.array([p[2] if p else "" for p in parsed], dtype=object)
+    return valid, full, bare, direction
 
 
 def evaluate(

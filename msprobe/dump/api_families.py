@@ -125,8 +125,3 @@ def load_api_list(path: str | None = None) -> dict[str, list[str]]:
     path = path or api_list_path()
     lists = read_api_list(path, {f.key for f in FAMILIES}, frozenset({"aten"}))
     return {key: [n for n in names if f"{key}.{n}" not in EXCLUDED] for key, names in lists.items()}
-
-
-def record_api_name(dotted: str) -> str:
-    """The api part of a record name: the last dotted component (``linalg.norm`` -> ``norm``)."""
-    return dotted.rsplit(".", 1)[-1]

@@ -17,8 +17,8 @@ from typing import Any
 
 from msprobe.dump.exceptions import FileCheckException, MsprobeException, ScopeException
 from msprobe.dump.filters import DATA_MODES, DataMode
-from msprobe.dump.naming import SCOPE_API_RE, SCOPE_MODULE_RE
 from msprobe.dump.steps import parse_index_list
+from msprobe.formats.record_names import SCOPE_API_RE, SCOPE_MODULE_RE
 
 UPSTREAM_TASKS = (
     "tensor",

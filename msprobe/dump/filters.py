@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from msprobe.dump.naming import BACKWARD, FORWARD
+from msprobe.formats.record_names import BACKWARD, FORWARD
 
 DATA_MODES = ("all", "input", "output", "forward", "backward")
 

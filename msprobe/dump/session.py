@@ -16,7 +16,8 @@ from msprobe.dump.config import DumpConfig
 from msprobe.dump.error_log import ErrorLog
 from msprobe.dump.filters import RecordFilter
 from msprobe.dump.naming import CallCounter
-from msprobe.dump.writer import DEBUG_JSON, DUMP_JSON, TENSOR_DIR, RankStore
+from msprobe.dump.writer import RankStore
+from msprobe.formats.dump_json import DEBUG_JSON, DUMP_JSON, TENSOR_DIR
 
 log = logging.getLogger("msprobe")
 

@@ -1,9 +1,7 @@
-"""The json files of one rank folder (spec §3): dump.json, stack.json, construct.json.
+"""The in-memory store of one rank folder's json files (layout: :mod:`msprobe.formats.dump_json`).
 
-:class:`RankStore` keeps them in memory (insertion order = collection order), mirrors each record to
-the :mod:`journal`, and rewrites the files at flush time with ``indent=1`` (so non-finite floats are
-``NaN``/``Infinity`` literals, as upstream's ``json.dump``). Files are written to a temporary name
-and renamed, so a crash during a flush never leaves a half-written dump.json.
+:class:`RankStore` keeps dump.json, stack.json and construct.json in memory (insertion order =
+collection order), mirrors each record to the :mod:`journal`, and rewrites the files at flush time.
 """
 
 from __future__ import annotations
@@ -14,39 +12,20 @@ from collections.abc import Callable
 from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
-from msprobe.dump import jsonfmt
 from msprobe.dump.background import Worker
 from msprobe.dump.exceptions import FileCheckException
 from msprobe.dump.journal import JOURNAL_NAME, Journal, read_journal
+from msprobe.formats import jsonfmt
+from msprobe.formats.dump_json import (
+    DUMP_JSON,
+    RECORD_INDENT,
+    TENSOR_DIR,
+    encode_record,
+    stack_json,
+    write_rank_files,
+)
 
 DIR_MODE = 0o750
-FILE_MODE = 0o640
-DUMP_JSON = "dump.json"
-STACK_JSON = "stack.json"
-CONSTRUCT_JSON = "construct.json"
-DEBUG_JSON = "debug.json"
-TENSOR_DIR = "dump_tensor_data"
-
-
-def write_text(path: str, text: str) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
-
-
-def write_json(path: str, obj: Any) -> None:
-    write_text(path, jsonfmt.dumps(obj))
-
-
-def dump_json_text(header: dict[str, Any], records: list[tuple[str, str]]) -> str:
-    """dump.json text from the header and pre-encoded records (value texts at indent level 2)."""
-    head = jsonfmt.dumps(header)
-    body = jsonfmt.object_text(records, 1)
-    if head == "{}":
-        return '{\n "data": ' + body + "\n}"
-    return head[:-2] + ',\n "data": ' + body + "\n}"
 
 
 def make_dirs(path: str) -> None:
@@ -112,7 +91,7 @@ class RankStore:
             self.worker.kick()
 
     def _put(self, name: str, value: Any) -> None:
-        text = jsonfmt.dumps(value, 2)
+        text = jsonfmt.dumps(value, RECORD_INDENT)
         self.records[name] = text
         self._dirty = True
         if self.journal is not None:
@@ -157,10 +136,7 @@ class RankStore:
             self.journal.append({"c": name, "p": parent})
 
     def stack_json(self) -> dict[str, Any]:
-        return {
-            str(i): [names, list(frames)]
-            for i, (names, frames) in enumerate(zip(self._stack_names, self._stack_frames))
-        }
+        return stack_json(zip(self._stack_names, self._stack_frames))
 
     def flush(self) -> None:
         self.drain()
@@ -170,11 +146,15 @@ class RankStore:
         if not self._dirty:
             return
         self._dirty = False
-        text = dump_json_text(self.header, list(self.records.items()))
-        write_text(os.path.join(self.rank_dir, self.data_file), text)
-        if self.data_file == DUMP_JSON:
-            write_json(os.path.join(self.rank_dir, STACK_JSON), self.stack_json())
-            write_json(os.path.join(self.rank_dir, CONSTRUCT_JSON), self.construct)
+        full = self.data_file == DUMP_JSON
+        write_rank_files(
+            self.rank_dir,
+            self.header,
+            self.records.items(),
+            self.stack_json() if full else None,
+            self.construct if full else None,
+            self.data_file,
+        )
 
     def close(self) -> None:
         """Final flush; the journal is removed only after the json files are safely written."""
@@ -194,9 +174,7 @@ def rebuild(rank_dir: str) -> int:
     header, data, stack, construct = read_journal(path)
     if not header:
         header = {"task": None, "level": None, "framework": "pytorch", "dump_data_dir": None}
-    write_json(os.path.join(rank_dir, DUMP_JSON), {**header, "data": data})
-    write_json(os.path.join(rank_dir, STACK_JSON), stack)
-    write_json(os.path.join(rank_dir, CONSTRUCT_JSON), construct)
+    write_rank_files(rank_dir, header, ((k, encode_record(v)) for k, v in data.items()), stack, construct)
     return len(data)
 
 

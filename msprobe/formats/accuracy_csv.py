@@ -12,6 +12,7 @@ import csv
 import io
 import math
 import os
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +21,9 @@ from typing import Any
 from msprobe.errors import MsprobeError
 
 BLANK = " "
+#: A cell starting with (or holding ``;`` followed by) one of these is a spreadsheet formula (upstream
+#: 8.1.1 refuses such API names).
+CSV_INJECTION = re.compile(r"^[＋－＝％＠+\-=%@]|;[＋－＝％＠+\-=%@]")
 FLOAT_PRECISION = 14
 
 RUN_UT_RESULT_HEADER: tuple[str, ...] = (

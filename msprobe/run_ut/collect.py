@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from msprobe.errors import MsprobeError
+from msprobe.formats.record_names import drop_call_index
 from msprobe.run_ut import registry
 from msprobe.run_ut.records import CSV_INJECTION, ApiRecord, read_dump
 from msprobe.run_ut.records import DumpFile as ParsedDump
@@ -49,7 +50,7 @@ def dedupe_key(record: ApiRecord) -> tuple[str, str]:
         if isinstance(a, dict)
     ]
     blob = json.dumps([args, record.forward.get("input_kwargs", {})], sort_keys=True, default=str)
-    return record.name.rsplit(".", 1)[0], blob
+    return drop_call_index(record.name), blob
 
 
 class DumpDirectory(pytest.Directory):

@@ -1,10 +1,10 @@
-"""Reading ``dump.json`` for replay: the name grammar, record checks and file order.
+"""Reading ``dump.json`` for replay: API records, record checks and file order.
 
-Facts from ``shared/spec/run_ut_compare.md`` §3 and ``run_ut_compare_v811.md`` §2: keys containing
-``Module`` are ignored; a key is forward if ``forward`` occurs in it, else backward if ``backward`` does,
-and its last segment must then be exactly that word; the full name is ``Type.api.N`` or
-``Type.prefix.api.N``; tensors live in ``<dir of dump.json>/dump_tensor_data`` whatever
-``dump_data_dir`` says (dumps can be moved). Imports no torch.
+The file and its name grammar are :mod:`msprobe.formats.dump_json` and
+:mod:`msprobe.formats.record_names` (upstream 8.1.1's replay rules: keys containing ``Module`` are
+ignored, forward/backward by the key's words, full names ``Type.api.N`` or ``Type.prefix.api.N``).
+Tensors live in ``<dir of dump.json>/dump_tensor_data`` whatever ``dump_data_dir`` says (dumps can be
+moved). Imports no torch.
 
 Problems are sorted in two kinds: a file that is not a dump at all raises :class:`MsprobeError`
 (the collector turns it into one ``CollectError`` line); a single broken record becomes an
@@ -13,7 +13,6 @@ Problems are sorted in two kinds: a file that is not a dump at all raises :class
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -21,14 +20,10 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from msprobe.errors import MsprobeError
-
-#: spec §3.2: a name starting with (or holding ``;`` followed by) one of these is a CSV formula.
-CSV_INJECTION = re.compile(r"^[＋－＝％＠+\-=%@]|;[＋－＝％＠+\-=%@]")
-
-#: API types the name grammar knows (spec §3.2); replay support per type is the registry's business.
-API_TYPES = frozenset({"Functional", "Tensor", "Torch", "NPU", "Aten", "VF", "Distributed", "MindSpeed"})
-
-DATA_DIR_NAME = "dump_tensor_data"
+from msprobe.formats import dump_json
+from msprobe.formats.accuracy_csv import CSV_INJECTION
+from msprobe.formats.dump_json import DUMP_JSON, TENSOR_DIR
+from msprobe.formats.record_names import replay_api_type, replay_bare_name, replay_grammar_ok
 
 
 @dataclass(frozen=True)
@@ -43,18 +38,16 @@ class ApiRecord:
 
     @property
     def api_type(self) -> str:
-        return self.name.split(".")[0]
+        return replay_api_type(self.name)
 
     @property
     def bare_name(self) -> str:
         """The middle segment(s): ``linear`` for ``Functional.linear.0``, ``linalg.inv`` for 4 segments."""
-        parts = self.name.split(".")
-        return ".".join(parts[1:-1]) if len(parts) in (3, 4) else self.name
+        return replay_bare_name(self.name)
 
     @property
     def grammar_ok(self) -> bool:
-        parts = self.name.split(".")
-        return len(parts) in (3, 4) and parts[0] in API_TYPES
+        return replay_grammar_ok(self.name)
 
 
 @dataclass(frozen=True)
@@ -65,17 +58,6 @@ class DumpFile:
     task: str
     data_dir: Path
     records: tuple[ApiRecord, ...]
-
-
-def _split_key(key: str) -> tuple[str, str] | None:
-    """``"Functional.linear.0.forward"`` -> ``("Functional.linear.0", "forward")``; None if malformed."""
-    direction = "forward" if "forward" in key else "backward" if "backward" in key else None
-    if direction is None:
-        return None
-    name, _, last = key.rpartition(".")
-    if last != direction or not name:
-        return None
-    return name, direction
 
 
 def _tensor_specs(value: Any) -> Iterator[Mapping[str, Any]]:
@@ -133,37 +115,14 @@ def _record_problem(name: str, forward: Any, backward: Any) -> str | None:
     return None
 
 
-def _reject_constant(text: str) -> float:
-    raise ValueError(f"unsupported JSON constant {text}")
-
-
 def read_dump(path: Path) -> DumpFile:
     """Parse one dump.json; raise :class:`MsprobeError` naming the file when it is not a dump."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except FileNotFoundError:
-        raise MsprobeError(f"{path}: no such file") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise MsprobeError(f"{path}: not a dump (invalid JSON: {exc})") from None
-    if not isinstance(doc, Mapping) or not isinstance(doc.get("data"), Mapping):
-        raise MsprobeError(f"{path}: not a dump (no 'data' object)")
+    doc = dump_json.read_dump_json(path)
     framework = doc.get("framework", "pytorch")
     if framework not in ("pytorch", "pt"):
         raise MsprobeError(f"{path}: framework {framework!r} is not replayed here (pytorch only)")
-    forwards: dict[str, Any] = {}
-    backwards: dict[str, Any] = {}
-    broken: dict[str, str] = {}
-    for key, value in doc["data"].items():
-        if "Module" in key:
-            continue
-        split = _split_key(key)
-        if split is None:
-            broken.setdefault(key, f"record key {key!r} does not end in '.forward' or '.backward'")
-            forwards.setdefault(key, None)
-            continue
-        name, direction = split
-        (forwards if direction == "forward" else backwards)[name] = value
+    calls = dump_json.api_calls(doc["data"])
+    forwards, backwards, broken = calls.forwards, calls.backwards, calls.broken
     records = []
     for index, (name, forward) in enumerate(forwards.items()):
         backward = backwards.get(name)
@@ -180,7 +139,7 @@ def read_dump(path: Path) -> DumpFile:
     return DumpFile(
         path=path,
         task=str(doc.get("task", "")),
-        data_dir=path.parent / DATA_DIR_NAME,
+        data_dir=path.parent / TENSOR_DIR,
         records=tuple(records),
     )
 
@@ -199,9 +158,9 @@ def find_dump_files(root: Path) -> list[Path]:
     """
     if root.is_file():
         return [root]
-    if (root / "dump.json").is_file():
-        return [root / "dump.json"]
-    patterns = ("step*/rank*/dump.json", "step*/proc*/dump.json", "rank*/dump.json", "proc*/dump.json")
+    if (root / DUMP_JSON).is_file():
+        return [root / DUMP_JSON]
+    patterns = tuple(f"{folders}/{DUMP_JSON}" for folders in ("step*/rank*", "step*/proc*", "rank*", "proc*"))
     found = {p for pattern in patterns for p in root.glob(pattern) if p.is_file()}
     return sorted(found, key=_natural_key)
 

@@ -28,9 +28,9 @@ from msprobe.formats.accuracy_csv import (
     read_rows,
     write_rows,
 )
+from msprobe.formats.record_names import output_row_api
 
 RESULT_NAME = re.compile(r"^accuracy_checking_result_(\d{14})\.csv$")
-DETAIL_SUFFIX = re.compile(r"\.(forward|backward)\.output\.\d+$")
 
 
 def timestamp() -> str:
@@ -121,7 +121,7 @@ class ResultWriter:
         for row in self.old_result:
             results[row[0]] = row
         for row in self.old_details:
-            details.setdefault(DETAIL_SUFFIX.sub("", row[0]), []).append(row)
+            details.setdefault(output_row_api(row[0]), []).append(row)
         for api, item in self.rows.items():
             results[api] = item["result"]
             details[api] = item["details"]

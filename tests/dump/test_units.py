@@ -11,18 +11,19 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from msprobe.dump import jsonfmt
-from msprobe.dump.api_families import FAMILIES, load_api_list, parse_api_list, record_api_name
+from msprobe.dump.api_families import FAMILIES, load_api_list, parse_api_list
 from msprobe.dump.filters import DataMode, RecordFilter
-from msprobe.dump.naming import (
+from msprobe.dump.naming import CallCounter
+from msprobe.dump.pytorch.stats import SummaryCache, tensor_md5, tensor_stats
+from msprobe.errors import MsprobeError
+from msprobe.formats import jsonfmt
+from msprobe.formats.record_names import (
     SCOPE_API_RE,
-    CallCounter,
     api_record_name,
     data_file_name,
     parse_api_record_name,
+    record_api_name,
 )
-from msprobe.dump.pytorch.stats import SummaryCache, tensor_md5, tensor_stats
-from msprobe.errors import MsprobeError
 
 scalars = st.one_of(
     st.none(),

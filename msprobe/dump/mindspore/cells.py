@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import mindspore as ms
 
-from msprobe.dump.mindspore.service import backward_name
-from msprobe.dump.naming import BACKWARD, FORWARD, CallCounter
+from msprobe.dump.naming import CallCounter
+from msprobe.formats.record_names import BACKWARD, CELL, FORWARD, module_backward_name
 
 if TYPE_CHECKING:
     from msprobe.dump.mindspore.service import MsDumpService
@@ -48,7 +48,7 @@ def walk(model: Any) -> list[tuple[str, Any]]:
             if id(cell) in seen:
                 continue
             seen.add(id(cell))
-            out.append((f"Cell.{lead}{path}.{type(cell).__name__}", cell))
+            out.append((f"{CELL}.{lead}{path}.{type(cell).__name__}", cell))
     return out
 
 
@@ -198,6 +198,6 @@ class CellHooks:
                 gi = ()  # no differentiable input: upstream records ``output: []``
             go = grad_output if isinstance(grad_output, tuple) else (grad_output,)
             svc.put_backward(name, gi, go)
-            svc.put_construct(name, backward_name(self.parent_of.get(f"{prefix}.{FORWARD}.{index}")))
+            svc.put_construct(name, module_backward_name(self.parent_of.get(f"{prefix}.{FORWARD}.{index}")))
 
         return hook

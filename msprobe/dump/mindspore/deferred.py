@@ -18,7 +18,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from msprobe.dump.jsonfmt import Summary
+from msprobe.formats.jsonfmt import Summary
 
 
 def _batch_size() -> int:

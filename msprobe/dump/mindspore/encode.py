@@ -15,9 +15,9 @@ from typing import Any
 import mindspore as ms
 import numpy as np
 
-from msprobe.dump.jsonfmt import Summary
 from msprobe.dump.mindspore.deferred import Pending
 from msprobe.dump.mindspore.stats import array_stats, host_array, tensor_summary
+from msprobe.formats.jsonfmt import Summary
 
 log = logging.getLogger("msprobe")
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from msprobe.dump.api_families import api_list_path as core_api_list_path
 from msprobe.dump.api_families import read_api_list
+from msprobe.formats.record_names import record_api_name
 
 ApiKey = tuple[str, str]  # (record prefix, api name)
 Handler = Callable[[ApiKey, Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any]
@@ -199,5 +200,5 @@ class Patcher:
                     inspect.getattr_static(owner, name)
                 except AttributeError:
                     continue
-                count += self.wrap(owner, name, (family.prefix, name.rsplit(".", 1)[-1]))
+                count += self.wrap(owner, name, (family.prefix, record_api_name(name)))
         return count

@@ -18,7 +18,7 @@ from mindspore.nn import Optimizer
 
 from msprobe.dump.mindspore.backward import cell_backward_hook, grad_recording
 from msprobe.dump.mindspore.service import _tensor_leaves, hook_outputs
-from msprobe.dump.naming import BACKWARD, FORWARD
+from msprobe.formats.record_names import BACKWARD, FORWARD
 
 if TYPE_CHECKING:
     from msprobe.dump.mindspore.service import MsDumpService

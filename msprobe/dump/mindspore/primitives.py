@@ -15,8 +15,8 @@ import mindspore as ms
 from mindspore.ops.primitive import Primitive
 
 from msprobe.dump.mindspore.backward import grad_recording, hook_backward
-from msprobe.dump.mindspore.service import backward_name
-from msprobe.dump.naming import BACKWARD, FORWARD, CallCounter
+from msprobe.dump.naming import CallCounter
+from msprobe.formats.record_names import BACKWARD, FORWARD, module_backward_name
 
 if TYPE_CHECKING:
     from msprobe.dump.mindspore.service import MsDumpService
@@ -138,7 +138,7 @@ class PrimitiveHooks:
     def _write(self, bname: str, parent: str | None, grads_in: list[Any], grads_out: list[Any]) -> None:
         svc = self.service
         if svc.put_backward(bname, grads_in, grads_out):
-            svc.put_construct(bname, backward_name(parent))
+            svc.put_construct(bname, module_backward_name(parent))
 
 
 def _hooked_class(cls: type, hooks: PrimitiveHooks) -> type:

@@ -19,9 +19,9 @@ from msprobe.dump.mindspore.backward import cell_backward_hook, grad_recording
 from msprobe.dump.mindspore.deferred import Batch, is_inplace, mutator_names
 from msprobe.dump.mindspore.encode import Encoder, TensorSaver
 from msprobe.dump.mindspore.families import BY_PREFIX, ApiKey, Patcher, finish_collective, load_api_list
-from msprobe.dump.naming import BACKWARD, FORWARD
 from msprobe.dump.session import DumpSession
 from msprobe.dump.stack import capture_stack
+from msprobe.formats.record_names import BACKWARD, FORWARD, module_backward_name
 
 log = logging.getLogger("msprobe")
 
@@ -288,11 +288,4 @@ class MsDumpService:
 
     def _api_backward(self, name: str, fwd_parent: str | None, gi: Any, go: Any) -> None:
         if self.put_backward(name, gi, go):
-            self.put_construct(name, backward_name(fwd_parent))
-
-
-def backward_name(forward_record: str | None) -> str | None:
-    """``Cell.fc.Dense.forward.0`` -> ``Cell.fc.Dense.backward.0`` (construct parents of backward nodes)."""
-    if forward_record is None:
-        return None
-    return forward_record.replace(f".{FORWARD}.", f".{BACKWARD}.")
+            self.put_construct(name, module_backward_name(fwd_parent))

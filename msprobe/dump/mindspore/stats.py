@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from msprobe.dump.jsonfmt import Summary
+from msprobe.formats.jsonfmt import Summary
 
 _STAT_KEYS = ("Max", "Min", "Mean", "Norm")
 

@@ -25,9 +25,10 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from msprobe.dump.api_families import FAMILIES, FUNCTION_MODE, PATCH, ApiFamily, record_api_name
+from msprobe.dump.api_families import FAMILIES, FUNCTION_MODE, PATCH, ApiFamily
 from msprobe.dump.pytorch.deferral import BeforeWrite
 from msprobe.dump.pytorch.torch_compat import DisableTorchFunction
+from msprobe.formats.record_names import record_api_name
 
 log = logging.getLogger("msprobe")
 

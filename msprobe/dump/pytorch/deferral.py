@@ -29,8 +29,9 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-# Torch families whose calls are drained only when the predicate says so; every other prefix always.
-TORCH_PREFIXES = frozenset(("Torch", "Tensor", "Functional", "VF", "Aten"))
+# Torch families are drained only when the predicate says so; every other prefix always.
+from msprobe.formats.record_names import TORCH_PREFIXES
+
 IMPLICIT_MUTATORS = ("batch_norm", "instance_norm", "embedding", "backward", "resize")
 IMPLICIT_EXACT = frozenset(("grad", "set_"))  # torch.autograd.grad; Tensor.set_
 # Calls that run a backward pass. They write only ``.grad`` tensors (accumulated in place in C++), and

@@ -15,12 +15,12 @@ import torch
 
 from msprobe.dump.background import Worker
 from msprobe.dump.exceptions import MsprobeException
-from msprobe.dump.jsonfmt import Summary
-from msprobe.dump.naming import data_file_name
 from msprobe.dump.pytorch.stats import Slot, SummaryCache, tensor_stats
 from msprobe.dump.pytorch.tensor_io import TensorWriter
 from msprobe.dump.pytorch.torch_compat import DisableTorchFunction, set_grad_enabled_raw
 from msprobe.dump.pytorch.tree import SEQUENCE, branches, tensors
+from msprobe.formats.jsonfmt import Summary
+from msprobe.formats.record_names import data_file_name
 
 MAX_DEPTH = 50
 

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from msprobe.dump.naming import BACKWARD, FORWARD
 from msprobe.dump.pytorch import module_backward
 from msprobe.dump.pytorch.encode import quiet
 from msprobe.dump.pytorch.nocompile import no_compile
@@ -26,6 +25,7 @@ from msprobe.dump.pytorch.recorder import Recorder
 from msprobe.dump.pytorch.tensor_io import plain_cpu_tensor
 from msprobe.dump.pytorch.torch_compat import DisableTorchFunction, direct_parameters
 from msprobe.dump.stack import capture_stack
+from msprobe.formats.record_names import BACKWARD, FORWARD
 
 if TYPE_CHECKING:
     from msprobe.dump.pytorch.encode import Encoder

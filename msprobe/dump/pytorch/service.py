@@ -29,7 +29,6 @@ import torch
 from msprobe.dump.api_families import FAMILIES, load_api_list
 from msprobe.dump.background import Worker, enabled_by_env
 from msprobe.dump.config import DumpConfig
-from msprobe.dump.naming import BACKWARD, FORWARD
 from msprobe.dump.pytorch import waits
 from msprobe.dump.pytorch.callsite import recover_call_args
 from msprobe.dump.pytorch.capture import ApiKey, ApiTracer, Patcher, build_mode_table
@@ -47,6 +46,7 @@ from msprobe.dump.pytorch.tree import first_tensor, tensors
 from msprobe.dump.session import DumpSession
 from msprobe.dump.stack import capture_stack
 from msprobe.dump.writer import RankStore
+from msprobe.formats.record_names import BACKWARD, FORWARD
 
 log = logging.getLogger("msprobe")
 

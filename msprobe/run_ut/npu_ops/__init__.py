@@ -12,11 +12,9 @@ Semantics and limits of every reference: ``docs/npu_ops.md``.
 
 from __future__ import annotations
 
+from msprobe.formats.record_names import MINDSPEED_PREFIX, NPU_PREFIX, split_op_name
 from msprobe.run_ut import registry
 from msprobe.run_ut.api_info import ApiInfo
-
-NPU_PREFIX = "NPU"
-MINDSPEED_PREFIX = "MindSpeed"
 
 
 def lookup(api_name: str) -> ApiInfo | None:
@@ -24,19 +22,12 @@ def lookup(api_name: str) -> ApiInfo | None:
     ``MindSpeed.npu_fusion_attention.3``, with or without the call index and ``.forward``/``.backward``)
     or a bare op name (``npu_rms_norm``, an ``NPU`` op); None for anything else, other prefixes
     (``Functional.``, ``Torch.``) and ops without a reference included."""
-    parts = api_name.split(".")
-    if parts[-1] in ("forward", "backward"):
-        parts = parts[:-1]
-    if len(parts) > 1 and parts[-1].isdigit():
-        parts = parts[:-1]
-    if len(parts) == 1:
-        prefix, op = NPU_PREFIX, parts[0]
-    else:
-        prefix, op = parts[0], ".".join(parts[1:])
+    prefix, op = split_op_name(api_name)
+    prefix = NPU_PREFIX if prefix is None else prefix
     if prefix not in (NPU_PREFIX, MINDSPEED_PREFIX):
         return None
     entry = registry.find(prefix, op)
     return entry if entry is not None and entry.reference is not None else None
 
 
-__all__ = ["MINDSPEED_PREFIX", "NPU_PREFIX", "lookup"]
+__all__ = ["lookup"]

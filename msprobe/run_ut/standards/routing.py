@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from msprobe.formats import record_names
 from msprobe.run_ut import registry
 from msprobe.run_ut.api_info import ApiInfo, Standard
 
@@ -42,19 +43,12 @@ def bare_name(api_name: str) -> str:
 
     Accepts per-output names too (``Functional.linear.0.forward.output.0``).
     """
-    parts = api_name.split(".")
-    for marker in ("forward", "backward"):
-        if marker in parts[1:]:
-            parts = parts[: parts.index(marker, 1)]
-            break
-    if len(parts) in (3, 4) and parts[-1].isdigit():
-        return ".".join(parts[1:-1])
-    return api_name
+    return record_names.bare_name(api_name)
 
 
 def _api_type(api_name: str) -> str | None:
     """``Torch`` for a full or per-output name, None for a bare name (which only type-free entries match)."""
-    return api_name.split(".")[0] if bare_name(api_name) != api_name else None
+    return record_names.replay_api_type(api_name) if bare_name(api_name) != api_name else None
 
 
 def _by_table(info: ApiInfo) -> Standard:

@@ -1,0 +1,186 @@
+"""The json files of one rank folder: dump.json, construct.json, stack.json (upstream 8.1.1's layout).
+
+=================  ==========================================================================
+dump.json          ``{"task", "level", "framework", "dump_data_dir", "data": {record: value}}``
+                   (``debug.json`` for ``level: debug``, same layout)
+construct.json     ``{record: parent record or null}``
+stack.json         ``{"0": [[record, ...], [frame, ...]], ...}``; older files map a record straight
+                   to its frames
+tensors            ``{rank folder}/dump_tensor_data/{tensor file}`` (:mod:`.record_names`)
+=================  ==========================================================================
+
+Writing: text byte-identical to ``json.dumps(obj, indent=1)`` (non-finite floats as ``NaN``/``Infinity``
+literals, as upstream's ``json.dump``; encoder :mod:`.jsonfmt`), written to a temporary name and renamed
+so a crash never leaves half a file. The dump encodes each record once, when it is collected
+(:data:`RECORD_INDENT`), and a flush joins the texts (:func:`dump_json_text`).
+
+Reading: a file that is not what it should be is one :class:`MsprobeError` line naming it; the pairing of
+forward and backward records for replay follows upstream's rules (:func:`api_calls`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from msprobe.errors import MsprobeError
+from msprobe.formats import jsonfmt
+from msprobe.formats.record_names import FORWARD, is_module_key, split_direction
+
+DUMP_JSON = "dump.json"
+STACK_JSON = "stack.json"
+CONSTRUCT_JSON = "construct.json"
+DEBUG_JSON = "debug.json"
+TENSOR_DIR = "dump_tensor_data"
+FILE_MODE = 0o640
+RECORD_INDENT = 2  # a record's value sits two levels deep: {"data": {name: value}}
+
+StackEntry = tuple[list[str], list[str]]  # (record names, frames)
+
+
+# -- writing ---------------------------------------------------------------------------------------------
+def write_text(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def write_json(path: str, obj: Any) -> None:
+    write_text(path, jsonfmt.dumps(obj))
+
+
+def encode_record(value: Any) -> str:
+    """A record's value as it sits in dump.json (what :func:`dump_json_text` joins)."""
+    return jsonfmt.dumps(value, RECORD_INDENT)
+
+
+def dump_json_text(header: Mapping[str, Any], records: Iterable[tuple[str, str]]) -> str:
+    """dump.json text from the header and ``(name, encode_record(value))`` pairs, in file order."""
+    head = jsonfmt.dumps(dict(header))
+    body = jsonfmt.object_text(list(records), 1)
+    if head == "{}":
+        return '{\n "data": ' + body + "\n}"
+    return head[:-2] + ',\n "data": ' + body + "\n}"
+
+
+def stack_json(entries: Iterable[tuple[Iterable[str], Iterable[str]]]) -> dict[str, Any]:
+    """The stack.json object of ``(record names, frames)`` entries, numbered in order."""
+    return {str(i): [list(names), list(frames)] for i, (names, frames) in enumerate(entries)}
+
+
+def write_rank_files(
+    rank_dir: str,
+    header: Mapping[str, Any],
+    records: Iterable[tuple[str, str]],
+    stack: Mapping[str, Any] | None,
+    construct: Mapping[str, Any] | None,
+    data_file: str = DUMP_JSON,
+) -> None:
+    """dump.json (or ``data_file``), then stack.json and construct.json when given."""
+    write_text(os.path.join(rank_dir, data_file), dump_json_text(header, records))
+    if stack is not None:
+        write_json(os.path.join(rank_dir, STACK_JSON), stack)
+    if construct is not None:
+        write_json(os.path.join(rank_dir, CONSTRUCT_JSON), construct)
+
+
+# -- reading ---------------------------------------------------------------------------------------------
+def read_dump_json(path: Path) -> Mapping[str, Any]:
+    """The decoded dump.json; :class:`MsprobeError` naming the file when it is not a dump."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except FileNotFoundError:
+        raise MsprobeError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise MsprobeError(f"{path}: is a folder, expected a dump.json file") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MsprobeError(f"{path}: not a dump (invalid JSON: {exc})") from None
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("data"), Mapping):
+        raise MsprobeError(f"{path}: not a dump (no 'data' object)")
+    return doc
+
+
+@dataclass
+class ApiCalls:
+    """The API records of a dump.json's ``data``, paired by API name (file order of the forwards)."""
+
+    forwards: dict[str, Any] = field(default_factory=dict)  # a malformed key maps to None
+    backwards: dict[str, Any] = field(default_factory=dict)
+    broken: dict[str, str] = field(default_factory=dict)  # key -> why it cannot be replayed
+
+
+def api_calls(data: Mapping[str, Any]) -> ApiCalls:
+    """Upstream 8.1.1's reading: keys containing ``Module`` are ignored, the rest split by
+    :func:`~msprobe.formats.record_names.split_direction`; a malformed key is kept as a broken call."""
+    calls = ApiCalls()
+    for key, value in data.items():
+        if is_module_key(key):
+            continue
+        split = split_direction(key)
+        if split is None:
+            calls.broken.setdefault(key, f"record key {key!r} does not end in '.forward' or '.backward'")
+            calls.forwards.setdefault(key, None)
+            continue
+        name, direction = split
+        (calls.forwards if direction == FORWARD else calls.backwards)[name] = value
+    return calls
+
+
+def _frames(value: object) -> list[str] | None:
+    if isinstance(value, list) and all(isinstance(f, str) for f in value):
+        return list(value)
+    return None
+
+
+def parse_stack(data: object, path: Path) -> list[StackEntry]:
+    """The ``(record names, frames)`` entries of one decoded stack.json, either layout."""
+    if not isinstance(data, Mapping):
+        raise MsprobeError(f"{path}: not a stack.json (expected an object of call stacks)")
+    out: list[StackEntry] = []
+    for key, value in data.items():
+        if isinstance(value, list) and len(value) == 2 and isinstance(value[0], list):
+            frames = _frames(value[1])
+            if frames is None:
+                raise MsprobeError(f"{path}: entry {key!r} has no list of frames")
+            out.append(([str(name) for name in value[0]], frames))
+        elif (frames := _frames(value)) is not None:
+            out.append(([str(key)], frames))
+        else:
+            raise MsprobeError(f"{path}: entry {key!r} is not [[names], [frames]]")
+    return out
+
+
+def read_stack(path: Path) -> list[StackEntry]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MsprobeError(f"{path}: unreadable stack.json ({exc})") from None
+    return parse_stack(data, path)
+
+
+def parse_construct(data: object, path: Path) -> dict[str, str | None]:
+    """record -> parent record (or None) from one decoded construct.json."""
+    if not isinstance(data, Mapping):
+        raise MsprobeError(f"{path}: not a construct.json (expected an object of parents)")
+    out: dict[str, str | None] = {}
+    for key, parent in data.items():
+        if parent is not None and not isinstance(parent, str):
+            raise MsprobeError(f"{path}: entry {key!r} has parent {parent!r}, not a record name or null")
+        out[str(key)] = parent
+    return out
+
+
+def read_construct(path: Path) -> dict[str, str | None]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MsprobeError(f"{path}: unreadable construct.json ({exc})") from None
+    return parse_construct(data, path)
