@@ -5,7 +5,7 @@ with fresh call numbers (``Functional.conv2d.0`` → ``Functional.conv2d.{copy}0
 ``--rows`` rows; the GPU file is the same rows with the benchmark metrics scaled by a seeded random
 factor in [0.25, 4] (the benchmark ratios and the error rates the other standards read), so every
 standard and both verdicts occur. Upstream's api_precision_compare was
-measured at about 200 rows/s on this machine (run_ut_compare.md §11: a pandas filter per NPU row, so
+measured at about 200 rows/s on this machine (a pandas filter per NPU row, so
 it slows down as the files grow); the ratio printed is ours over that figure.
 
     .venv/bin/python benchmarks/compare_speed.py [--rows 100000]

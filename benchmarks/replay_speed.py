@@ -9,7 +9,7 @@ side by side:
 * ``1 worker`` and ``-n 2``: full replay; APIs/s is reported both end to end and net of ``collect``.
 
 Usage: ``python benchmarks/replay_speed.py [--apis 50] [--repeat 3]``. Upstream run_ut on a CPU host
-replays about 1.1 s per API (``shared/spec/run_ut_compare.md`` §11), i.e. well under 5 API/s.
+replays about 1.1 s per API, i.e. well under 5 API/s.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Reading the text cells of a details CSV as upstream 8.1.1's compare reads them, column at a time.
 
-Upstream reads both files with pandas defaults and then converts each cell it needs (v811 §7.1–7.2):
+Upstream reads both files with pandas defaults and then converts each cell it needs:
 
 * an empty cell or one of pandas' NA words (``nan``, ``NaN``, ``NA``, ``None``, ...) is NaN, a number;
 * a blank cell (our and upstream's ``" "``, or any whitespace) raises ``ERROR: Input data is an empty

@@ -1,7 +1,7 @@
 """Pairing the rows of the NPU and GPU details tables by ``API Name``, with a status for every key.
 
 Upstream looks each NPU row up in the GPU table, drops NPU rows the GPU file lacks, ignores GPU-only
-rows and stops at the first duplicated GPU row (spec §12 item 7). Here every name of the union appears
+rows and stops at the first duplicated GPU row. Here every name of the union appears
 exactly once in the result, with its ``presence``:
 
 * ``both`` — one row on each side;

@@ -1,4 +1,4 @@
-"""From details verdicts to one result row per API: forward and backward combined (v811 §7.1 step 5).
+"""From details verdicts to one result row per API: forward and backward combined.
 
 Per API (its ``full`` name ``Type.api.N``): if the dtype of its last judged row is float64/complex the
 API is ``SKIP`` with upstream's "does not support" message; otherwise forward and backward are each the

@@ -52,7 +52,7 @@ class Rule:
     kind: Kind
     bound: float | None
     message: str  # appended to a failing row's Message
-    counted: bool = True  # False: reported only (the benchmark error balance, v811 §6)
+    counted: bool = True  # False: reported only (the benchmark error balance)
 
     def _bound(self, bound: np.ndarray | float | None) -> np.ndarray | float:
         b = self.bound if bound is None else bound

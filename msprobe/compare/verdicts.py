@@ -2,8 +2,8 @@
 
 Input: the merged frame of :func:`msprobe.compare.merge.merge`. Output: one row per merged row with the
 28 columns of ``api_precision_compare_details`` as text, plus analysis columns for the result rows and
-the report (``kind``, ``standard``, ``severity``, ...). The logic is ``run_ut_compare_v811.md`` §5.2
-(routing) and §7.2 (per standard); each standard is a function over the rows it judges, reading its
+the report (``kind``, ``standard``, ``severity``, ...). The logic is upstream 8.1.1's
+(routing, then one rule per standard); each standard is a function over the rows it judges, reading its
 numbers from :mod:`msprobe.compare.rules` and :mod:`msprobe.compare.standards`. No row loop.
 
 Row kinds: ``invalid`` (name not ``Type[.prefix].api.N.dir.output.k``), ``missing`` (one side only),
@@ -41,7 +41,7 @@ STATUS = "比对结果"
 ALGORITHM = "比对算法"
 MESSAGE = "Message"
 DTYPE_ERROR = "'float' object has no attribute 'isspace'"
-"""upstream's text for a row whose DEVICE Dtype cell is empty (v811 §7.1 step 3)."""
+"""upstream's text for a row whose DEVICE Dtype cell is empty."""
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ def _verdict_text(failed: np.ndarray) -> np.ndarray:
 def _inf_nan_ratio(
     x: np.ndarray, y: np.ndarray, floor: np.ndarray, column: str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """8.1.1's NPU/GPU ratio ``|x| / max(|y|, floor)`` with its inf/nan rule (v811 §7.2 benchmark).
+    """8.1.1's NPU/GPU ratio ``|x| / max(|y|, floor)`` with its inf/nan rule.
 
     Returns (ratio, consistent, note): an inf/nan on either side gives ratio NaN, consistent only when
     both are NaN or both inf of one sign, and a note naming the input column.

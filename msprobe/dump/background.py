@@ -12,10 +12,9 @@ sees their values, and the journal order equals the submission order. A job that
 ``on_error`` and the worker goes on.
 
 Hand-over: waking the thread for every captured call costs more than the work it is woken for (a
-futex wake, a context switch and a GIL hand-off on both sides, ~120 times a step at L0: measured
-2-3 ms a step and ~8 ms of CPU on the GPT benchmark). Jobs are therefore handed over in batches: at
-once when :data:`HANDOVER_JOBS` are waiting, otherwise within :data:`HANDOVER_SECONDS`, and always at
-a drain.
+futex wake, a context switch and a GIL hand-off on both sides, for every call of a step). Jobs are
+therefore handed over in batches: at once when :data:`HANDOVER_JOBS` are waiting, otherwise within
+:data:`HANDOVER_SECONDS`, and always at a drain.
 
 Crash safety: a record reaches the journal within ``HANDOVER_SECONDS`` plus the worker's backlog
 after the call; a SIGKILL can lose the records of that last window (``MSPROBE_STAT_THREAD=0``

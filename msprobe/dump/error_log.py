@@ -1,4 +1,4 @@
-"""``dump_error_info.log`` (spec §3.6): one block per failed collection; training goes on."""
+"""``dump_error_info.log``: one block per failed collection; training goes on."""
 
 from __future__ import annotations
 

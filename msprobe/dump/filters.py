@@ -1,4 +1,4 @@
-"""Which records are collected: ``scope``, ``list`` (spec §5.5) and ``data_mode`` (spec §2.2)."""
+"""Which records are collected: ``scope``, ``list`` and ``data_mode``."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Every record is appended as one JSON line the moment it is complete and handed to the kernel
 (``write`` + ``flush``), so a process killed with SIGKILL keeps every record it finished. The json
-files of spec §3 are written from memory at stop/step/exit; after a crash ``msprobe rebuild`` (or
+json files are written from memory at stop/step/exit; after a crash ``msprobe rebuild`` (or
 :func:`rebuild`) writes them from the journal instead. The journal is removed once the step's json
 files are final.
 

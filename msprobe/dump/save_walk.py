@@ -1,4 +1,4 @@
-"""The nesting walk of ``PrecisionDebugger.save(variable, name)`` (spec dump.md §1.6), any framework.
+"""The nesting walk of ``PrecisionDebugger.save(variable, name)``, any framework.
 
 ``variable`` is a tensor, a scalar or a str, or a list/tuple/dict (str keys) nesting of them. The
 framework passes its tensor type; this module never sees a tensor's contents.

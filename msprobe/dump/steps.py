@@ -1,4 +1,4 @@
-"""The ``step`` / ``rank`` list syntax of config.json (spec §2.3): ints and ``"a-b"`` ranges."""
+"""The ``step`` / ``rank`` list syntax of config.json: ints and ``"a-b"`` ranges."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The four CSV files of replay and compare: headers, cell formatting, reading and writing.
 
-Facts from ``shared/spec/run_ut_compare.md`` §8 and ``run_ut_compare_v811.md`` §8: UTF-8 with BOM,
+Facts from upstream msprobe 8.1.1: UTF-8 with BOM,
 ``\\r\\n`` line ends, minimal quoting, a blank cell is one space ``" "``, Python/numpy float64 cells are
 ``"%.14f"`` (``nan``/``inf`` as such), numpy float32 and ints are ``str()``. The headers are constants
 here and nowhere else.

@@ -43,7 +43,7 @@ def _one_line(where: str, index: int, text: str) -> Any:
 
 
 def dedupe_key(record: ApiRecord) -> tuple[str, str]:
-    """``-f`` de-duplication key (spec §4.5): name without index plus args without Max/Min."""
+    """``-f`` de-duplication key: name without index plus args without Max/Min."""
     args = [
         {k: v for k, v in a.items() if k not in ("Max", "Min")}
         for a in record.forward.get("input_args", []) or []

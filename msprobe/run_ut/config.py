@@ -1,8 +1,8 @@
 """``--msprobe-config``: the white/black lists of upstream's ``config.json`` (``run_ut`` section).
 
-Facts: ``shared/spec/run_ut_compare_v811.md`` §1 (section name ``"run_ut"``; ``white_list``,
-``black_list``, ``error_data_path``; an ``"acc_check"`` section is ignored by 8.1.1) and
-``run_ut_compare.md`` §2.4 (filter on the bare name; an implicit black list of uninitialised-memory
+Facts from upstream msprobe 8.1.1 (section name ``"run_ut"``; ``white_list``,
+``black_list``, ``error_data_path``; an ``"acc_check"`` section is ignored by 8.1.1;
+filter on the bare name; an implicit black list of uninitialised-memory
 APIs; the black list wins). Imports no torch.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 from msprobe.errors import MsprobeError
 
-#: APIs never replayed: their outputs are uninitialised memory or a mere conversion (spec §2.4).
+#: APIs never replayed: their outputs are uninitialised memory or a mere conversion.
 IMPLICIT_BLACK_LIST = frozenset(
     {"to", "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_with_format"}
 )

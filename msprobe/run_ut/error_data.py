@@ -1,6 +1,6 @@
 """``-save_error_data``: the inputs and outputs of every API that did not pass, as ``.pt`` files.
 
-Names as upstream (``shared/spec/run_ut_compare.md`` §7.4): ``{api}.forward.input.{i}.pt``,
+Names as upstream: ``{api}.forward.input.{i}.pt``,
 ``{api}.forward.output.bench.{i}.pt``, ``{api}.forward.output.device.{i}.pt``,
 ``{api}.backward.input.{i}.pt``, ``{api}.backward.output.{bench,device}.{i}.pt``; ``i`` counts every leaf
 (None and scalars take an index too). Deviation: kwarg tensors continue the argument numbering instead

@@ -49,7 +49,7 @@ def input_dtypes(args: list[Any], kwargs: dict[str, Any]) -> set[torch.dtype]:
 
 
 def hf32_round(tensor: torch.Tensor) -> torch.Tensor:
-    """Round fp32 to HF32: clear the low 12 mantissa bits, rounding half up (spec §4.1)."""
+    """Round fp32 to HF32: clear the low 12 mantissa bits, rounding half up."""
     if tensor.dtype != torch.float32:
         return tensor
     bits = tensor.contiguous().view(torch.int32)
@@ -292,7 +292,7 @@ def select_outputs(output: Any, indices: tuple[int, ...] | None) -> Any:
 def run_backward(
     side: Side, output: Any, grad: torch.Tensor, grad_index: int | None
 ) -> list[torch.Tensor | None]:
-    """``output.backward(grad)`` on this side; the grads of its positional tensors (spec §4.6)."""
+    """``output.backward(grad)`` on this side; the grads of its positional tensors."""
     target = output[grad_index] if grad_index is not None else output
     if not isinstance(target, torch.Tensor):
         raise TypeError(f"backward needs a tensor output, got {type(target).__name__}")

@@ -1,6 +1,6 @@
 """Rebuilding an API's arguments from its dump record: real ``.pt`` data or values drawn from statistics.
 
-Rules from ``shared/spec/run_ut_compare.md`` §4.1 (8.1.1: no fp8, ``run_ut_compare_v811.md`` §3).
+Rules from upstream msprobe 8.1.1 (no fp8).
 Randomness comes only from the ``torch.Generator`` the caller passes, seeded from the API name, so an
 API's inputs never depend on which APIs ran before it, in which order, or on which worker.
 
@@ -202,7 +202,7 @@ def finite_range(low: float, high: float, dtype: torch.dtype) -> tuple[float, fl
 
 
 def random_tensor(spec: Mapping[str, Any], gen: torch.Generator) -> torch.Tensor:
-    """Draw a tensor matching the dumped statistics (spec §4.1 "Random")."""
+    """Draw a tensor matching the dumped statistics."""
     dtype = parse_dtype(spec["dtype"])
     shape = list(spec["shape"])
     low_origin, high_origin = spec.get("Min"), spec.get("Max")
@@ -265,7 +265,7 @@ class ArgBuilder:
         return random_tensor(spec, self.gen)
 
     def value(self, spec: Any, *, grad_ok: bool) -> Any:
-        """One argument; ``grad_ok`` says whether a tensor here may require grad (spec §4.1)."""
+        """One argument; ``grad_ok`` says whether a tensor here may require grad."""
         if spec is None:
             return None
         if isinstance(spec, list):
@@ -306,7 +306,7 @@ class ArgBuilder:
         """Positional and keyword arguments of a forward record.
 
         requires_grad is honoured only when the call has no ``out=`` kwarg; tensors inside kwarg lists
-        never require grad (spec §4.1).
+        never require grad.
         """
         kwargs_spec = record.get("input_kwargs", {}) or {}
         grad_ok = "out" not in kwargs_spec

@@ -3,7 +3,7 @@
 This is the pure core a pytest item calls; it never writes files (error data aside, which the caller
 asks for) and never raises for a problem of the API itself: any exception while building inputs,
 running or comparing becomes the API's SKIP result carrying the exception text, as upstream does
-(``shared/spec/run_ut_compare.md`` §3.3), and never stops the run.
+(as upstream 8.1.1 does), and never stops the run.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class ApiResult:
 
 
 def skipped(name: str, reason: str) -> ApiResult:
-    """An API that is not replayed: one SKIP details row, result ``SKIP,SKIP,reason`` (spec §8.1)."""
+    """An API that is not replayed: one SKIP details row, result ``SKIP,SKIP,reason``."""
     rows = list(skip_rows(name, reason))
     return ApiResult(name, list(result_row(name, rows, None)), rows, "skipped", reason)
 
@@ -217,7 +217,7 @@ def replay(
 
 
 def _backward_message(record: ApiRecord, info: ApiInfo, kwargs: dict[str, Any]) -> str | None:
-    """The fixed backward SKIP message of spec §4.6, attached whether or not a backward entry exists."""
+    """The fixed backward SKIP message of upstream 8.1.1, attached whether or not a backward entry exists."""
     if "out" in kwargs:
         return OUT_KWARG_MESSAGE
     return info.backward_message

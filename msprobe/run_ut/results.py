@@ -53,7 +53,7 @@ def details_path_for(result_path: Path) -> Path:
 
 
 def check_resume_file(path: Path) -> str:
-    """Validate an earlier result CSV for resume (spec §2.1 ``-csv_path``); its timestamp."""
+    """Validate an earlier result CSV for resume (``-csv_path``); its timestamp."""
     match = RESULT_NAME.match(path.name)
     if match is None:
         raise MsprobeError(f"{path}: a resume file must be named accuracy_checking_result_<14 digits>.csv")

@@ -99,7 +99,7 @@ class ReplaySession:
         if self.worker_input is not None or not getattr(config.option, "numprocesses", None):
             # This process replays: pay torch's import now, not inside the first item's timing, and
             # fix the intra-op thread count so results never depend on the host's core count.
-            # (autograd imports torch.fx's symbolic shapes, ~0.7 s, at the first backward.)
+            # (autograd imports torch.fx's symbolic shapes at the first backward.)
             import torch
             import torch.fx.experimental.symbolic_shapes
 

@@ -19,7 +19,7 @@ BENCH = {
     "相对误差平均值": "0.0001",
     "误差均衡性": "0.001",
 }
-"""Benchmark defaults of the spec's hand-made examples (run_ut_compare.md §9.2)."""
+"""Benchmark defaults of the hand-made examples."""
 
 
 def row(

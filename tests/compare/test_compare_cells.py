@@ -1,4 +1,4 @@
-"""Cell reading as upstream's pandas-based compare reads cells (v811 §7.1–7.2)."""
+"""Cell reading as upstream's pandas-based compare reads cells."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Merge and verdict laws (style_anchors §5): every key once with a status, order-free, self-compare = 1."""
+"""Merge and verdict laws: every key once with a status, order-free, self-compare = 1."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Every standard and verdict boundary of 8.1.1's compare (run_ut_compare_v811.md §5.2, §6, §7).
+"""Every standard and verdict boundary of 8.1.1's compare.
 
-Expected rows are the verified upstream outcomes of v811 §7.3 where the spec gives them, else the rule
-text of §7.2 applied by hand (the numbers are chosen so the arithmetic is exact).
+Expected rows are the verified upstream outcomes of 8.1.1 where they are known, else 8.1.1's rule
+text applied by hand (the numbers are chosen so the arithmetic is exact).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def test_benchmark_max_rel_bound_is_10(tmp_path):
 
 
 def test_benchmark_gpu_zero_is_floored_per_dtype(tmp_path):
-    # fp32 rmse 0.00013 vs 0 -> 0.00013 / 2**-14 = 2.12992 > 2 (v811 §7.3 Torch.erf.2)
+    # fp32 rmse 0.00013 vs 0 -> 0.00013 / 2**-14 = 2.12992 > 2 (8.1.1's Torch.erf.2 row)
     npu = [row(f"Torch.erf.2.{F}.0", cells={"均方根误差": "0.00013"})]
     gpu = [row(f"Torch.erf.2.{F}.0", cells={"均方根误差": "0"})]
     a = pair(tmp_path, npu, gpu)
@@ -99,7 +99,7 @@ def test_benchmark_small_value_bound_is_2(tmp_path):
 
 
 def test_blank_cell_makes_an_exception_row_named_per_output(tmp_path):
-    # v811 §7.3: Tensor.mul_.0.forward.output.0,SKIP,SKIP,ERROR: Input data is an empty string
+    # 8.1.1: Tensor.mul_.0.forward.output.0,SKIP,SKIP,ERROR: Input data is an empty string
     name = f"Tensor.mul_.0.{F}.0"
     a = pair(tmp_path, [row(name, bench=False)])
     assert result_list(a) == [[name, "SKIP", "SKIP", "ERROR: Input data is an empty string"]]
@@ -261,7 +261,7 @@ def test_binary(tmp_path, api, dtype, rate, expected_rate, verdict):
 
 
 def test_copied_value_is_reprinted_when_pandas_reads_the_column_as_numbers(tmp_path):
-    # v811 §7.2: "a float column is re-printed %.14f" - here every cell of the column is a number
+    # 8.1.1: "a float column is re-printed %.14f" - here every cell of the column is a number
     name = f"Torch.argmax.1.{F}.0"
     a = pair(tmp_path, [row(name, "torch.int64", {"二进制一致错误率": "0"}, bench=False)])
     assert detail(a, name)["二进制一致错误率"] == "0.00000000000000"
@@ -351,7 +351,7 @@ def test_seven_segment_names_use_prefix_api_as_bare_name(tmp_path):
 
 
 def test_invalid_names_come_first_then_the_open_api(tmp_path):
-    # v811 §7.1: immediate rows appear before the result row of an API still open
+    # 8.1.1: immediate rows appear before the result row of an API still open
     npu = [
         row(f"Functional.silu.0.{F}.0"),
         row("Tensor.bad_name.forward.output.0"),

@@ -1,6 +1,6 @@
 """Acceptance: on upstream 8.1.1's own output our CSVs equal upstream's, row for row and byte for byte.
 
-Fixture: ``shared/fixtures/upstream_v811_cnn/`` — run_ut details of a small CNN compared against
+Fixture: upstream 8.1.1's run_ut details of a small CNN compared against
 themselves by upstream's api_precision_compare (copied into ``tests/data/compare/upstream_v811_cnn``).
 """
 

@@ -33,13 +33,13 @@ STATS = ("Max", "Min", "Mean", "Norm")
 
 # Documented deviation (docs/dump.md): upstream reads the *post*-update value of a 0-dim tensor
 # as the input of an in-place op (its own .pt file holds the pre-update value); we record inputs
-# before the call, as spec §5.1 says. BatchNorm's num_batches_tracked.add_(1) shows it.
+# before the call, as upstream 8.1.1 does. BatchNorm's num_batches_tracked.add_(1) shows it.
 DEVIATIONS = {"Tensor.add_.0.forward.input_args[0]"}
 
 
 def upstream_records(data: dict[str, Any]) -> dict[str, Any]:
     """Upstream's records minus the ones we drop on purpose: at mix, 8.1.1 records the
-    ``Tensor.view_as`` calls made by torch's own BackwardHook machinery (spec §8 item 3)."""
+    ``Tensor.view_as`` calls made by torch's own BackwardHook machinery."""
     return {k: v for k, v in data.items() if not k.startswith("Tensor.view_as.")}
 
 

@@ -1,4 +1,4 @@
-"""With the dump on (L0, L1, mix), training is bitwise the same as without it (issue 3 item 6)."""
+"""With the dump on (L0, L1, mix), training is bitwise the same as without it."""
 
 from __future__ import annotations
 

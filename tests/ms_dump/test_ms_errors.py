@@ -151,7 +151,7 @@ def test_records_survive_sigkill_and_rebuild(tmp_path, batch, survivors):
     [((1,), "2 items"), ([1.0, 2], "integer"), ([3, 1], "less than the end"), ("1-2", "list or tuple")],
 )
 def test_token_range_checked_as_in_pytorch(tmp_path, token_range, match):
-    """Spec dump_mindspore.md §3.2: the same checks and messages as the PyTorch front door."""
+    """As upstream 8.1.1: the same checks and messages as the PyTorch front door."""
     from nets import Net
 
     cfg = write_config(str(tmp_path / "cfg.json"), "statistics", "L1", str(tmp_path / "d"))

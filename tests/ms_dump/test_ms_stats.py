@@ -1,4 +1,4 @@
-"""Laws of the host-side statistics (spec dump_mindspore.md §5.4) against independent formulations."""
+"""Laws of the host-side statistics against independent formulations."""
 
 from __future__ import annotations
 

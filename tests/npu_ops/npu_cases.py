@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-# The 15 fused ops of issue 6 / spec run_ut_compare.md §4.4, in the spec's order.
+# The 15 fused ops replayed, in upstream 8.1.1's order.
 FIFTEEN = (
     "npu_fusion_attention",
     "npu_rms_norm",

@@ -39,7 +39,7 @@ def test_every_op_has_an_entry_under_its_own_name() -> None:
 
 
 def test_spec_grad_index_and_compared_outputs() -> None:
-    """spec §4.4: npu_fusion_attention compares output 0 only and drives backward from it; the other
+    """As upstream 8.1.1: npu_fusion_attention compares output 0 only and drives backward from it; the other
     ops have no grad_index in 8.1.1's torch_ut_setting.json."""
     fa = npu("npu_fusion_attention")
     assert fa.forward_outputs == (0,) and fa.grad_index == 0 and fa.backward_message is None

@@ -1,4 +1,4 @@
-"""Laws of the metric engine (style_anchors §5 "For msprobe this means"), checked with hypothesis.
+"""Laws of the metric engine, checked with hypothesis.
 
 Every law is run through the public :func:`compare_outputs` for one API of each standard, so the
 routing, the columns and the status chain are exercised together. Values are bounded on purpose:
@@ -22,7 +22,7 @@ from msprobe.run_ut.standards import ERROR, PASS, Standard, compare_outputs, sta
 from msprobe.run_ut.standards import metrics as m
 from msprobe.run_ut.standards import rows as c
 
-# one API per standard (routing table, v811 §5.1)
+# one API per standard (routing table)
 API_OF = {
     Standard.BENCHMARK: "Functional.softmax.0",
     Standard.ABSOLUTE_THRESHOLD: "Tensor.__add__.0",
@@ -154,7 +154,7 @@ def test_bench_rounded_to_device_dtype_is_no_error(api: str, low: str, data: st.
             x = x * np.float32(1e-30)
     else:
         x = data.draw(fp32_arrays(max(lo, 2.0**-30), hi))
-    bench = torch.from_numpy(x)  # fp32 bench of a fp16/bf16 API (spec §4.2)
+    bench = torch.from_numpy(x)  # fp32 bench of a fp16/bf16 API
     device = bench.to(torch_dtype)
     row = _row(api, x, device)
     assert row.status != ERROR, (row.status, row.reason)

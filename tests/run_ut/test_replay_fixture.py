@@ -1,6 +1,6 @@
 """Acceptance: upstream 8.1.1's CNN tensor dump replayed on CPU gives upstream's rows.
 
-Fixture: ``shared/fixtures/upstream_v811_cnn`` (copied to ``tests/data/run_ut``): the dump
+Fixture: upstream 8.1.1's CNN run (in ``tests/data/run_ut``): the dump
 ``cnn_tensor_L1/step0/rank`` and upstream's own run_ut CPU result ``run_ut_cpu_tensor_L1``. Same API
 list, same statuses, same filled columns; every forward metric cell equals upstream's (to 1e-7
 relative: the fp64 bench is computed on this host) when this machine's fp32 kernel reproduces the

@@ -1,4 +1,4 @@
-"""Argument rebuilding from statistics (spec §4.1) and the per-API seed."""
+"""Argument rebuilding from statistics and the per-API seed."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Explicit examples: every message of the details CSV and every threshold boundary (spec §5, §6;
-v811 §4). Each case names the spec line it checks."""
+"""Explicit examples: every message of the details CSV and every threshold boundary
+of upstream 8.1.1. Each case names the rule it checks."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def texts(row: c.DetailsRow) -> list[str]:
     return [format_cell(v) for v in row.cells()]
 
 
-# --- cosine (spec §6.1, v811 §4 item 6) ---------------------------------------------------------------
+# --- cosine ---------------------------------------------------------------
 
 
 def test_scalar_output_has_blank_cosine_and_scalar_note() -> None:
@@ -54,7 +54,7 @@ def test_zero_outputs(bench: list[float], device: list[float], status: str, note
 
 
 def test_nan_cosine_is_an_error_like_8_1_1() -> None:
-    """v811 §4 item 6 and §8 masked_fill row — here with NaN on one side only."""
+    """8.1.1's NaN rule and masked_fill row — here with NaN on one side only."""
     row = one("Torch.exp.0", torch.tensor([1.0, 2.0], dtype=torch.float64), torch.tensor([1.0, float("nan")]))
     assert row.status == ERROR
     assert format_cell(row.metrics[c.COSINE]) == "nan"
@@ -70,7 +70,7 @@ def test_cosine_below_limit_is_an_error() -> None:
 
 
 def test_masked_fill_with_minus_inf_is_not_an_error() -> None:
-    """Deviation from 8.1.1 (v811 §8 masked_fill row: 8.1.1 says error): same -inf placement agrees."""
+    """Deviation from 8.1.1 (masked_fill row: 8.1.1 says error): same -inf placement agrees."""
     x = torch.tensor([[1.0, -float("inf")], [0.5, -float("inf")]])
     row = one("Tensor.masked_fill.0", x.double(), x)
     assert row.status == PASS
@@ -85,7 +85,7 @@ def test_all_positions_same_inf_nan() -> None:
     assert row.message == msg.COSINE_ALL_SAME_NONFINITE + "\n" + msg.MAX_ABS_PASS
 
 
-# --- the legacy ratio chain (spec §5.3 c–f, §6.2–§6.3) ---------------------------------------------------
+# --- the legacy ratio chain ---------------------------------------------------
 
 
 def _scaled(rel: list[float], n: int = 1000) -> tuple[torch.Tensor, torch.Tensor]:
@@ -108,7 +108,7 @@ def test_max_abs_error_boundary() -> None:
 @pytest.mark.parametrize(
     ("n_bad", "rel", "status", "sentence", "filled"),
     [
-        # fp32/fp64: thousandth must exceed 0.999, then ten-thousandth 0.9999 (spec §5.3 e)
+        # fp32/fp64: thousandth must exceed 0.999, then ten-thousandth 0.9999
         (0, 5e-5, PASS, msg.REL_LESS_TEN_THOUSANDTH_PASS, {c.THOUSANDTH: 1.0, c.TEN_THOUSANDTH: 1.0}),
         (
             1,
@@ -162,7 +162,7 @@ def test_fp16_bf16_ratio_chain(
 
 
 def test_float64_device_gets_no_standard_columns() -> None:
-    """v811 §4 item 5: fp64 outputs: the message, then the legacy chain only."""
+    """8.1.1: fp64 outputs: the message, then the legacy chain only."""
     x = torch.tensor([1.0, 2.0], dtype=torch.float64)
     row = one("Functional.linear.0", x, x)
     assert row.status == PASS
@@ -170,7 +170,7 @@ def test_float64_device_gets_no_standard_columns() -> None:
     assert set(row.metrics) == {c.COSINE, c.MAX_ABS_ERR}
 
 
-# --- integer, bool, dtype class, empty, shape (spec §5.2, v811 §4 items 2–4) --------------------------------
+# --- integer, bool, dtype class, empty, shape --------------------------------
 
 
 def test_int64_output_judged_by_error_rate() -> None:
@@ -214,7 +214,7 @@ def test_float_vs_int_class_cannot_compare() -> None:
     assert row.message == msg.cannot_compare("float64", "int64")
 
 
-# --- standard columns and their value types (v811 §5.1 table, §8 rows) --------------------------------------
+# --- standard columns and their value types (8.1.1's rows) --------------------------------------
 
 
 def test_columns_filled_per_standard() -> None:
@@ -241,7 +241,7 @@ def test_columns_filled_per_standard() -> None:
 
 
 def test_int_zero_means_nothing_to_count() -> None:
-    """v811 §8: ``0`` (int) when there is no inf/nan or no small value, ``0.00000000000000`` otherwise."""
+    """8.1.1: ``0`` (int) when there is no inf/nan or no small value, ``0.00000000000000`` otherwise."""
     b = torch.tensor([1.0, 2.0, 2.0**-25], dtype=torch.float64)
     row = one("Tensor.__add__.0", b, b.float())
     assert texts(row)[15:18] == ["0", "0.00000000000000", "0.00000000000000"]
@@ -251,7 +251,7 @@ def test_int_zero_means_nothing_to_count() -> None:
 
 
 def test_absolute_threshold_counts() -> None:
-    """spec §6.7 on fp16: rtol 2⁻¹⁰, small value 2⁻¹⁰, atol 2⁻¹⁶; inf/nan rate over the inf/nan count."""
+    """Absolute, fp16: rtol 2⁻¹⁰, small value 2⁻¹⁰, atol 2⁻¹⁶; inf/nan rate over the inf/nan count."""
     b = torch.tensor([1.0, 1.0, 2.0**-12, 2.0**-12, float("inf"), 4.0])
     d = torch.tensor([1.0 + 2.0**-9, 1.0, 2.0**-12 + 2.0**-15, 2.0**-12, 5.0, 4.0], dtype=torch.float16)
     cols = one("Tensor.mul.0", b, d).metrics
@@ -261,7 +261,7 @@ def test_absolute_threshold_counts() -> None:
 
 
 def test_ulp_of_one_ulp_errors() -> None:
-    """spec §6.8, fp32: one ULP of 1.0 is 2⁻²³; the element threshold is > 32 ULP."""
+    """ULP, fp32: one ULP of 1.0 is 2⁻²³; the element threshold is > 32 ULP."""
     b = torch.tensor([1.0, 1.0, 1.0, 0.0], dtype=torch.float64)
     d = torch.tensor([1.0 + 2.0**-23, 1.0 + 40 * 2.0**-23, 1.0, 0.0], dtype=torch.float32)
     cols = one("Torch.mm.0", b, d).metrics
@@ -269,7 +269,7 @@ def test_ulp_of_one_ulp_errors() -> None:
 
 
 def test_benchmark_metrics_by_formula() -> None:
-    """spec §6.6 on fp32 (small value 2⁻²⁰, atol 2⁻³⁰)."""
+    """Benchmark standard on fp32 (small value 2⁻²⁰, atol 2⁻³⁰)."""
     b = torch.tensor([1.0, 2.0, 2.0**-22, 4.0], dtype=torch.float64)
     d = torch.tensor([1.0 + 2.0**-10, 2.0, 2.0**-22 + 2.0**-28, 4.0 - 2.0**-8], dtype=torch.float32)
     cols = one("Torch.erf.0", b, d).metrics
@@ -283,7 +283,7 @@ def test_benchmark_metrics_by_formula() -> None:
     assert cols[c.RMSE] == pytest.approx(mse**0.5, rel=1e-12)
 
 
-# --- overflow acceptance (issue 4) ----------------------------------------------------------------------
+# --- overflow acceptance ----------------------------------------------------------------------
 
 
 def test_fp16_exp_overflow_is_an_error_and_in_range_passes() -> None:
@@ -318,7 +318,7 @@ def test_fp16_ulp_element_threshold_is_strictly_greater_than_1(ulps: int, counte
 
 
 def test_fp16_small_value_boundary_and_rtol() -> None:
-    """spec §6.5/§6.7 fp16: |b| ≤ 2⁻¹⁰ is small (abs error vs 2⁻¹⁶), above it rel error vs 2⁻¹⁰."""
+    """Absolute threshold, fp16: |b| ≤ 2⁻¹⁰ is small (abs error vs 2⁻¹⁶), above it rel error vs 2⁻¹⁰."""
     small = one("Tensor.sub.0", torch.tensor([2.0**-10]), torch.tensor([2.0**-10 + 2.0**-15]).half()).metrics
     assert (small[c.ABS_ERR_RATE], small[c.REL_ERR_RATE]) == (1.0, 0)
     within = one("Tensor.sub.0", torch.tensor([1.0]), torch.tensor([1.0 + 2.0**-10]).half()).metrics
@@ -340,7 +340,7 @@ def test_cosine_limit(cos: float, status: str) -> None:
 
 @pytest.mark.parametrize(("zeros", "status"), [(99, PASS), (100, ERROR)])
 def test_dropout_gap_boundary(zeros: int, status: str) -> None:
-    """spec §5.1: pass iff the zero-count gap is < 0.1 of numel (1000 elements: 99 pass, 100 fail)."""
+    """Dropout: pass iff the zero-count gap is < 0.1 of numel (1000 elements: 99 pass, 100 fail)."""
     b = torch.ones(1000, dtype=torch.float64)
     d = torch.ones(1000)
     d[:zeros] = 0

@@ -1,9 +1,9 @@
 """Oracle: our forward and backward rows equal upstream 8.1.1's, cell for cell, on real CNN data.
 
 ``tests/data/standards/cnn_tensor_L1`` holds a copy of the real-data L1 dump of
-``shared/fixtures/upstream_v811_cnn`` (dump.json and the ``.pt`` files) and upstream's details CSV of
+upstream 8.1.1's CNN run (dump.json and the ``.pt`` files) and upstream's details CSV of
 replaying it on CPU (device = fp32 on CPU, bench = fp64 on CPU; conv2d stays fp32 with HF32-rounded
-inputs, spec §4.1/§4.2). The test computes every bench itself (a miniature of the replay stage, enough
+inputs). The test computes every bench itself (a miniature of the replay stage, enough
 for these plain APIs: load the dumped inputs, run in fp64), takes the dumped fp32 results as the device
 side where they line up (made by the same CPU kernels as upstream's replay; our torch's fp32 tanh and
 GEMM kernels differ by an ULP here and there), replays conv2d on both sides (upstream's device side is an
@@ -55,7 +55,7 @@ def _value(arg: Any) -> Any:
 
 
 def _hf32(t: torch.Tensor) -> torch.Tensor:
-    """spec §4.1: conv fp32 data rounded to HF32 (low 12 mantissa bits cleared, round half up)."""
+    """Conv fp32 data rounded to HF32 (low 12 mantissa bits cleared, round half up)."""
     bits = t.contiguous().view(torch.int32)
     return (((bits >> 11) + 1) >> 1 << 12).view(torch.float32)
 
@@ -74,7 +74,7 @@ def _replay(api: str) -> tuple[Any, Any]:
                 return x
             x = x.clone()
             if is_conv and x.dtype == torch.float32:
-                return _hf32(x)  # conv fp32: HF32, never raised to fp64 (spec §4.2 step 4)
+                return _hf32(x)  # conv fp32: HF32, never raised to fp64
             return x.double() if upcast and x.dtype == torch.float32 else x
 
         return fn(*[conv(a) for a in args], **{k: conv(v) for k, v in kwargs.items()})

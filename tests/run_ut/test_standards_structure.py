@@ -1,4 +1,4 @@
-"""Structure rules (spec §5.1), skip rows and the result row (v811 §4, §8)."""
+"""Structure rules, skip rows and the result row."""
 
 from __future__ import annotations
 
@@ -113,7 +113,7 @@ def test_direction_is_checked() -> None:
         compare_outputs("Torch.f.0", "sideways", X, X)  # type: ignore[arg-type]
 
 
-# --- result rows (v811 §4, §8.1) -------------------------------------------------------------------------
+# --- result rows -------------------------------------------------------------------------
 
 
 def _row(status: str, message: str = "") -> DetailsRow:

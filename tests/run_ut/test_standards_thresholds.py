@@ -1,4 +1,4 @@
-"""The routing table (v811 §5.1, spec §6.4) and the thresholds table (spec §6.5, v811 §6)."""
+"""The routing table and the thresholds table."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from msprobe.run_ut.standards.thresholds import (
 @pytest.mark.parametrize(
     ("api", "standard"),
     [
-        # v811 §5.1 table and notes
+        # 8.1.1's table and notes
         ("Tensor.mul.0", Standard.ABSOLUTE_THRESHOLD),
         ("Tensor.__add__.3", Standard.ABSOLUTE_THRESHOLD),
         ("Torch.div.0", Standard.ABSOLUTE_THRESHOLD),
@@ -55,7 +55,7 @@ def test_routing(api: str, standard: Standard) -> None:
 
 @pytest.mark.parametrize("api", ["Functional.linear.0", "Torch.abs.0", "Tensor.add.0", "Functional.conv2d.0"])
 def test_routing_26x_sends_every_float_output_to_benchmark(api: str) -> None:
-    """spec §6.4 "current code" step 3 (the documented option)."""
+    """26.x's current routing rule (the documented option)."""
     assert standard_for(api, "26.x") is Standard.BENCHMARK
     assert standard_for(api, "8.1.1") is standard_for(api) is not Standard.BENCHMARK
 
@@ -94,7 +94,7 @@ def test_bare_name(name: str, bare: str) -> None:
 
 
 def test_benchmark_thresholds() -> None:
-    """spec §6.5 small value / atol / min-error floor; v811 §6 ratio limits 2 / 2 / 10 / 2, EB 2."""
+    """Small value / atol / min-error floor; 8.1.1's ratio limits 2 / 2 / 10 / 2, EB 2."""
     assert thresholds(Standard.BENCHMARK, FP16) == Benchmark(2.0**-10, 1e-16, 2.0**-11, 2, 2, 10, 2, 2)
     assert thresholds(Standard.BENCHMARK, BF16) == Benchmark(2.0**-10, 1e-16, 2.0**-8, 2, 2, 10, 2, 2)
     assert thresholds(Standard.BENCHMARK, FP32) == Benchmark(2.0**-20, 2.0**-30, 2.0**-14, 2, 2, 10, 2, 2)
@@ -111,7 +111,7 @@ def test_absolute_and_accumulative_thresholds() -> None:
 
 
 def test_ulp_and_thousandth_thresholds() -> None:
-    """spec §6.5/§6.8, v811 §6: fp32 mean 64, proportion 0.05; fp16/bf16 proportion 0.001; ratio 1."""
+    """ULP: fp32 mean 64, proportion 0.05; fp16/bf16 proportion 0.001; ratio 1."""
     fp16, bf16, fp32 = (thresholds(Standard.ULP, d) for d in (FP16, BF16, FP32))
     assert (fp16.mantissa_bits, fp16.min_exp, fp16.element_threshold) == (10, -14, 1.0)
     assert (bf16.mantissa_bits, bf16.min_exp, bf16.element_threshold) == (7, -126, 1.0)
@@ -127,7 +127,7 @@ def test_ulp_and_thousandth_thresholds() -> None:
 
 
 def test_legacy_chain_thresholds() -> None:
-    """spec §5.3 d–e: fp16/bf16 双百 then 双千; fp32/fp64 双千 then 双万; others none (pass)."""
+    """Ratio chain: fp16/bf16 双百 then 双千; fp32/fp64 双千 then 双万; others none (pass)."""
     assert (legacy(FP16).error_t, legacy(FP16).warning_t) == (0.01, 0.001)  # type: ignore[union-attr]
     assert (legacy(BF16).error_t, legacy(BF16).warning_t) == (0.01, 0.001)  # type: ignore[union-attr]
     assert (legacy(FP32).error_t, legacy(FP32).warning_t) == (0.001, 0.0001)  # type: ignore[union-attr]

@@ -4,7 +4,7 @@
   its outputs (what an ``nn.Cell`` backward hook does internally). Its callback receives the grads of
   *all* tensor inputs at once, in argument order, plus the grads of the outputs; used for API records.
 * :func:`hook_backward` - ``ops.HookBackward`` on one tensor: its callback gets that tensor's grad as it
-  arrives; used for Primitive records, whose backward ``output`` is in arrival order (spec §7.2).
+  arrives; used for Primitive records, whose backward ``output`` is in arrival order.
 
 Both only make sense while MindSpore records a graph for autodiff (:func:`grad_recording`).
 """

@@ -1,4 +1,4 @@
-"""``MsprobeStep`` / ``MsprobeInitStep``: callbacks for ``mindspore.train.Model`` (spec §3.7)."""
+"""``MsprobeStep`` / ``MsprobeInitStep``: callbacks for ``mindspore.train.Model``."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Hooks are MindSpore's own: a forward pre-hook (counter, construct stack), a forward hook with kwargs
 (the forward record with direct parameters), ``register_backward_hook`` (grads of inputs and
 outputs) and ``Parameter.register_hook`` for the parameter gradients. The model passed to
-``start()`` is not recorded, only its descendants (spec dump_mindspore.md §6, §7.3).
+``start()`` is not recorded, only its descendants.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ class CellHooks:
         self.handles.clear()
 
     def names_whole(self, name: str) -> bool:
-        """At mix, a ``list`` entry inside a Cell forward name selects that whole Cell (spec §5.5)."""
+        """At mix, a ``list`` entry inside a Cell forward name selects that whole Cell."""
         cfg = self.service.config
         return cfg.level == "mix" and any(s in name for s in cfg.list)
 

@@ -1,4 +1,4 @@
-"""``PrecisionDebugger.save(variable, name, save_backward)`` at level debug (spec §3.4 / dump.md §1.6).
+"""``PrecisionDebugger.save(variable, name, save_backward)`` at level debug.
 
 Records ``{name}.{k}.debug`` (and ``{name}_grad.{k}.debug``, filled by ``Tensor.register_hook`` when
 the gradients arrive) into ``debug.json``; tensor task writes ``{name}.{k}.debug[.{index}].npy``.

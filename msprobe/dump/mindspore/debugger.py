@@ -1,4 +1,4 @@
-"""``PrecisionDebugger`` for MindSpore PyNative (spec dump_mindspore.md §3). One instance per process."""
+"""``PrecisionDebugger`` for MindSpore PyNative. One instance per process."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ class PrecisionDebugger(FrontDoor):
         if not self._begin():
             return
         config = build_config(config_path, task, dump_path, level, step)
-        # MindSpore: dump_path is made absolute at construction and created at once (spec §3.1).
+        # MindSpore: dump_path is made absolute at construction and created at once.
         config = dataclasses.replace(config, dump_path=os.path.abspath(config.dump_path))
         make_dirs(config.dump_path)
         self.config = config

@@ -1,8 +1,8 @@
-"""Python/MindSpore values -> dump.json values (spec dump_mindspore.md §5.3), ``.npy`` tensor files.
+"""Python/MindSpore values -> dump.json values, ``.npy`` tensor files.
 
 The encoder is a table of ``(type test, encoder)`` rows tried in order; tensors go through
 :func:`msprobe.dump.mindspore.stats.tensor_summary`. Tensor files are written when the record is
-collected, named ``{record}.{side}.{index path}.npy`` (spec §5.5).
+collected, named ``{record}.{side}.{index path}.npy``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The MindSpore API families (prefix, namespace) and the patcher that wraps their functions.
 
 Behaviour is data: :data:`FAMILIES` says which yaml section is wrapped on which object under which
-record prefix (spec dump_mindspore.md §6); the names come from ``support_wrap_ops.yaml`` next to this
+record prefix; the names come from ``support_wrap_ops.yaml`` next to this
 module (``MSPROBE_MS_API_LIST`` may point to another file of the same format). Every wrapper calls one
 function, ``handler(key, original, args, kwargs)``, so the dump logic lives in one place.
 """
@@ -68,7 +68,7 @@ class _DoneHandle:
 def finish_collective(
     family: MsApiFamily, api: str, out: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> tuple[Any, Any]:
-    """``(value returned to the caller, value recorded as output)`` of a communication call (spec §7.1).
+    """``(value returned to the caller, value recorded as output)`` of a communication call.
 
     With ``async_op=True`` (or for isend/irecv) the handle is waited on, so the recorded tensors are
     final, and a completed handle is returned; ``batch_isend_irecv`` waits on each request.

@@ -1,7 +1,7 @@
 """Primitive records (L1/mix with ``start(model)``): ``Primitive.{attr}.{Class}.{n}.{forward|backward}``.
 
 Every Primitive instance found as an attribute of a Cell of the model (the root included) gets its
-class swapped for a subclass whose ``__call__`` reports to the service (spec dump_mindspore.md §7.2).
+class swapped for a subclass whose ``__call__`` reports to the service.
 The counter runs on every call, dumping on or off, per ``attr.Class`` across instances. Backward:
 each tensor output passes through ``HookBackward`` (its grad -> record ``input``) and each tensor
 input too (grads -> record ``output`` in arrival order, inputs without a grad omitted), as upstream.

@@ -1,4 +1,4 @@
-"""``seed_all(seed, mode, rm_dropout)`` for MindSpore (spec dump_mindspore.md §3.6)."""
+"""``seed_all(seed, mode, rm_dropout)`` for MindSpore."""
 
 from __future__ import annotations
 

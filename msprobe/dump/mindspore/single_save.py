@@ -1,4 +1,4 @@
-"""Module-level ``save(save_dir, name, data)`` / ``save_grad(save_dir, name, data)`` (spec §3.8).
+"""Module-level ``save(save_dir, name, data)`` / ``save_grad(save_dir, name, data)``.
 
 8.1.1 routes these through ``ops.TensorDump`` (a graph op); here, in PyNative, the arrays are written
 on the host with the same layout: ``{save_dir}/step{N}/rank{R}/{name}[.{key}...]_{dtype}_{seq}.npy``,

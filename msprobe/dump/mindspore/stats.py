@@ -1,4 +1,4 @@
-"""Tensor summaries of the MindSpore dump (spec dump_mindspore.md §5.4), computed on the host.
+"""Tensor summaries of the MindSpore dump, computed on the host.
 
 Why numpy and not MindSpore ops: upstream computes ``mint.norm`` on the device, which has no CPU
 kernel in MindSpore 2.10 (8.1.1 crashes there), and every MindSpore op is a kernel launch plus a
@@ -28,7 +28,7 @@ def _to_bf16_float(value: float) -> float:
 
 
 def host_array(data: np.ndarray) -> np.ndarray:
-    """The array as saved to ``.npy`` and hashed for md5: bfloat16 becomes float32 (spec §5.5)."""
+    """The array as saved to ``.npy`` and hashed for md5: bfloat16 becomes float32."""
     if data.dtype.name == "bfloat16":
         return data.astype(np.float32)
     return data

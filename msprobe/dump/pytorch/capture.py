@@ -1,6 +1,6 @@
 """API capture: a ``TorchFunctionMode`` for torch/Tensor/functional/_VF, setattr patches for the rest.
 
-Why a function mode (measured, see docs/dump.md): it sees every public call of the user *and* of
+Why a function mode (see docs/dump.md): it sees every public call of the user *and* of
 torch's own Python code by the function object itself, so ``from torch.nn.functional import gelu``
 bound before the debugger is still recorded and ``fn is F.gelu`` stays true (nothing is replaced).
 While a recorded API runs the mode is popped, so calls made inside it are not recorded (upstream's

@@ -1,4 +1,4 @@
-"""``debugger.save(variable, name, save_backward=True)`` at level ``debug`` (spec §1.6): debug.json.
+"""``debugger.save(variable, name, save_backward=True)`` at level ``debug``: debug.json.
 
 Records ``{name}.{k}.debug`` (the value's encoding, tensors as summaries) and, with
 ``save_backward``, ``{name}_grad.{k}.debug``: the same nesting with ``null`` leaves, each tensor leaf

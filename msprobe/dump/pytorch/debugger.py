@@ -1,4 +1,4 @@
-"""``PrecisionDebugger``: the upstream-compatible front door (spec §1). One instance per process."""
+"""``PrecisionDebugger``: the upstream-compatible front door. One instance per process."""
 
 from __future__ import annotations
 

@@ -21,8 +21,8 @@ _DISABLE_ATTRS = ("_torchdynamo_disable", "_torchdynamo_disable_msg", "_torchdyn
 def no_compile(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn``, never traced by torch.compile.
 
-    ``torch.compiler.disable``'s wrapper resets the frame evaluator on every call (~4 us; our hooks
-    run a few hundred times a step). In eager mode there is nothing to disable, so the wrapper below
+    ``torch.compiler.disable``'s wrapper resets the frame evaluator on every call, and our hooks
+    run a few hundred times a step. In eager mode there is nothing to disable, so the wrapper below
     calls ``fn`` directly and takes the disabled path only while a compiled frame runs (an eval-frame
     callback is set); its own frame is skipped by dynamo and inlining it is refused like ``disable``'s.
     """

@@ -1,4 +1,4 @@
-"""``seed_all(seed=1234, mode=False, rm_dropout=True)`` with upstream 8.1.1's effects (spec §1.9)."""
+"""``seed_all(seed=1234, mode=False, rm_dropout=True)`` with upstream 8.1.1's effects."""
 
 from __future__ import annotations
 

@@ -386,7 +386,7 @@ class TorchDumpService:
         node = t.grad_fn
         if node is None:
             return
-        # one compile-disabled entry point for every node (a disable wrapper per call costs ~25 us)
+        # one compile-disabled entry point for every node (a disable wrapper per call is costly)
         node.register_hook(functools.partial(self._node_hook, name))
 
     def on_backward(self, name: str, grad_inputs: Any, grad_outputs: Any) -> None:

@@ -1,4 +1,4 @@
-"""Tensor summaries of dump.json (spec §3.2): Max/Min/Mean/Norm with upstream 8.1.1's dtype rules, md5.
+"""Tensor summaries of dump.json: Max/Min/Mean/Norm with upstream 8.1.1's dtype rules, md5.
 
 Pure functions of a tensor. :class:`SummaryCache` avoids summarising the same unchanged tensor twice
 (an API's output is usually the next API's input): it is keyed by the tensor object and checked
@@ -25,7 +25,7 @@ _vector_norm = torch.linalg.vector_norm
 
 
 def _float_stats_cpu(d: torch.Tensor) -> Stats | None:
-    """Max/Min with numpy (exact in any order, ~4x faster than torch's on CPU), Mean/Norm by torch."""
+    """Max/Min with numpy (exact in any order, faster than torch's on CPU), Mean/Norm by torch."""
     try:
         a = d.numpy()
     except (RuntimeError, TypeError):
@@ -108,10 +108,10 @@ def batchable(t: torch.Tensor) -> bool:
 class BatchStats:
     """Max/Min/Mean/Norm of many tensors in one TorchScript call, looked up later by tensor and version.
 
-    Why: the background worker summarises ~200 tensors a step on the GPT benchmark at L0. One at a
+    Why: the background worker summarises hundreds of tensors a step. One at a
     time, each of the four reductions releases the GIL and takes it back, and every hand-over with
-    the training thread costs a wake-up on both sides. One call for a group of jobs releases it once
-    (1.5-3.8 ms a step less, measured). Filled by the worker before a group of jobs, cleared after.
+    the training thread costs a wake-up on both sides. One call for a group of jobs releases it once.
+    Filled by the worker before a group of jobs, cleared after.
     """
 
     __slots__ = ("_by_id",)
@@ -124,7 +124,7 @@ class BatchStats:
         if fn is None or not tensors:
             return
         try:
-            # the plain interpreter (a thread-local switch): the ops as written, and no ~25 ms of
+            # the plain interpreter (a thread-local switch): the ops as written, and no
             # profiling and optimisation on the first calls; no autograd graph
             with torch.jit.optimized_execution(False), torch.no_grad():
                 rows = fn(tensors).tolist()
@@ -212,7 +212,7 @@ Entry = tuple["weakref.ref[torch.Tensor]", int, Slot, int]
 class LayoutMemo:
     """Slots by element sequence: a view or reshape of a summarised, unchanged tensor shares its
     summary. Used by the training thread (summaries computed at once) or by the background worker
-    (deferred summaries: key and lookup cost ~3.5 us a tensor, which then stay off the training thread); the
+    (deferred summaries: key and lookup then stay off the training thread); the
     lock makes a clear from the training thread safe while the worker looks up."""
 
     __slots__ = ("_by_layout", "_lock", "limit")

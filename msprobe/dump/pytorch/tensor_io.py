@@ -1,4 +1,4 @@
-"""``.pt`` files under ``dump_tensor_data/`` (spec §3.1): a detached, contiguous copy per tensor leaf.
+"""``.pt`` files under ``dump_tensor_data/``: a detached, contiguous copy per tensor leaf.
 
 Written at once (a crash keeps every tensor written so far), with mode 0o640, loadable with
 ``torch.load(path, weights_only=True)``. A tensor already written unchanged under another name (an
@@ -76,7 +76,7 @@ def _lean_ok(d: torch.Tensor) -> bool:
 class _LeanSaver:
     """The zip archive torch.save writes for one plain CPU tensor, without its per-call overhead.
 
-    torch.save spends ~90 µs per small tensor outside the actual write (a pickler class built per
+    torch.save spends most of its time on a small tensor outside the actual write (a pickler class built per
     call, tensor reduction, storage bookkeeping); a dump writes hundreds of files a step. The pickle
     (``data.pkl``) depends only on dtype, shape and strides, so it is made once per key with torch's
     own tensor reduction and reused; the records are the ones torch.save writes, through torch's own

@@ -80,7 +80,7 @@ _named_parameters = torch.nn.Module.named_parameters
 
 def direct_parameters(mod: torch.nn.Module) -> list[tuple[str, torch.nn.Parameter]]:
     """``mod.named_parameters(recurse=False)``, read straight from ``Module._parameters`` unless the
-    class overrides ``named_parameters`` (the generic path costs ~4 us per module call)."""
+    class overrides ``named_parameters`` (the generic path is slow for a per-module-call lookup)."""
     params = getattr(mod, "_parameters", None)
     if type(mod).named_parameters is not _named_parameters or not isinstance(params, dict):
         return list(mod.named_parameters(recurse=False))

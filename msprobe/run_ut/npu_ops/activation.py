@@ -27,7 +27,7 @@ def npu_mish(input: torch.Tensor) -> torch.Tensor:
 def npu_swiglu(input: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """Split ``input`` in two halves ``a, b`` along ``dim`` and return ``silu(a) * b``.
 
-    For fp16/bf16 the kernel rounds ``silu(a)`` to the input dtype before the product (spec §4.4),
+    For fp16/bf16 the kernel rounds ``silu(a)`` to the input dtype before the product,
     the product itself is taken in fp32 and rounded once.
     """
     if input.shape[dim] % 2:

@@ -3,7 +3,7 @@
 Definition (torch_npu docs): ``out = softmax(mask(scale * (q·kᵀ + pse))) · v`` per head, with
 ``keep_prob = 1`` (no dropout). Every layout is brought to BNSD, the key/value heads are repeated
 for GQA (``N_q / N_kv`` query heads share one kv head), and the result is returned in the query's
-layout. A masked score gets ``-40000`` added (spec §4.4), so a fully masked row still yields the
+layout. A masked score gets ``-40000`` added, so a fully masked row still yields the
 softmax of its raw scores rather than NaN.
 
 Masks: ``True``/non-zero = "do not attend". Which positions are masked depends on ``sparse_mode``;
@@ -339,7 +339,7 @@ def npu_fusion_attention(
 ) -> tuple:
     """Returns torch_npu's 7 outputs: ``(attention_out, softmax_max, softmax_sum, softmax_out, seed,
     offset, numels)``; ``softmax_out`` is the reserved empty tensor, the three ints are 0 (no dropout).
-    Only ``attention_out`` is compared (spec §4.4). ``padding_mask``, ``inner_precise``,
+    Only ``attention_out`` is compared. ``padding_mask``, ``inner_precise``,
     ``gen_mask_parallel`` and ``sync`` have no numerical meaning here."""
     return _run(
         query, key, value, head_num, input_layout, pse=pse, atten_mask=atten_mask, scale=scale,
@@ -397,7 +397,7 @@ def compressed_mask(sparse_mode: int, device: torch.device | str = "cpu") -> tor
 
 def prepare_fusion_attention_inputs(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     """For inputs generated from statistics: a random ``atten_mask`` under a compressed sparse mode is
-    replaced by the mask the kernel expects (spec §4.1 does this for modes 2/3/4; 6/7/8 likewise)."""
+    replaced by the mask the kernel expects (upstream 8.1.1 does this for modes 2/3/4; 6/7/8 likewise)."""
     mode = kwargs.get("sparse_mode", args[SPARSE_MODE_POSITION] if len(args) > SPARSE_MODE_POSITION else 0)
     if mode not in COMPRESSED_MASK_MODES:
         return args, kwargs

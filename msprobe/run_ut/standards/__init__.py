@@ -1,4 +1,4 @@
-"""Metric and precision-standard engine of run_ut (issue 4, Build item 4). Public interface.
+"""Metric and precision-standard engine of run_ut. Public interface.
 
 Everything the replay plugin needs is here; the rest of the package is internal::
 
@@ -12,8 +12,8 @@ Everything the replay plugin needs is here; the rest of the package is internal:
 
 Write ``[r.cells() for r in rows if r.written]`` to the details CSV (only the dropout verdict has
 ``written=False``: upstream never writes it, but it decides the API status) and ``result_row(...)``
-to the result CSV, each through ``accuracy_csv.format_cell``. Spec: ``run_ut_compare.md`` §5, §6, §8
-and the 8.1.1 addendum §4–§6; see ``docs/standards.md``.
+to the result CSV, each through ``accuracy_csv.format_cell``. Rules of upstream
+msprobe 8.1.1; see ``docs/standards.md``.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def compare_outputs(
     routing: str = DEFAULT_ROUTING,
     info: ApiInfo | None = None,
 ) -> list[DetailsRow]:
-    """Rows ``{api_name}.{direction}.output.{i}`` for one direction of one API (spec §5.1).
+    """Rows ``{api_name}.{direction}.output.{i}`` for one direction of one API.
 
     ``bench_output``: the CPU upcast benchmark result (tensor, tuple/list, Python scalar, None; for
     backward the list of input grads). ``device_output``: the device result moved to CPU in its own
@@ -78,7 +78,7 @@ def compare_outputs(
 
 
 def skip_rows(api_name: str, reason: str) -> list[DetailsRow]:
-    """The one ``{api}.forward.output.0`` SKIP row of a skipped API (spec §3.3); its result row is
+    """The one ``{api}.forward.output.0`` SKIP row of a skipped API; its result row is
     ``[api, SKIP, SKIP, reason]``."""
     name = f"{api_name}.forward.output.0"
     return [DetailsRow(name=name, status=SKIP, message=reason, reason=reason, skips_api=True)]
@@ -86,7 +86,7 @@ def skip_rows(api_name: str, reason: str) -> list[DetailsRow]:
 
 def backward_skip_rows(api_name: str, message: str) -> list[DetailsRow]:
     """The one ``{api}.backward.output.0`` SKIP row that replaces all backward rows when a backward
-    message applies (spec §4.6, §5.1: ``out=``, repeat_interleave, masked_select, multiple backward)."""
+    message applies (``out=``, repeat_interleave, masked_select, multiple backward)."""
     name = f"{api_name}.backward.output.0"
     return [DetailsRow(name=name, status=SKIP, message=message, reason=message, skips_api=True)]
 

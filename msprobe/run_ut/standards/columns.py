@@ -1,4 +1,4 @@
-"""Which details columns each precision standard fills, and with what (v811 §5.1 table).
+"""Which details columns each precision standard fills, and with what.
 
 One function per standard, registered in :data:`STANDARD_COLUMNS`; each takes a :class:`Pair` (the
 prepared bench/device arrays of one output) and returns ``{column: value}``. Numbers come from
@@ -82,7 +82,7 @@ class Pair:
 
 
 def benchmark(p: Pair) -> dict[str, Any]:
-    """spec §6.6: 误差均衡性, 均方根误差, 小值域错误占比, 相对误差最大值, 相对误差平均值."""
+    """Benchmark standard: 误差均衡性, 均方根误差, 小值域错误占比, 相对误差最大值, 相对误差平均值."""
     t: Benchmark = p.thresholds(Standard.BENCHMARK)
     infnan = ~p.finite
     small = m.small_value_mask(p.bench, p.finite, t.small_value)
@@ -110,13 +110,13 @@ def _absolute_rates(p: Pair, small_value: float, atol: float, rtol: float) -> di
 
 
 def absolute_threshold(p: Pair) -> dict[str, Any]:
-    """spec §6.7: inf/nan错误率, 相对误差错误率, 绝对误差错误率."""
+    """Absolute threshold: inf/nan错误率, 相对误差错误率, 绝对误差错误率."""
     t: AbsoluteThreshold = p.thresholds(Standard.ABSOLUTE_THRESHOLD)
     return _absolute_rates(p, t.small_value, t.small_value_atol, t.rtol)
 
 
 def accumulative(p: Pair) -> dict[str, Any]:
-    """spec §6.9: the absolute rates with rtol = atol = bound and small value 1, plus 误差均衡性."""
+    """Accumulative: the absolute rates with rtol = atol = bound and small value 1, plus 误差均衡性."""
     t: Accumulative = p.thresholds(Standard.ACCUMULATIVE)
     cols = _absolute_rates(p, t.small_value, t.bound, t.bound)
     cols[c.ERROR_BALANCE] = m.error_balance(p.bench, p.device)
@@ -135,7 +135,7 @@ def binary(p: Pair) -> dict[str, Any]:
 
 
 def ulp(p: Pair) -> dict[str, Any]:
-    """spec §6.8: ULP误差最大值, ULP误差平均值, ULP误差大于阈值占比.
+    """ULP standard: ULP误差最大值, ULP误差平均值, ULP误差大于阈值占比.
 
     Ours: same-placement inf/nan → 0 ULP; any other inf/nan position → inf ULP (so it always counts).
     """
@@ -152,7 +152,7 @@ def ulp(p: Pair) -> dict[str, Any]:
 
 
 def thousandth(p: Pair) -> dict[str, Any]:
-    """spec §6.9: 双千指标 = #(rel < 0.001)/N, filled even when max-abs passes."""
+    """Thousandth standard: 双千指标 = #(rel < 0.001)/N, filled even when max-abs passes."""
     t: Thousandth = p.thresholds(Standard.THOUSANDTH)
     return {c.THOUSANDTH: m.rel_ratio(p.rel, t.rel_threshold)}
 

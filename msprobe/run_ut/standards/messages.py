@@ -1,12 +1,12 @@
-"""The exact Message sentences of the details CSV (spec §5.1–§5.3, §6.1; v811 §4).
+"""The exact Message sentences of the details CSV.
 
 Sentences are facts about upstream's output (they land in a CSV read by api_precision_compare and by
-people who grep for them); each constant cites where the spec lists it.
+people who grep for them); each constant is grouped by the check that writes it.
 """
 
 from __future__ import annotations
 
-# spec §5.3 (legacy status chain); each ends in "\n" as written upstream.
+# legacy status chain; each ends in "\n" as written upstream.
 MAX_ABS_PASS = "Max abs error is less than 0.001, consider as pass, skip other check and set to SPACE.\n"
 REL_LESS_THOUSANDTH_PASS = (
     "Relative error is less than 0.001, consider as pass, skip other check and set to SPACE.\n"
@@ -26,7 +26,7 @@ REL_GREATER_TEN_THOUSANDTH_WARNING = (
 REL_LESS_TEN_THOUSANDTH_PASS = "Relative error is less than 0.0001, consider as pass.\n"
 COSINE_ERROR = "Cosine similarity is less than 0.99, consider as error, skip other check and set to SPACE.\n"
 
-# spec §6.1 (cosine); no trailing newline: the chain appends "\n" after the cosine message.
+# cosine; no trailing newline: the chain appends "\n" after the cosine message.
 COSINE_SCALAR = "All the data in device dump data is scalar. Please refer to other compare algorithms."
 COSINE_BOTH_ZERO = "All the data in device and bench outputs are zero."
 COSINE_DEVICE_ZERO = "All the data is zero in device dump data."
@@ -35,7 +35,7 @@ COSINE_NAN = "Dump data has NaN when comparing with Cosine Similarity."
 # ours (Deviations from 8.1.1, docs/standards.md): every position is inf/nan at the same place.
 COSINE_ALL_SAME_NONFINITE = "All the data in device and bench outputs are inf/nan at the same positions."
 
-# spec §5.1 / §5.2 / v811 §4 (structure and tensor checks)
+# structure and tensor checks
 BENCH_NONE = "Bench output is None, skip this test."
 STRUCTURE_DIFFERENT = "bench and npu output structure is different."
 TYPE_DIFFERENT = "bench and npu output type is different."
@@ -56,12 +56,12 @@ def cannot_compare(bench_dtype: str, device_dtype: str) -> str:
 
 
 def only_error_rate(dtype: str) -> str:
-    """v811 §4 item 4 (integer/bool outputs)."""
+    """Integer/bool outputs."""
     return f"Compare algorithm is not supported for {dtype} data. Only judged by Error Rate.\n"
 
 
 def dtype_not_new_standard(dtype: str) -> str:
-    """v811 §4 item 5: float outputs other than fp16/bf16/fp32 get no standard metrics."""
+    """Float outputs other than fp16/bf16/fp32 get no standard metrics."""
     return f"The data type {dtype} is not supported for new precision standard."
 
 

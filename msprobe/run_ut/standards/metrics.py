@@ -1,11 +1,11 @@
 """Pure metric functions: numpy arrays in, numbers out (8.1.1 formulas).
 
-Notation of spec ``run_ut_compare.md`` §6: ``b`` bench array (fp32 for fp16/bf16 outputs, fp64 for
+Notation (upstream 8.1.1's): ``b`` bench array (fp32 for fp16/bf16 outputs, fp64 for
 fp32 outputs), ``d`` device array (bf16 already widened to fp32), ``N = b.size``, ``ae = |d − b|``,
 ``abs_b_eps = |b| + eps``. Return types follow numpy's: reductions over ``ae``/``rel`` keep the array's
 dtype (a numpy float32 for fp16/bf16 outputs, written with ``str()``), counts divided by counts are
-Python floats (written ``%.14f``), and "nothing to count" is the int ``0`` — the mix upstream writes
-(v811 §8). Exception: RMSE is always float64 (see :func:`rmse`). No function here reads files,
+Python floats (written ``%.14f``), and "nothing to count" is the int ``0`` — the mix upstream 8.1.1
+writes. Exception: RMSE is always float64 (see :func:`rmse`). No function here reads files,
 prints or looks at API names.
 """
 
@@ -18,8 +18,8 @@ import numpy.typing as npt
 
 Array = npt.NDArray[Any]
 
-BF16_EPS = 2.0**-8  # spec §6 notation: eps for bf16 outputs
-BF16_MAX = 3.3895313892515355e38  # spec §6.7: finite range of bf16
+BF16_EPS = 2.0**-8  # eps for bf16 outputs
+BF16_MAX = 3.3895313892515355e38  # finite range of bf16
 
 
 def _quiet() -> Any:
@@ -27,7 +27,7 @@ def _quiet() -> Any:
 
 
 def eps_for(bench: Array, device_dtype: str) -> Any:
-    """``finfo(b.dtype).eps``, except bf16 device outputs → 2⁻⁸ (spec §6 notation)."""
+    """``finfo(b.dtype).eps``, except bf16 device outputs → 2⁻⁸."""
     if device_dtype == "torch.bfloat16":
         return BF16_EPS
     return np.finfo(bench.dtype).eps
@@ -39,24 +39,24 @@ def abs_err(bench: Array, device: Array) -> Array:
 
 
 def rel_err(bench: Array, device: Array, eps: Any) -> Array:
-    """Unmasked ``|ae / (|b| + eps)|`` (spec §6.3)."""
+    """Unmasked ``|ae / (|b| + eps)|``."""
     with _quiet():
         return np.abs(abs_err(bench, device) / (np.abs(bench) + eps))
 
 
 def finite_mask(bench: Array, device: Array) -> Array:
-    """``isfinite(d) & isfinite(b.astype(d.dtype))`` (spec §6 notation)."""
+    """``isfinite(d) & isfinite(b.astype(d.dtype))``."""
     with _quiet():
         return np.isfinite(device) & np.isfinite(bench.astype(device.dtype))
 
 
-# --- legacy chain (spec §6.1–§6.3) ---------------------------------------------------------------
+# --- legacy chain ---------------------------------------------------------------
 
 
 def cosine(bench: Array, device: Array) -> tuple[float | None, bool, str]:
     """Cosine similarity on flattened, max-normalised arrays: (value or None = blank, ok, note).
 
-    spec §6.1 with the 8.1.1 NaN rule (v811 §4 item 6: NaN fails). Notes are the spec sentences; the
+    Upstream's rule with the 8.1.1 NaN rule (NaN fails). Notes are upstream's sentences; the
     caller (who knows the messages module) maps them; here they are returned as keys.
     """
     b = bench.reshape(-1).astype(np.float64)
@@ -84,7 +84,7 @@ def cosine(bench: Array, device: Array) -> tuple[float | None, bool, str]:
 
 
 def max_abs_error(bench: Array, device: Array) -> Any:
-    """``max(ae)`` as a numpy scalar of ``ae``'s dtype (spec §6.2); empty → 0 of that dtype."""
+    """``max(ae)`` as a numpy scalar of ``ae``'s dtype; empty → 0 of that dtype."""
     ae = abs_err(bench, device)
     if ae.size == 0:
         return ae.dtype.type(0)
@@ -92,14 +92,14 @@ def max_abs_error(bench: Array, device: Array) -> Any:
 
 
 def rel_ratio(rel: Array, threshold: float) -> float:
-    """``#(rel < t) / N`` (spec §6.3); NaN positions count as failures; N = 0 → 1."""
+    """``#(rel < t) / N``; NaN positions count as failures; N = 0 → 1."""
     if rel.size == 0:
         return 1.0
     with _quiet():
         return float(np.sum(rel < threshold) / rel.size)
 
 
-# --- binary (spec §5.2 step 5, v811 §4 item 4) ----------------------------------------------------
+# --- binary ----------------------------------------------------
 
 
 def binary_error_rate(bench: Array, device: Array, same_nonfinite: Array | None = None) -> float:
@@ -111,7 +111,7 @@ def binary_error_rate(bench: Array, device: Array, same_nonfinite: Array | None 
     return float(np.sum(differ) / bench.size)
 
 
-# --- benchmark (spec §6.6) ------------------------------------------------------------------------
+# --- benchmark ------------------------------------------------------------------------
 
 
 def small_value_mask(bench: Array, finite: Array, small_value: float) -> Array:
@@ -151,7 +151,7 @@ def error_balance(bench: Array, device: Array) -> float:
 
 
 def masked_rel(ae: Array, abs_b_eps: Array, excluded: Array) -> Array:
-    """``where(small | infnan, −1, ae / abs_b_eps)`` (spec §6.6)."""
+    """``where(small | infnan, −1, ae / abs_b_eps)``."""
     with _quiet():
         return np.where(excluded, ae.dtype.type(-1), ae / abs_b_eps)
 
@@ -171,7 +171,7 @@ def mean_rel_err(rel: Array) -> Any:
     return np.mean(kept)
 
 
-# --- absolute threshold (spec §6.7) ---------------------------------------------------------------
+# --- absolute threshold ---------------------------------------------------------------
 
 
 def inf_nan_err_rate(
@@ -204,7 +204,7 @@ def abs_err_rate(ae: Array, small: Array, atol: float) -> float | int:
     return small_value_err_ratio(ae, small, atol)
 
 
-# --- ULP (spec §6.8) ------------------------------------------------------------------------------
+# --- ULP ------------------------------------------------------------------------------
 
 
 def ulp_errors(bench: Array, device: Array, mantissa_bits: int, min_exp: int) -> Array:
@@ -254,7 +254,7 @@ def noise_floor_verdict(
         return bench_max, floor_max, float(np.max(np.abs(d - b)))
 
 
-# --- dropout (spec §5.1) --------------------------------------------------------------------------
+# --- dropout --------------------------------------------------------------------------
 
 
 def dropout_zero_fraction_gap(bench: Array, device: Array) -> float:

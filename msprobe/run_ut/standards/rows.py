@@ -1,6 +1,6 @@
 """One details row of ``accuracy_checking_details_{ts}.csv`` as a value, and the result-row rule.
 
-Column facts: spec ``run_ut_compare.md`` §8.1/§8.2 and ``run_ut_compare_v811.md`` §4/§8. Cell values keep
+Column facts from upstream msprobe 8.1.1. Cell values keep
 the Python/numpy type upstream writes (``accuracy_csv.format_cell`` turns float64 into ``%.14f`` and numpy
 float32 / ints into ``str()``), so a row is computed once and formatted only at the CSV edge.
 """
@@ -14,7 +14,7 @@ from typing import Any
 from msprobe.formats.accuracy_csv import BLANK, RUN_UT_DETAILS_HEADER
 
 PASS = "pass"
-WARNING = "Warning"  # 8.1.1 spelling (v811 §4 item 1)
+WARNING = "Warning"  # 8.1.1 spelling
 ERROR = "error"
 SKIP = "SKIP"
 
@@ -48,9 +48,9 @@ class DetailsRow:
     ``metrics`` maps a metric column (constants above) to its value; absent = blank cell.
     ``reason`` is one line for a failing/warning pytest item (which output, which metric, value vs
     threshold); empty for pass. ``skips_api`` marks the rows of :func:`skip_rows` /
-    :func:`backward_skip_rows`: they make the whole direction ``SKIP`` in the result row (spec §5.1, §3.3),
+    :func:`backward_skip_rows`: they make the whole direction ``SKIP`` in the result row,
     whereas an ordinary SKIP row (``None`` output) counts as pass. ``written`` is False only for the
-    dropout verdict, which upstream never writes to the details CSV (spec §5.1) but which still decides
+    dropout verdict, which upstream never writes to the details CSV but which still decides
     the API status.
     """
 
@@ -82,7 +82,7 @@ class DetailsRow:
 
 
 def aggregate(rows: Sequence[DetailsRow]) -> str:
-    """API status of one direction: error > Warning > pass; ordinary SKIP rows count as pass (§5.1)."""
+    """API status of one direction: error > Warning > pass; ordinary SKIP rows count as pass."""
     statuses = {r.status for r in rows}
     if ERROR in statuses:
         return ERROR
@@ -94,7 +94,7 @@ def aggregate(rows: Sequence[DetailsRow]) -> str:
 def result_row(
     api_name: str, forward_rows: Sequence[DetailsRow], backward_rows: Sequence[DetailsRow] | None
 ) -> list[Any]:
-    """The ``accuracy_checking_result`` row: 3 cells, a 4th only when a direction is SKIP (v811 §8).
+    """The ``accuracy_checking_result`` row: 3 cells, a 4th only when a direction is SKIP.
 
     The 4th cell is the message of the first forward row when forward is SKIP, else of the first
     backward row when backward is SKIP. No backward (``None`` or no rows) → ``" "``.

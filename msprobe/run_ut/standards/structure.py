@@ -1,4 +1,4 @@
-"""Output structure → rows (spec §5.1): dropout rule, list/tuple truncation, per-element type rules."""
+"""Output structure → rows: dropout rule, list/tuple truncation, per-element type rules."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from msprobe.run_ut.standards import rows as c
 from msprobe.run_ut.standards.routing import Scoring
 from msprobe.run_ut.standards.tensor import compare_tensor
 
-DROPOUT_MIN_NUMEL = 100  # spec §5.1: below this the dropout check passes
-DROPOUT_MAX_GAP = 0.1  # spec §5.1: pass iff |#zeros(b) − #zeros(d)| / numel < 0.1
+DROPOUT_MIN_NUMEL = 100  # below this the dropout check passes
+DROPOUT_MAX_GAP = 0.1  # pass iff |#zeros(b) − #zeros(d)| / numel < 0.1
 
 _BUILTINS = (bool, int, float, str)
 
@@ -47,14 +47,14 @@ def _error(name: str, message: str) -> c.DetailsRow:
 
 
 def compare_element(api_name: str, name: str, bench: Any, device: Any, scoring: Scoring) -> c.DetailsRow:
-    """One element of the output structure (spec §5.1 "Per element", in that order)."""
+    """One element of the output structure (in upstream's order)."""
     both_tensors = _is_tensor(bench) and _is_tensor(device)
     if not both_tensors and type(bench) is not type(device):
         return _error(name, msg.TYPE_DIFFERENT)
     if isinstance(bench, dict):
         if set(bench) != set(device):
             return _error(name, msg.DICT_KEYS_DIFFERENT)
-        # upstream compares the values as one list, which is not an accepted element (spec §5.1 quirk)
+        # upstream compares the values as one list, which is not an accepted element
         return _error(name, msg.unexpected_type(list(bench.values())))
     if both_tensors:
         return compare_tensor(name, bench, device, scoring)
@@ -84,7 +84,7 @@ def compare_element(api_name: str, name: str, bench: Any, device: Any, scoring: 
 
 
 def _dropout(api_name: str, name: str, bench: Any, device: Any) -> c.DetailsRow:
-    """Zero-fraction check, never written to the details CSV (spec §5.1); backward: grad[0] only."""
+    """Zero-fraction check, never written to the details CSV; backward: grad[0] only."""
     if isinstance(bench, (list, tuple)):
         bench = bench[0] if bench else None
     if isinstance(device, (list, tuple)):

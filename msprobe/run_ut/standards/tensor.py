@@ -1,4 +1,4 @@
-"""One output tensor → one :class:`DetailsRow` (spec §5.2, §5.3; v811 §4).
+"""One output tensor → one :class:`DetailsRow`.
 
 Order of checks (each short-circuits): shape, dtype class, empty, integer/bool (binary error rate),
 float: the routed standard's columns (fp16/bf16/fp32 only), then run_ut's legacy status chain
@@ -19,9 +19,9 @@ from msprobe.run_ut.standards.columns import STANDARD_COLUMNS, Pair
 from msprobe.run_ut.standards.routing import Scoring
 from msprobe.run_ut.standards.thresholds import NOISE_FLOOR, legacy
 
-NEW_STANDARD_DTYPES = ("torch.float16", "torch.bfloat16", "torch.float32")  # v811 §4 item 5
+NEW_STANDARD_DTYPES = ("torch.float16", "torch.bfloat16", "torch.float32")  # 8.1.1's new standards
 
-# numpy dtype classes that may be compared with each other (v811 §4 item 3: int8 is not in them)
+# numpy dtype classes that may be compared with each other (int8 is not in them)
 _FLOAT = frozenset({"float16", "float32", "float64"})
 _BOOL = frozenset({"bool", "uint8"})
 _INT = frozenset({"int32", "int64"})
@@ -124,7 +124,7 @@ def _compare_float(
     if device_dtype in NEW_STANDARD_DTYPES:
         cols.update(STANDARD_COLUMNS[scoring.standard](pair))
     else:
-        # concatenated as is, the cosine note and "\n" follow (spec §5.3 a–b)
+        # concatenated as is, the cosine note and "\n" follow
         prefix = msg.dtype_not_new_standard(device_dtype)
 
     # Same-placement inf/nan positions agree by definition (ours): leave them out of cosine/max-abs.

@@ -28,7 +28,7 @@ DEFAULT = "default"
 
 @dataclass(frozen=True)
 class Benchmark:
-    """spec §6.5/§6.6; ratio limits v811 §6 table (error if NPU/GPU ratio > limit)."""
+    """Benchmark standard thresholds; 8.1.1's ratio limits (error if NPU/GPU ratio > limit)."""
 
     small_value: float
     small_value_atol: float
@@ -37,12 +37,12 @@ class Benchmark:
     rmse_ratio_limit: float = 2.0
     max_rel_ratio_limit: float = 10.0
     mean_rel_ratio_limit: float = 2.0
-    eb_ratio_limit: float = 2.0  # reported, never counted (v811 §7.2)
+    eb_ratio_limit: float = 2.0  # reported, never counted
 
 
 @dataclass(frozen=True)
 class AbsoluteThreshold:
-    """spec §6.5/§6.7; the compare verdict wants each rate exactly 0 (v811 §7.2)."""
+    """Absolute-threshold bounds; the compare verdict wants each rate exactly 0."""
 
     small_value: float
     small_value_atol: float
@@ -52,7 +52,7 @@ class AbsoluteThreshold:
 
 @dataclass(frozen=True)
 class Ulp:
-    """spec §6.5/§6.8; verdict limits v811 §6/§7.2 (``mean_limit`` only for fp32)."""
+    """ULP thresholds; 8.1.1's verdict limits (``mean_limit`` only for fp32)."""
 
     mantissa_bits: int
     min_exp: int
@@ -65,7 +65,7 @@ class Ulp:
 
 @dataclass(frozen=True)
 class Thousandth:
-    """spec §6.9: 双千 = #(rel < 0.001)/N, pass iff ≥ 0.999 (docs say > 0.999; code ≥)."""
+    """双千 = #(rel < 0.001)/N, pass iff ≥ 0.999 (docs say > 0.999; code ≥)."""
 
     rel_threshold: float = 0.001
     ratio_limit: float = 0.999
@@ -73,14 +73,14 @@ class Thousandth:
 
 @dataclass(frozen=True)
 class Binary:
-    """spec §9.1 Binary / v811 §7.2: pass iff the error rate is 0."""
+    """Binary standard: pass iff the error rate is 0."""
 
     max_error_rate: float = 0.0
 
 
 @dataclass(frozen=True)
 class Accumulative:
-    """spec §6.5/§6.9: absolute-threshold rates with rtol = atol = bound and small value 1, plus EB."""
+    """Accumulative standard: absolute-threshold rates with rtol = atol = bound and small value 1, plus EB."""
 
     bound: float
     eb_threshold: float  # compare: the NPU error balance must be at most this
@@ -90,7 +90,7 @@ class Accumulative:
 
 @dataclass(frozen=True)
 class Legacy:
-    """run_ut's status chain (spec §5.3 b–e): cosine > 0.99, max-abs < 0.001, then two ratio steps.
+    """run_ut's status chain: cosine > 0.99, max-abs < 0.001, then two ratio steps.
 
     ``error_t``/``warning_t``: the ratio ``#(rel < t)/N`` must exceed ``1 − t``; fp16/bf16 use
     双百 (error) and 双千 (warning), fp32/fp64 双千 (error) and 双万 (warning).
@@ -195,5 +195,5 @@ def thresholds(
 
 
 def legacy(dtype: str) -> Legacy | None:
-    """The chain's ratio steps for a device dtype, or None (other float dtypes pass, spec §5.3 f)."""
+    """The chain's ratio steps for a device dtype, or None (other float dtypes pass)."""
     return THRESHOLDS.get(("legacy", dtype))
