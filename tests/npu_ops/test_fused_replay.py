@@ -1,4 +1,4 @@
-"""Issue 6 acceptance: a statistics dump with one record of each fused NPU op replays on a CPU-only
+"""Acceptance: a statistics dump with one record of each fused NPU op replays on a CPU-only
 host, and every op gets a forward verdict; none is skipped for lack of a reference."""
 
 from pathlib import Path
