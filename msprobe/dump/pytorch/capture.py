@@ -27,7 +27,7 @@ from torch.overrides import TorchFunctionMode
 
 from msprobe.dump.api_families import FAMILIES, FUNCTION_MODE, PATCH, ApiFamily
 from msprobe.dump.pytorch.deferral import BeforeWrite
-from msprobe.dump.pytorch.torch_compat import DisableTorchFunction
+from msprobe.dump.pytorch.torch_compat import DisableTorchFunction, compiler_tracing
 from msprobe.formats.record_names import record_api_name
 
 log = logging.getLogger("msprobe")
@@ -36,6 +36,8 @@ ApiKey = tuple[str, str]  # (prefix, api name)
 CallHandler = Callable[[ApiKey, Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any]
 
 _redispatch = getattr(torch.overrides, "redispatch_function", None)
+# True only inside code dynamo traces (it folds the call to a constant); False when Python runs it.
+_is_compiling: Callable[[], bool] = getattr(torch.compiler, "is_compiling", lambda: False)
 
 
 def _resolve(root: Any, dotted: str) -> Any:
@@ -130,6 +132,10 @@ class ApiTracer(TorchFunctionMode):
     def __torch_function__(
         self, func: Any, types_: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
     ) -> Any:
+        if _is_compiling():
+            # dynamo inlines function modes into the graphs it builds: the compiled region is not
+            # recorded, and reads nothing of ours (no guard on our state, no recompilation)
+            return func(*args, **(kwargs or {}))
         kwargs = kwargs or {}
         try:
             key = self.table.get(func)
@@ -176,6 +182,9 @@ class Patcher:
 
         @functools.wraps(orig)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if _is_compiling() or compiler_tracing():
+                # traced by dynamo, or run on fake tensors while a graph is compiled: not a user call
+                return orig(*args, **kwargs)
             return handler(key, orig, args, kwargs)
 
         wrapper._msprobe_original_of_wrapper = orig  # type: ignore[attr-defined]

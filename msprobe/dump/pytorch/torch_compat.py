@@ -109,6 +109,24 @@ def eval_frame_hooks() -> tuple[Callable[[], Any] | None, Callable[[Any], None] 
     return get_eval_frame_callback, skip_code
 
 
+def compiler_tracing() -> bool:
+    """Whether torch.compile is building a graph now (dynamo tracing, AOT autograd or inductor running
+    the model's code on fake tensors): Python code called then is not the user's call."""
+    return _tracing_context() is not None
+
+
+def _no_context() -> None:
+    return None
+
+
+try:
+    from torch._guards import TracingContext
+
+    _tracing_context: Callable[[], Any] = TracingContext.try_get
+except (ImportError, AttributeError):
+    _tracing_context = _no_context
+
+
 # -- .pt files --------------------------------------------------------------------------------------
 
 PyTorchFileWriter: Any = getattr(torch._C, "PyTorchFileWriter", None)
