@@ -27,7 +27,12 @@ from torch.overrides import TorchFunctionMode
 
 from msprobe.dump.api_families import FAMILIES, FUNCTION_MODE, PATCH, ApiFamily
 from msprobe.dump.pytorch.deferral import BeforeWrite
-from msprobe.dump.pytorch.torch_compat import DisableTorchFunction, compiler_tracing
+from msprobe.dump.pytorch.torch_compat import (
+    DisableTorchFunction,
+    compiler_tracing,
+    eval_frame_hooks,
+    in_compiled_code,
+)
 from msprobe.formats.record_names import record_api_name
 
 log = logging.getLogger("msprobe")
@@ -137,6 +142,11 @@ class ApiTracer(TorchFunctionMode):
             # recorded, and reads nothing of ours (no guard on our state, no recompilation)
             return func(*args, **(kwargs or {}))
         kwargs = kwargs or {}
+        if in_compiled_code():
+            # called by torch.compile's runtime or inductor's kernels: not a model call
+            if self.before_write is not None:
+                self.before_write(func, args, kwargs)
+            return func(*args, **kwargs)
         try:
             key = self.table.get(func)
         except TypeError:
@@ -156,6 +166,14 @@ class ApiTracer(TorchFunctionMode):
             with self:
                 return _redispatch(func, types_, args, kwargs)
         return func(*args, **kwargs)
+
+
+def _never_compiled(fn: Callable[..., Any]) -> None:
+    """Dynamo never compiles a frame of ``fn`` on its own (called from compiled code it would,
+    recompiling for every argument signature); it still inlines ``fn`` where it traces a caller."""
+    skip = eval_frame_hooks()[1]
+    if skip is not None:
+        skip(fn.__code__)  # the code object, shared by every wrapper
 
 
 def _put_back(attr: str, owner: Any, orig: Any, own: bool) -> None:
@@ -182,11 +200,13 @@ class Patcher:
 
         @functools.wraps(orig)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if _is_compiling() or compiler_tracing():
-                # traced by dynamo, or run on fake tensors while a graph is compiled: not a user call
+            if _is_compiling() or compiler_tracing() or in_compiled_code():
+                # traced by dynamo, run on fake tensors while a graph is compiled, or called by
+                # torch.compile's runtime: not a model call
                 return orig(*args, **kwargs)
             return handler(key, orig, args, kwargs)
 
+        _never_compiled(wrapper)
         wrapper._msprobe_original_of_wrapper = orig  # type: ignore[attr-defined]
         own = attr in getattr(owner, "__dict__", {})
         self._originals[(id(owner), attr)] = (owner, orig, own)

@@ -39,6 +39,8 @@ IMPLICIT_EXACT = frozenset(("grad", "set_"))  # torch.autograd.grad; Tensor.set_
 # of place): such a call waits only for the jobs reading tensors that do not require grad, not for the
 # forward's activations and parameters.
 BACKWARD_PASSES = frozenset(("backward", "grad"))
+# True only inside code dynamo traces (it folds the call to a constant); False when Python runs it.
+_is_compiling: Callable[[], bool] = getattr(torch.compiler, "is_compiling", lambda: False)
 _NOT_INPLACE = frozenset(("__init__", "__index__", "__int__", "__invert__", "__iter__"))
 _MAX_NORM_AT = 3  # F.embedding(input, weight, padding_idx, max_norm, ...)
 
@@ -145,6 +147,8 @@ class MutationGuard(TorchFunctionMode):
     def __torch_function__(
         self, func: Any, types_: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
     ) -> Any:
+        if _is_compiling():  # traced by dynamo: nothing of ours in the graph, no guard on our state
+            return func(*args, **(kwargs or {}))
         if not kwargs:
             try:
                 safe = func in self._reads_only

@@ -13,6 +13,8 @@ than the read). The same test checks it.
 from __future__ import annotations
 
 import functools
+import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -113,6 +115,37 @@ def compiler_tracing() -> bool:
     """Whether torch.compile is building a graph now (dynamo tracing, AOT autograd or inductor running
     the model's code on fake tensors): Python code called then is not the user's call."""
     return _tracing_context() is not None
+
+
+def in_compiled_code() -> bool:
+    """Whether the Python frame that made the call being handled (two frames up: our handler's
+    caller) is torch.compile's machinery or code inductor generated: AOT autograd's runtime
+    wrappers, inductor's kernels calling extern ops (``mm(..., out=buf)``). Decided once per code
+    object."""
+    code = sys._getframe(2).f_code
+    hit = _compiler_code.get(code)
+    if hit is None:
+        filename = code.co_filename
+        hit = filename.startswith(_COMPILER_DIRS) or filename.startswith(_inductor_cache_dir())
+        _compiler_code[code] = hit
+    return hit
+
+
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_COMPILER_DIRS = tuple(
+    os.path.join(_TORCH_DIR, *sub) + os.sep
+    for sub in (("_dynamo",), ("_inductor",), ("_functorch", "_aot_autograd"))
+)
+_compiler_code: dict[Any, bool] = {}
+
+
+@functools.cache
+def _inductor_cache_dir() -> str:
+    try:
+        from torch._inductor.runtime.cache_dir_utils import cache_dir
+    except (ImportError, AttributeError):
+        return os.sep + "\0"  # matches no file
+    return os.path.join(cache_dir(), "")
 
 
 def _no_context() -> None:

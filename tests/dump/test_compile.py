@@ -1,0 +1,115 @@
+"""torch.compile with the dump on: a compiled Llama trains with an L1 statistics dump as it does
+without (bitwise equal losses), compiles once, never hits dynamo's recompile limit, and writes the
+same records every step; L0 and mix on a compiled model run."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from tests import zoo
+
+zoo.require_transformers()
+
+
+class _Logs(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@pytest.fixture
+def dynamo_warnings() -> Iterator[list[str]]:
+    handler = _Logs()
+    logger = logging.getLogger("torch._dynamo")
+    logger.addHandler(handler)
+    torch._dynamo.reset()
+    try:
+        yield handler.messages
+    finally:
+        logger.removeHandler(handler)
+        torch._dynamo.reset()
+
+
+def _frames_compiled() -> int:
+    return int(torch._dynamo.utils.counters["frames"]["ok"])
+
+
+class _CountingDebugger:
+    """The debugger, noting how many frames dynamo has compiled when each step ends."""
+
+    def __init__(self, dbg: Any) -> None:
+        self.dbg = dbg
+        self.compiled_at_step: list[int] = []
+
+    def start(self, model: Any = None) -> None:
+        self.dbg.start(model=model)
+
+    def stop(self) -> None:
+        self.dbg.stop()
+
+    def step(self) -> None:
+        self.compiled_at_step.append(_frames_compiled())
+        self.dbg.step()
+
+
+def _compiled_run(tmp_path: Path, backend: str, steps: int, level: str | None) -> tuple[zoo.Trained, Any]:
+    from msprobe.pytorch import PrecisionDebugger
+
+    torch._dynamo.reset()
+    model = torch.compile(zoo.build("llama"), backend=backend)
+    if level is None:
+        return zoo.train("llama", steps, model=model), None
+    PrecisionDebugger._shutdown()
+    try:
+        dbg = _CountingDebugger(
+            PrecisionDebugger(dump_path=str(tmp_path / level), task="statistics", level=level)
+        )
+        trained = zoo.train("llama", steps, dbg, model=model)
+    finally:
+        PrecisionDebugger._shutdown()
+    return trained, dbg
+
+
+def _record_names(path: Path) -> set[str]:
+    return set(json.loads(path.read_text())["data"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("backend", "steps"), [("eager", 4), ("inductor", 2)])
+def test_compiled_llama_l1_dump(tmp_path: Path, dynamo_warnings: list[str], backend: str, steps: int) -> None:
+    plain, _ = _compiled_run(tmp_path, backend, steps, None)
+    dumped, dbg = _compiled_run(tmp_path, backend, steps, "L1")
+
+    assert [loss.item() for loss in dumped.losses] == [loss.item() for loss in plain.losses]
+    assert all(torch.equal(a, b) for a, b in zip(dumped.losses, plain.losses))
+    assert not [m for m in dynamo_warnings if "recompile_limit" in m or "cache_size_limit" in m]
+    # compiled in the first step, never again
+    assert dbg.compiled_at_step[0] > 0
+    assert len(set(dbg.compiled_at_step)) == 1, dbg.compiled_at_step
+    files = [tmp_path / "L1" / f"step{i}" / "rank" / "dump.json" for i in range(steps)]
+    names = [_record_names(f) for f in files]
+    assert names[0], "nothing recorded outside the compiled region"
+    assert all(n == names[0] for n in names[1:])
+    # the optimizer runs eagerly and is recorded; compiler machinery (fake tensors, runtime wrappers,
+    # inductor's extern kernels) never is
+    assert any(n.startswith("Tensor.addcdiv_.") for n in names[0])
+    assert not [n for n in names[0] if n.startswith(("Tensor.__ilshift__", "Tensor.__ixor__", "Torch.dsmm"))]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_compiled_llama_module_levels_run(tmp_path: Path, dynamo_warnings: list[str], level: str) -> None:
+    plain, _ = _compiled_run(tmp_path, "eager", 2, None)
+    dumped, _ = _compiled_run(tmp_path, "eager", 2, level)
+    assert all(torch.equal(a, b) for a, b in zip(dumped.losses, plain.losses))
+    assert (tmp_path / level / "step1" / "rank" / "dump.json").is_file()
