@@ -115,3 +115,35 @@ def test_compiled_llama_module_levels_run(tmp_path: Path, dynamo_warnings: list[
     names = [_record_names(tmp_path / level / f"step{i}" / "rank" / "dump.json") for i in range(2)]
     assert any(".Linear.forward." in n for n in names[0])
     assert names[1] == names[0]
+
+
+def test_compiler_probes_are_false_in_eager_code() -> None:
+    from msprobe.dump.pytorch.torch_compat import compiler_tracing, in_compiled_code
+
+    def handler() -> bool:  # in_compiled_code() asks about the frame that called the handler
+        return in_compiled_code()
+
+    assert compiler_tracing() is False
+    assert handler() is False
+
+
+def test_compiler_tracing_is_true_while_dynamo_traces() -> None:
+    from msprobe.dump.pytorch.torch_compat import compiler_tracing
+
+    seen: list[bool] = []
+
+    @torch.compiler.disable
+    def probe() -> None:
+        seen.append(compiler_tracing())
+
+    def backend(gm: Any, example_inputs: Any) -> Any:
+        seen.append(compiler_tracing())
+        return gm.forward
+
+    torch._dynamo.reset()
+    try:
+        torch.compile(lambda x: x * 2, backend=backend)(torch.ones(2))
+        probe()
+    finally:
+        torch._dynamo.reset()
+    assert seen == [True, False]
