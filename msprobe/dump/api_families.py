@@ -2,7 +2,9 @@
 
 Behaviour is data: the tracer and the patcher iterate over :data:`FAMILIES`; no code branches on an
 API name. Which names of each family are recorded comes from ``support_wrap_ops.yaml`` (packaged next
-to this module, user-editable; ``MSPROBE_API_LIST`` may point to another file of the same format).
+to this module, user-editable; ``MSPROBE_API_LIST`` may point to another file of the same format),
+and for the discovering families (functional, tensor, torch) also from the namespace itself: every
+public function in no list is recorded unless :data:`DENY` or the yaml's ``deny:`` section names it.
 """
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ _MEMORY = "storage/memory plumbing: no tensor computation"
 _EXPORT = "converts out of torch (Python or NumPy values), not a tensor op"
 _QUANT = "a quantization parameter query"
 _SYM = "symbolic-shape helper for tracing, not a tensor op"
-_UPSTREAM = "upstream 8.1.1 leaves it out (a view/factory with no input data; it would flood the dump)"
+_UPSTREAM = "upstream 8.1.1 leaves it out: a metadata-only reshape called everywhere (reshape is recorded)"
 
 # Names never recorded, listed or discovered, with the reason. None of upstream 8.1.1's list is here.
 DENY: dict[str, str] = {

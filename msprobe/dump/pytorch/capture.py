@@ -244,9 +244,9 @@ class Patcher:
         """(owner, attr, key) of what to patch while dumping is on: the operator methods, and the
         discovered Python functions ``__torch_function__`` never sees (``F.grouped_mm``)."""
         out: list[tuple[Any, str, ApiKey]] = []
-        overridable = torch.overrides.get_overridable_functions()
+        seen = {id(fn) for fns in torch.overrides.get_overridable_functions().values() for fn in fns}
         for owner, name, fn, key in discovered_functions(api_lists):
-            if not _member(fn, set(overridable.get(owner, ()))):
+            if id(fn) not in seen:
                 out.append((owner, name, key))
         for family in FAMILIES:
             if not family.patch_dunders:
