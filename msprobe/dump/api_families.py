@@ -2,7 +2,9 @@
 
 Behaviour is data: the tracer and the patcher iterate over :data:`FAMILIES`; no code branches on an
 API name. Which names of each family are recorded comes from ``support_wrap_ops.yaml`` (packaged next
-to this module, user-editable; ``MSPROBE_API_LIST`` may point to another file of the same format).
+to this module, user-editable; ``MSPROBE_API_LIST`` may point to another file of the same format),
+and for the discovering families (functional, tensor, torch) also from the namespace itself: every
+public function in no list is recorded unless :data:`DENY` or the yaml's ``deny:`` section names it.
 """
 
 from __future__ import annotations
@@ -32,13 +34,21 @@ class ApiFamily:
     # Collectives work in place and may return a work handle: the record's ``output`` is the
     # arguments as they are after the call (async handles waited for first), as upstream.
     collective: bool = False
+    # Public functions of the namespace that are in no list are recorded too, unless :data:`DENY`
+    # (or the yaml's ``deny:`` section) names them: new torch APIs never vanish silently.
+    discover: bool = False
+    # Discovered plain Python functions defined in the namespace that call torch without
+    # ``__torch_function__`` (``F.grouped_mm``) are patched while dumping is on.
+    patch_python: bool = False
 
 
 FAMILIES: tuple[ApiFamily, ...] = (
     # Functional before Torch: F.conv2d *is* torch.conv2d, and nn modules call the F name.
-    ApiFamily("functional", "Functional", "torch.nn.functional", FUNCTION_MODE),
-    ApiFamily("tensor", "Tensor", "torch.Tensor", FUNCTION_MODE, patch_dunders=True),
-    ApiFamily("torch", "Torch", "torch", FUNCTION_MODE),
+    ApiFamily(
+        "functional", "Functional", "torch.nn.functional", FUNCTION_MODE, discover=True, patch_python=True
+    ),
+    ApiFamily("tensor", "Tensor", "torch.Tensor", FUNCTION_MODE, patch_dunders=True, discover=True),
+    ApiFamily("torch", "Torch", "torch", FUNCTION_MODE, discover=True),
     ApiFamily("_VF", "VF", "torch._VF", FUNCTION_MODE),
     ApiFamily(
         "distributed",
@@ -67,11 +77,138 @@ FAMILIES: tuple[ApiFamily, ...] = (
     ApiFamily("mindspeed", "MindSpeed", "mindspeed.ops", PATCH, requires=("torch_npu", "mindspeed")),
 )
 
-# Names never recorded even if listed, with the reason (upstream 8.1.1 leaves them out too).
-EXCLUDED: dict[str, str] = {
+DENY_KEY = "deny"  # yaml section of ``family.name`` entries never recorded (added to DENY)
+
+_SHAPE = "a shape/layout query: returns Python numbers, not tensor data"
+_DTYPE = "a dtype/device/kind query: returns a bool or a Python value"
+_AUTOGRAD = "autograd plumbing: changes no data (recording it would also hide what it calls)"
+_MEMORY = "storage/memory plumbing: no tensor computation"
+_EXPORT = "converts out of torch (Python or NumPy values), not a tensor op"
+_QUANT = "a quantization parameter query"
+_SYM = "symbolic-shape helper for tracing, not a tensor op"
+_UPSTREAM = "upstream 8.1.1 leaves it out: a metadata-only reshape called everywhere (reshape is recorded)"
+
+# Names never recorded, listed or discovered, with the reason. None of upstream 8.1.1's list is here.
+DENY: dict[str, str] = {
     "tensor.__getitem__": "indexing is not in 8.1.1's list; recording it floods the dump with views",
     "tensor.__repr__": "printing a tensor is not an API call of the model",
     "tensor.__format__": "printing a tensor is not an API call of the model",
+    **{
+        f"tensor.{n}": _SHAPE
+        for n in (
+            "size",
+            "dim",
+            "ndimension",
+            "nelement",
+            "numel",
+            "element_size",
+            "dim_order",
+            "dense_dim",
+            "sparse_dim",
+            "storage_offset",
+            "is_contiguous",
+            "is_same_size",
+            "is_set_to",
+            "is_coalesced",
+        )
+    },
+    **{
+        f"tensor.{n}": _DTYPE
+        for n in (
+            "get_device",
+            "is_complex",
+            "is_conj",
+            "is_floating_point",
+            "is_inference",
+            "is_neg",
+            "is_nonzero",
+            "is_signed",
+            "is_distributed",
+            "is_pinned",
+            "is_shared",
+            "type",
+            "qscheme",
+        )
+    },
+    **{
+        f"tensor.{n}": _AUTOGRAD
+        for n in (
+            "backward",
+            "register_hook",
+            "register_post_accumulate_grad_hook",
+            "retain_grad",
+            "requires_grad_",
+            "detach",
+            "detach_",
+        )
+    },
+    **{
+        f"tensor.{n}": _MEMORY
+        for n in (
+            "data_ptr",
+            "const_data_ptr",
+            "storage",
+            "untyped_storage",
+            "storage_type",
+            "pin_memory",
+            "share_memory_",
+            "record_stream",
+            "module_load",
+        )
+    },
+    **{f"tensor.{n}": _EXPORT for n in ("item", "tolist", "numpy")},
+    **{
+        f"tensor.{n}": _QUANT
+        for n in (
+            "q_per_channel_axis",
+            "q_per_channel_scales",
+            "q_per_channel_zero_points",
+            "q_scale",
+            "q_zero_point",
+        )
+    },
+    **{f"tensor.{n}": _UPSTREAM for n in ("view",)},
+    **{f"torch.{n}": _SHAPE for n in ("numel", "is_same_size")},
+    **{
+        f"torch.{n}": _DTYPE
+        for n in (
+            "get_device",
+            "is_complex",
+            "is_conj",
+            "is_floating_point",
+            "is_inference",
+            "is_neg",
+            "is_nonzero",
+            "is_signed",
+            "is_distributed",
+        )
+    },
+    **{f"torch.{n}": _AUTOGRAD for n in ("detach", "autocast")},
+    **{
+        f"torch.{n}": _QUANT
+        for n in (
+            "q_per_channel_axis",
+            "q_per_channel_scales",
+            "q_per_channel_zero_points",
+            "q_scale",
+            "q_zero_point",
+        )
+    },
+    **{
+        f"torch.{n}": _SYM
+        for n in (
+            "sym_float",
+            "sym_int",
+            "sym_sqrt",
+            "sym_ite",
+            "sym_max",
+            "sym_min",
+            "sym_not",
+            "sym_sum",
+        )
+    },
+    "torch.allclose": "returns a Python bool, not a tensor",
+    "functional.assert_int_or_pair": "an argument check, not a tensor op",
 }
 
 
@@ -122,6 +259,15 @@ def read_api_list(path: str, known: set[str], unlisted: frozenset[str] = frozens
 
 
 def load_api_list(path: str | None = None) -> dict[str, list[str]]:
+    """Each family's listed names, less the denied; under :data:`DENY_KEY` every denied
+    ``family.name`` (:data:`DENY` plus the yaml's ``deny:`` entries), for discovery to skip."""
     path = path or api_list_path()
-    lists = read_api_list(path, {f.key for f in FAMILIES}, frozenset({"aten"}))
-    return {key: [n for n in names if f"{key}.{n}" not in EXCLUDED] for key, names in lists.items()}
+    lists = read_api_list(path, {f.key for f in FAMILIES}, frozenset({"aten", DENY_KEY}))
+    denied = set(DENY)
+    for entry in lists.pop(DENY_KEY, []):
+        if "." not in entry:
+            raise MsprobeError(f"{path}: deny entry {entry!r} must be 'family.name'")
+        denied.add(entry)
+    out = {key: [n for n in names if f"{key}.{n}" not in denied] for key, names in lists.items()}
+    out[DENY_KEY] = sorted(denied)
+    return out

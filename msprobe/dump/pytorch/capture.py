@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from msprobe.dump.api_families import FAMILIES, FUNCTION_MODE, PATCH, ApiFamily
+from msprobe.dump.api_families import DENY_KEY, FAMILIES, FUNCTION_MODE, PATCH, ApiFamily
 from msprobe.dump.pytorch.deferral import BeforeWrite
 from msprobe.dump.pytorch.torch_compat import (
     DisableTorchFunction,
@@ -73,21 +73,66 @@ def _import_namespace(family: ApiFamily) -> Any | None:
         return None
 
 
-def build_mode_table(api_lists: dict[str, list[str]]) -> dict[Any, ApiKey]:
-    """Function object -> (prefix, api) for the function-mode families. First family wins an alias."""
-    table: dict[Any, ApiKey] = {}
+def _mode_families() -> list[tuple[ApiFamily, Any]]:
+    out = []
     for family in FAMILIES:
-        if family.technique != FUNCTION_MODE:
+        if family.technique == FUNCTION_MODE:
+            ns = _import_namespace(family)
+            if ns is not None:
+                out.append((family, ns))
+    return out
+
+
+def _public_functions(family: ApiFamily, ns: Any, api_lists: dict[str, list[str]]) -> list[str]:
+    """Public names of ``ns`` in no list and not denied (sorted, so the table is deterministic)."""
+    listed = {d.rpartition(".")[2] for d in api_lists.get(family.key, [])}
+    denied = set(api_lists.get(DENY_KEY, ()))
+    return [
+        n for n in dir(ns) if not n.startswith("_") and n not in listed and f"{family.key}.{n}" not in denied
+    ]
+
+
+def discovered_functions(api_lists: dict[str, list[str]]) -> list[tuple[Any, str, Any, ApiKey]]:
+    """(owner, name, function, key) of the discovering families' public functions in no list:
+    those ``__torch_function__`` sees (torch.overrides' overridable set) and, in
+    torch.nn.functional, the Python functions that call torch without it (``grouped_mm``)."""
+    overridable: dict[Any, list[Any]] = torch.overrides.get_overridable_functions()
+    out = []
+    for family, ns in _mode_families():
+        if not family.discover:
             continue
-        ns = _import_namespace(family)
-        if ns is None:
-            continue
+        seen = set(overridable.get(ns, ()))
+        for name in _public_functions(family, ns, api_lists):
+            fn = getattr(ns, name, None)
+            if _member(fn, seen) or (family.patch_python and _plain_function_of(fn, family.namespace)):
+                out.append((ns, name, fn, (family.prefix, name)))
+    return out
+
+
+def _member(fn: Any, seen: set[Any]) -> bool:
+    try:
+        return fn in seen
+    except TypeError:  # an unhashable attribute is no function
+        return False
+
+
+def _plain_function_of(fn: Any, module: str) -> bool:
+    return type(fn) is types.FunctionType and fn.__module__ == module
+
+
+def build_mode_table(api_lists: dict[str, list[str]]) -> dict[Any, ApiKey]:
+    """Function object -> (prefix, api) for the function-mode families: every listed name first (the
+    first family wins an alias: ``F.conv2d`` is ``torch.conv2d``), then the discovered ones."""
+    table: dict[Any, ApiKey] = {}
+    for family, ns in _mode_families():
         for dotted in api_lists.get(family.key, []):
             try:
                 fn = _resolve(ns, dotted)
             except AttributeError:
                 continue
             _add(table, fn, (family.prefix, record_api_name(dotted)))
+    for _, _, fn, key in discovered_functions(api_lists):
+        _add(table, fn, key)
     return table
 
 
@@ -225,8 +270,13 @@ class Patcher:
         self._originals.clear()
 
     def patch_dunders(self, api_lists: dict[str, list[str]]) -> list[tuple[Any, str, ApiKey]]:
-        """(owner, attr, key) of the operator methods to patch while dumping is on."""
-        out = []
+        """(owner, attr, key) of what to patch while dumping is on: the operator methods, and the
+        discovered Python functions ``__torch_function__`` never sees (``F.grouped_mm``)."""
+        out: list[tuple[Any, str, ApiKey]] = []
+        seen = {id(fn) for fns in torch.overrides.get_overridable_functions().values() for fn in fns}
+        for owner, name, fn, key in discovered_functions(api_lists):
+            if id(fn) not in seen:
+                out.append((owner, name, key))
         for family in FAMILIES:
             if not family.patch_dunders:
                 continue
