@@ -108,10 +108,13 @@ def main() -> None:
         print(f"synthetic statistics dump: {args.apis} APIs, dump.json {size:.1f} MiB")
         print(f"{'':6} {'collect s':>10} {'collect MiB':>12} {'replay s':>9} {'peak MiB':>9} "
               f"{'APIs/s':>8} {'net APIs/s':>11}")  # fmt: skip
+        rates = {}
         for workers in ("0", "2"):
             m = measure(dump, Path(tmp) / f"out-n{workers}", args.apis, workers)
+            rates[workers] = m["net_rate"]
             print(f"-n {workers:3} {m['collect']:10.2f} {m['collect_mib']:12.0f} {m['wall']:9.2f} "
                   f"{m['mib']:9.0f} {m['rate']:8.0f} {m['net_rate']:11.0f}")  # fmt: skip
+        print(f"net APIs/s, -n 2 / -n 0: {rates['2'] / rates['0']:.2f}")
 
 
 if __name__ == "__main__":

@@ -29,10 +29,11 @@ APIS = {
 
 
 def replay(dump: Path, out: Path, *extra: str) -> int:
-    # Path options in the ``--opt=value`` form: xdist rewrites every separate argument that names an
-    # existing path into an rsync root and refuses one outside them.
+    # xdist rewrites every separate argument that names an existing path into the rsync root holding
+    # it (so the dump, given so, is the worker's copy) and refuses one outside them: other path
+    # options go in the ``--opt=value`` form.
     args = ["-q", "-p", "no:cacheprovider", "-W", "ignore"]
-    return int(pytest.main([*args, f"--msprobe-dump={dump}", f"--msprobe-out={out}", *extra]))
+    return int(pytest.main([*args, "--msprobe-dump", str(dump), f"--msprobe-out={out}", *extra]))
 
 
 def remote(dump: Path, folder: Path) -> list[str]:
