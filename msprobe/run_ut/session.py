@@ -3,8 +3,11 @@
 Roles: the single process or the xdist controller owns the ``ResultWriter`` of each
 dump.json and is the only writer; a worker replays, puts each API's rows on its report (makereport
 wrapper) and writes nothing shared. The controller sends down, in ``pytest_configure_node``, what
-workers must agree on: the APIs a resumed run has finished (so every worker deselects the same ones)
-and the run's timestamp (one error-data folder).
+workers must agree on: the APIs a resumed run has finished (so every worker deselects the same ones),
+the run's timestamp (one error-data folder), the device kind and the config's white/black lists.
+Workers may run on other hosts (``--tx ssh=...``) or in another folder (``--tx popen//chdir=...``), so
+nothing sent down or sent back names a path of the controller's host: a dump.json is named by its
+path relative to the ``--msprobe-dump`` root (the same on every host that holds a copy of the dump).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import pytest
 from msprobe.errors import MsprobeError
 from msprobe.paths import dump_input, output_dir
 from msprobe.run_ut.collect import RESULT_KEY, SESSION_KEY, ApiItem, DumpDirectory, DumpFile
-from msprobe.run_ut.config import load_config
+from msprobe.run_ut.config import RunConfig, load_config
 from msprobe.run_ut.records import api_order, find_dump_files
 from msprobe.run_ut.results import ResultWriter, check_resume_file, find_resume_file, timestamp
 
@@ -43,10 +46,20 @@ class ReplaySession:
                 f"--msprobe-dump={given}: not a dump (no dump.json, step*/rank*/ or proc*/ folders)"
             )
         self.dump_files = {p.resolve() for p in files}
-        try:
-            self.run_config = load_config(Path(opt("msprobe_config")) if opt("msprobe_config") else None)
-        except MsprobeError as exc:
-            raise pytest.UsageError(f"--msprobe-config: {exc}") from None
+        shared_config = (getattr(config, "workerinput", None) or {}).get("msprobe", {}).get("config")
+        if shared_config is not None:  # a worker: the lists come from the controller, not a file
+            self.run_config = RunConfig(
+                white_list=frozenset(shared_config["white_list"]),
+                black_list=frozenset(shared_config["black_list"]),
+                error_data_path=Path(shared_config["error_data_path"])
+                if shared_config["error_data_path"]
+                else None,
+            )
+        else:
+            try:
+                self.run_config = load_config(Path(opt("msprobe_config")) if opt("msprobe_config") else None)
+            except MsprobeError as exc:
+                raise pytest.UsageError(f"--msprobe-config: {exc}") from None
         self.filter_api = bool(opt("msprobe_filter_api"))
         self.save_error_data = bool(opt("msprobe_save_error_data"))
         self.routing = opt("msprobe_routing") or "8.1.1"
@@ -80,6 +93,7 @@ class ReplaySession:
         self.worker_input: dict[str, Any] | None = getattr(config, "workerinput", None)
         self._device: str | None = None
         self.writers: dict[Path, ResultWriter] = {}
+        self._writer_keys: dict[str, ResultWriter] = {}
         self._threads_before: int | None = None
         self.replayed = 0  # APIs this process replayed
         self.worker_facts: dict[str, dict[str, Any]] = {}  # controller: what each worker reported
@@ -91,7 +105,7 @@ class ReplaySession:
             except MsprobeError as exc:
                 raise pytest.UsageError(str(exc)) from None
             self._setup_writers(opt("msprobe_resume"))
-            self.done = {str(p): sorted(w.done) for p, w in self.writers.items()}
+            self.done = {self.dump_key(p): sorted(w.done) for p, w in self.writers.items()}
         else:
             shared = self.worker_input.get("msprobe", {})
             self.ts = shared.get("ts", timestamp())
@@ -109,6 +123,14 @@ class ReplaySession:
             torch.set_num_threads(int(opt("msprobe_threads") or 1))
 
     # ------------------------------------------------------------------ setup (controller / single)
+    def dump_key(self, dump: Path) -> str:
+        """A dump.json's name on every host: its path relative to the ``--msprobe-dump`` root."""
+        base = self.root if self.root.is_dir() else self.root.parent
+        try:
+            return dump.resolve().relative_to(base).as_posix()
+        except ValueError:
+            return dump.resolve().as_posix()
+
     def _out_dir_for(self, dump: Path) -> Path:
         if len(self.dump_files) == 1:
             return self.out_dir
@@ -153,7 +175,17 @@ class ReplaySession:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        node.workerinput["msprobe"] = {"ts": self.ts, "done": self.done, "device": self.device_kind}
+        cfg = self.run_config
+        node.workerinput["msprobe"] = {
+            "ts": self.ts,
+            "done": self.done,
+            "device": self.device_kind,
+            "config": {
+                "white_list": sorted(cfg.white_list),
+                "black_list": sorted(cfg.black_list),
+                "error_data_path": str(cfg.error_data_path) if cfg.error_data_path else None,
+            },
+        }
 
     # ------------------------------------------------------------------ per process
     def device(self) -> str:
@@ -203,7 +235,7 @@ class ReplaySession:
         deselected: list[pytest.Item] = []
         for item in items:
             finished = isinstance(item, ApiItem) and item.record.name in done.get(
-                str(item.dump.path.resolve()), ()
+                self.dump_key(item.dump.path), ()
             )
             (deselected if finished else keep).append(item)
         if deselected:
@@ -227,6 +259,7 @@ class ReplaySession:
         if call.when == "call" or first_skip:
             rows = item.rows()
             if rows is not None:
+                rows["dump"] = self.dump_key(item.dump.path)  # host-independent (see the module doc)
                 report.msprobe_rows = rows
                 self.replayed += 1
                 report.msprobe_warning = (
@@ -254,9 +287,14 @@ class ReplaySession:
             rows = self._crash_rows(report)
         if rows is None:
             return
-        writer = self.writers.get(Path(rows["dump"])) or self._writer_for(report, rows["api"])
+        writer = self._by_key().get(rows["dump"]) or self._writer_for(report, rows["api"])
         if writer is not None:
             writer.add(rows)
+
+    def _by_key(self) -> dict[str, ResultWriter]:
+        if len(self._writer_keys) != len(self.writers):
+            self._writer_keys = {self.dump_key(d): w for d, w in self.writers.items()}
+        return self._writer_keys
 
     def _crash_rows(self, report: pytest.TestReport) -> dict | None:
         from msprobe.run_ut.replay import skipped
@@ -268,7 +306,11 @@ class ReplaySession:
             return None
         result = skipped(api, CRASHED)
         return payload(
-            str(writer.dump), api, writer.order[api], result.result, [r.cells() for r in result.details]
+            self.dump_key(writer.dump),
+            api,
+            writer.order[api],
+            result.result,
+            [r.cells() for r in result.details],
         )
 
     def _facts(self) -> dict[str, Any]:
