@@ -26,30 +26,24 @@ def require_transformers() -> Any:
     return pytest.importorskip("transformers")
 
 
+# The decoder-only sizes (Llama, Qwen2, Mixtral); BERT takes the same without grouped-query heads.
+_DECODER: dict[str, int] = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 64,
+    "vocab_size": VOCAB,
+}
+
+
 def _llama(t: Any) -> Any:
-    cfg = t.LlamaConfig(
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        vocab_size=VOCAB,
-    )
-    return t.LlamaForCausalLM(cfg)
+    return t.LlamaForCausalLM(t.LlamaConfig(**_DECODER))
 
 
 def _qwen2(t: Any) -> Any:
-    cfg = t.Qwen2Config(
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        vocab_size=VOCAB,
-    )
-    return t.Qwen2ForCausalLM(cfg)
+    return t.Qwen2ForCausalLM(t.Qwen2Config(**_DECODER))
 
 
 def _gpt2(t: Any) -> Any:
@@ -58,15 +52,8 @@ def _gpt2(t: Any) -> Any:
 
 
 def _bert(t: Any) -> Any:
-    cfg = t.BertConfig(
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        max_position_embeddings=64,
-        vocab_size=VOCAB,
-    )
-    return t.BertForMaskedLM(cfg)
+    sizes = {k: v for k, v in _DECODER.items() if k != "num_key_value_heads"}
+    return t.BertForMaskedLM(t.BertConfig(**sizes))
 
 
 def _t5(t: Any) -> Any:
@@ -85,17 +72,7 @@ def _t5(t: Any) -> Any:
 
 
 def _mixtral(t: Any) -> Any:
-    cfg = t.MixtralConfig(
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        num_local_experts=4,
-        num_experts_per_tok=2,
-        max_position_embeddings=64,
-        vocab_size=VOCAB,
-    )
+    cfg = t.MixtralConfig(**_DECODER, num_local_experts=4, num_experts_per_tok=2)
     return t.MixtralForCausalLM(cfg)
 
 

@@ -89,6 +89,19 @@ _SYM = "symbolic-shape helper for tracing, not a tensor op"
 _UPSTREAM = "upstream 8.1.1 leaves it out: a metadata-only reshape called everywhere (reshape is recorded)"
 
 # Names never recorded, listed or discovered, with the reason. None of upstream 8.1.1's list is here.
+# dtype/device/kind queries that both torch and Tensor offer
+_KIND_QUERIES = (
+    "get_device",
+    "is_complex",
+    "is_conj",
+    "is_floating_point",
+    "is_inference",
+    "is_neg",
+    "is_nonzero",
+    "is_signed",
+    "is_distributed",
+)
+
 DENY: dict[str, str] = {
     "tensor.__getitem__": "indexing is not in 8.1.1's list; recording it floods the dump with views",
     "tensor.__repr__": "printing a tensor is not an API call of the model",
@@ -112,24 +125,7 @@ DENY: dict[str, str] = {
             "is_coalesced",
         )
     },
-    **{
-        f"tensor.{n}": _DTYPE
-        for n in (
-            "get_device",
-            "is_complex",
-            "is_conj",
-            "is_floating_point",
-            "is_inference",
-            "is_neg",
-            "is_nonzero",
-            "is_signed",
-            "is_distributed",
-            "is_pinned",
-            "is_shared",
-            "type",
-            "qscheme",
-        )
-    },
+    **{f"tensor.{n}": _DTYPE for n in (*_KIND_QUERIES, "is_pinned", "is_shared", "type", "qscheme")},
     **{
         f"tensor.{n}": _AUTOGRAD
         for n in (
@@ -169,20 +165,7 @@ DENY: dict[str, str] = {
     },
     **{f"tensor.{n}": _UPSTREAM for n in ("view",)},
     **{f"torch.{n}": _SHAPE for n in ("numel", "is_same_size")},
-    **{
-        f"torch.{n}": _DTYPE
-        for n in (
-            "get_device",
-            "is_complex",
-            "is_conj",
-            "is_floating_point",
-            "is_inference",
-            "is_neg",
-            "is_nonzero",
-            "is_signed",
-            "is_distributed",
-        )
-    },
+    **{f"torch.{n}": _DTYPE for n in _KIND_QUERIES},
     **{f"torch.{n}": _AUTOGRAD for n in ("detach", "autocast")},
     **{
         f"torch.{n}": _QUANT
