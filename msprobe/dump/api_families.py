@@ -102,6 +102,14 @@ _KIND_QUERIES = (
     "is_distributed",
 )
 
+_QUANT_QUERIES = (
+    "q_per_channel_axis",
+    "q_per_channel_scales",
+    "q_per_channel_zero_points",
+    "q_scale",
+    "q_zero_point",
+)
+
 DENY: dict[str, str] = {
     "tensor.__getitem__": "indexing is not in 8.1.1's list; recording it floods the dump with views",
     "tensor.__repr__": "printing a tensor is not an API call of the model",
@@ -153,30 +161,12 @@ DENY: dict[str, str] = {
         )
     },
     **{f"tensor.{n}": _EXPORT for n in ("item", "tolist", "numpy")},
-    **{
-        f"tensor.{n}": _QUANT
-        for n in (
-            "q_per_channel_axis",
-            "q_per_channel_scales",
-            "q_per_channel_zero_points",
-            "q_scale",
-            "q_zero_point",
-        )
-    },
+    **{f"tensor.{n}": _QUANT for n in _QUANT_QUERIES},
     **{f"tensor.{n}": _UPSTREAM for n in ("view",)},
     **{f"torch.{n}": _SHAPE for n in ("numel", "is_same_size")},
     **{f"torch.{n}": _DTYPE for n in _KIND_QUERIES},
     **{f"torch.{n}": _AUTOGRAD for n in ("detach", "autocast")},
-    **{
-        f"torch.{n}": _QUANT
-        for n in (
-            "q_per_channel_axis",
-            "q_per_channel_scales",
-            "q_per_channel_zero_points",
-            "q_scale",
-            "q_zero_point",
-        )
-    },
+    **{f"torch.{n}": _QUANT for n in _QUANT_QUERIES},
     **{
         f"torch.{n}": _SYM
         for n in (
