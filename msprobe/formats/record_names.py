@@ -235,6 +235,12 @@ def output_rows_parts(names: Iterable[str]) -> list[tuple[str, str, str] | None]
     return out
 
 
+def output_row_index(name: str) -> int | None:
+    """``Functional.linear.0.forward.output.1`` -> ``1``: the output's position; None if there is none."""
+    last = name.rsplit(".", 1)[-1]
+    return int(last) if last.isdigit() else None
+
+
 def output_row_api(name: str) -> str:
     """``Functional.linear.0.forward.output.1`` -> ``Functional.linear.0`` (other names unchanged)."""
     return OUTPUT_ROW_SUFFIX_RE.sub("", name)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from msprobe.formats.record_names import output_row_index
 from msprobe.run_ut.api_info import ApiInfo
 from msprobe.run_ut.standards.routing import (
     DEFAULT_ROUTING,
@@ -106,11 +107,11 @@ def at_noise_floor(
     (dropout) rows and rows whose output has no floor keep their verdict."""
     out = []
     for row in rows:
-        index = row.name.rsplit(".", 1)[-1]
-        floor = _element(floor_output, int(index)) if row.written and index.isdigit() else None
-        if floor is None:
+        index = output_row_index(row.name)
+        floor = _element(floor_output, index) if row.written and index is not None else None
+        if floor is None or index is None:
             out.append(row)
             continue
-        bench, device = _element(bench_output, int(index)), _element(device_output, int(index))
+        bench, device = _element(bench_output, index), _element(device_output, index)
         out.append(_at_noise_floor(row, bench, device, floor) if bench is not None else row)
     return out
