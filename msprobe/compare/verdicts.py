@@ -10,6 +10,9 @@ Row kinds: ``invalid`` (name not ``Type[.prefix].api.N.dir.output.k``), ``missin
 ``mismatch`` (paired, but the shapes differ: not comparable, status ``mismatch``, not judged),
 ``exception`` (a cell the standard needs is blank or not a number: upstream's SKIP row carrying the
 error text), ``evaluated`` (SKIP rows included).
+
+Length (a little over 400 lines): one function per standard over whole columns, in one place so
+the rules can be read side by side.
 """
 
 from __future__ import annotations

@@ -12,6 +12,9 @@ Rules of upstream 8.1.1:
 The torch global RNG is reseeded with the API's seed before each side, so random APIs draw the same
 numbers on the CPU and results never depend on what ran before.
 
+Length (just over 400 lines): the two sides share their rules (upcast, re-leafing, autocast, the
+float32 fallback), which read best beside each other.
+
 Ours (docs/replay.md "Deviations from 8.1.1"): autocast on the CPU too, the autocast input rounding
 on the bench side (:class:`Plan`), the float32 bench fallback (:func:`fallback_cast`) and the noise
 floors of near-zero outputs (:func:`noise_floors`).

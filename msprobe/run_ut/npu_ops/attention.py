@@ -27,6 +27,8 @@ mode  name                         masked positions
 
 For modes 2-4 and 6-8 the content of ``atten_mask`` (the kernel's compressed 2048×2048 pattern) is
 not read; the mask is generated from the shapes.
+
+Length (just over 400 lines): the nine sparse modes and four layouts of one kernel belong together.
 """
 
 from __future__ import annotations
