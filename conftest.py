@@ -1,4 +1,4 @@
-"""Root conftest: hypothesis profiles (derandomised in CI, as style_anchors §5 asks)."""
+"""Root conftest: hypothesis profiles (derandomised, no example database and a small budget in CI)."""
 
 import os
 
