@@ -79,7 +79,7 @@ def compare(ours: Any, theirs: Any, path: str, problems: list[str]) -> None:
             if k in STATS:
                 if not close(ours[k], theirs[k]):
                     problems.append(f"{path}.{k}: {ours[k]} != {theirs[k]}")
-            elif k != "md5":
+            elif k not in ("md5", "data_name"):  # data_name: see _check_tensor_files
                 compare(ours[k], theirs[k], f"{path}.{k}", problems)
     elif isinstance(theirs, list):
         if not isinstance(ours, list) or len(ours) != len(theirs):
@@ -124,11 +124,26 @@ def test_cnn_matches_upstream(tmp_path: Path, fixture: str, argv: tuple[str, ...
             if step == 0:
                 _check_md5_on_known_bytes(tmp_path, ours["data"], expected)
         if fixture.startswith("cnn_tensor"):
-            for leaf in _leaves(ours["data"]):
-                if "data_name" in leaf:
-                    t = torch.load(out / rank / "dump_tensor_data" / leaf["data_name"], weights_only=True)
-                    assert list(t.shape) == leaf["shape"] and str(t.dtype) == leaf["dtype"]
-                    assert not t.requires_grad
+            _check_tensor_files(out / rank / "dump_tensor_data", ours["data"], expected)
+
+
+def _check_tensor_files(folder: Path, ours: dict[str, Any], theirs: dict[str, Any]) -> None:
+    """A tensor leaf names a file wherever upstream's does: its own, or (a tensor seen again
+    unchanged) one that upstream writes for an earlier record; the file holds the leaf's tensor."""
+    theirs_names = {leaf["data_name"] for leaf in _leaves(theirs) if "data_name" in leaf}
+    shared = 0
+    for leaf, their_leaf in zip(_leaves(ours), _leaves(theirs), strict=True):
+        assert ("data_name" in leaf) == ("data_name" in their_leaf), their_leaf.get("data_name")
+        if "data_name" not in leaf:
+            continue
+        name = leaf["data_name"]
+        if name != their_leaf["data_name"]:
+            assert name in theirs_names, name
+            shared += 1
+        t = torch.load(folder / name, weights_only=True)
+        assert list(t.shape) == leaf["shape"] and str(t.dtype) == leaf["dtype"] and not t.requires_grad
+        assert tensor_stats(t)[:2] == (leaf["Max"], leaf["Min"]), name
+    assert shared > 0
 
 
 def _check_md5_on_known_bytes(tmp_path: Path, ours: dict[str, Any], theirs: dict[str, Any]) -> None:

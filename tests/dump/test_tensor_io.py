@@ -101,3 +101,92 @@ def test_env_selects_torch_save(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     t = torch.randn(2, 3)
     w.save(t, "e.pt")
     _check(tmp_path / "e.pt", t)
+
+
+# -- a tensor written once per step ---------------------------------------------------------------
+def _wrote(tmp_path: Path) -> list[str]:
+    return sorted(os.listdir(tmp_path))
+
+
+def test_the_same_unchanged_tensor_names_the_earlier_file(tmp_path: Path) -> None:
+    w = TensorWriter(str(tmp_path))
+    t = torch.randn(4, 4)
+    assert w.save(t, "a.pt") == "a.pt"
+    assert w.save(t, "b.pt") == "a.pt"
+    assert _wrote(tmp_path) == ["a.pt"]
+    t.add_(1.0)
+    assert w.save(t, "c.pt") == "c.pt"
+    _check(tmp_path / "c.pt", t)
+
+
+def test_swapped_memory_is_written_again(tmp_path: Path) -> None:
+    w = TensorWriter(str(tmp_path))
+    t = torch.randn(4, 4)
+    w.save(t, "a.pt")
+    t.data = torch.randn(4, 4)  # no version bump
+    assert w.save(t, "b.pt") == "b.pt"
+    _check(tmp_path / "b.pt", t)
+    t.data = t.detach().view(16)  # the same address, read another way
+    assert w.save(t, "c.pt") == "c.pt"
+    _check(tmp_path / "c.pt", t)
+
+
+def test_views_of_one_base_with_the_same_layout_share_a_file(tmp_path: Path) -> None:
+    w = TensorWriter(str(tmp_path))
+    base = torch.randn(4, 4)
+    assert w.save(base, "a.pt") == "a.pt"
+    assert w.save(base.view(4, 4), "b.pt") == "a.pt"
+    assert w.save(base[:], "c.pt") == "a.pt"
+    row = base[1]
+    assert w.save(row, "d.pt") == "d.pt"
+    assert w.save(base[1], "e.pt") == "d.pt"  # sibling views
+    base[1].mul_(2.0)  # through another view: the shared version counter moves
+    assert w.save(row, "f.pt") == "f.pt"
+    assert w.save(base.view(4, 4), "g.pt") == "g.pt"
+    _check(tmp_path / "f.pt", row)
+    _check(tmp_path / "g.pt", base)
+
+
+def test_aliases_that_may_change_unseen_are_written(tmp_path: Path) -> None:
+    w = TensorWriter(str(tmp_path))
+    t = torch.randn(4, 4)
+    w.save(t, "a.pt")
+    alias = t.data  # its own version counter: a write through it does not move t's
+    alias.add_(1.0)
+    assert w.save(alias, "b.pt") == "b.pt"
+    _check(tmp_path / "b.pt", alias)
+    c = torch.randn(3, dtype=torch.complex64)
+    w.save(c, "c.pt")
+    assert w.save(c.conj(), "d.pt") == "d.pt"  # the same memory, other values
+    _check(tmp_path / "d.pt", c.conj().resolve_conj())
+
+
+def test_forget_drops_the_tensor_and_everything_on_its_memory(tmp_path: Path) -> None:
+    w = TensorWriter(str(tmp_path))
+    base = torch.randn(4, 4)
+    view = base[:]
+    w.save(base, "a.pt")
+    assert w.save(view, "b.pt") == "a.pt"
+    view.data.zero_()  # as a collective writes: no version counter moves ...
+    w.forget(view)  # ... so the caller says so
+    assert w.save(base, "c.pt") == "c.pt"
+    _check(tmp_path / "c.pt", torch.zeros(4, 4))
+
+
+def test_a_file_written_again_is_not_named_for_its_old_contents(tmp_path: Path) -> None:
+    w = TensorWriter(str(tmp_path))
+    a, b = torch.randn(3), torch.randn(3)
+    w.save(a, "n.pt")
+    w.save(b, "n.pt")  # the same name twice: the file now holds b
+    assert w.save(a, "m.pt") == "m.pt"
+    _check(tmp_path / "m.pt", a)
+    _check(tmp_path / "n.pt", b)
+
+
+def test_inference_tensors_are_written_every_time(tmp_path: Path) -> None:
+    w = TensorWriter(str(tmp_path))
+    with torch.inference_mode():
+        t = torch.randn(3)
+    assert w.save(t, "a.pt") == "a.pt"
+    assert w.save(t, "b.pt") == "b.pt"  # no version counter: never known to be unchanged
+    _check(tmp_path / "b.pt", t)

@@ -18,53 +18,65 @@ from tests.dump.conftest import load_dump
 REPO = Path(__file__).resolve().parents[2]
 
 
+def _leaf(dump: dict[str, Any], record: str, *where: str | int) -> dict[str, Any]:
+    v: Any = dump["data"][record]
+    for k in where:
+        v = v[k]
+    assert isinstance(v, dict)
+    return v
+
+
+def _named_files(dump: dict[str, Any]) -> list[str]:
+    found: list[str] = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, dict):
+            if "data_name" in v:
+                found.append(v["data_name"])
+            for item in v.values():
+                walk(item)
+        elif isinstance(v, list):
+            for item in v:
+                walk(item)
+
+    walk(dump["data"])
+    return found
+
+
 def test_pt_files_equal_runtime_tensors(tmp_path: Path, debugger: Any) -> None:
     dbg = debugger(task="tensor")
     a = torch.randn(2, 3)
     b = torch.randn(2, 3)
     w = torch.randn(4, 3)
-    seen: dict[str, torch.Tensor] = {}
+    seen: dict[tuple[str | int, ...], torch.Tensor] = {}
     dbg.start()
     c = torch.cat([a, b])  # list argument: input.0.0 / input.0.1
-    seen["Torch.cat.0.forward.input.0.0.pt"] = a.clone()
-    seen["Torch.cat.0.forward.output.0.pt"] = c.clone()
+    seen["Torch.cat.0.forward", "input_args", 0, 0] = a.clone()
+    seen["Torch.cat.0.forward", "output", 0] = c.clone()
     y = F.linear(c, weight=w)  # tensor passed as keyword: kwargs.weight
-    seen["Functional.linear.0.forward.kwargs.weight.pt"] = w.clone()
-    seen["Functional.linear.0.forward.output.0.pt"] = y.clone()
+    seen["Functional.linear.0.forward", "input_kwargs", "weight"] = w.clone()
+    seen["Functional.linear.0.forward", "output", 0] = y.clone()
     y.add_(1.0)  # in place: the input file keeps the value before, the output file the value after
-    seen["Tensor.add_.0.forward.output.0.pt"] = y.clone()
+    seen["Tensor.add_.0.forward", "input_args", 0] = seen["Functional.linear.0.forward", "output", 0]
+    seen["Tensor.add_.0.forward", "output", 0] = y.clone()
     t = c.t()
     torch.relu(t)  # non-contiguous input: saved contiguous
-    seen["Torch.relu.0.forward.input.0.pt"] = t.clone()
+    seen["Torch.relu.0.forward", "input_args", 0] = t.clone()
     _values, idx = torch.max(c, 1)
-    seen["Torch.max.0.forward.output.1.pt"] = idx.clone()
+    seen["Torch.max.0.forward", "output", 1] = idx.clone()
     dbg.stop()
     rank = tmp_path / "dump" / "step0" / "rank"
     dump = load_dump(rank)
     assert dump["dump_data_dir"] == str(rank / "dump_tensor_data")
     files = set(os.listdir(rank / "dump_tensor_data"))
-    for name, expect in seen.items():
-        assert name in files
+    for (record, *where), expect in seen.items():
+        name = _leaf(dump, record, *where)["data_name"]
         got = torch.load(rank / "dump_tensor_data" / name, weights_only=True)
-        assert torch.equal(got, expect) and got.is_contiguous() and not got.requires_grad
-    add_in = torch.load(rank / "dump_tensor_data" / "Tensor.add_.0.forward.input.0.pt", weights_only=True)
-    assert torch.equal(add_in, seen["Functional.linear.0.forward.output.0.pt"])
-    rec = dump["data"]["Functional.linear.0.forward"]
-    assert rec["input_kwargs"]["weight"]["data_name"] == "Functional.linear.0.forward.kwargs.weight.pt"
-    every = [
-        v["data_name"]
-        for r in dump["data"].values()
-        for side in r.values()
-        if isinstance(side, list)
-        for v in side
-        if isinstance(v, dict) and "data_name" in v
-    ]
-    assert set(every) <= files
-    # the same unchanged tensor under two names: one file, hard-linked (cat output = linear input)
-    st1 = os.stat(rank / "dump_tensor_data" / "Torch.cat.0.forward.output.0.pt")
-    st2 = os.stat(rank / "dump_tensor_data" / "Functional.linear.0.forward.input.0.pt")
-    assert st1.st_ino == st2.st_ino
-    assert oct(st1.st_mode & 0o777) == oct(0o640)
+        assert torch.equal(got, expect) and got.is_contiguous() and not got.requires_grad, name
+    leaf = _leaf(dump, "Functional.linear.0.forward", "input_kwargs", "weight")
+    assert leaf["data_name"] == "Functional.linear.0.forward.kwargs.weight.pt"
+    assert set(_named_files(dump)) == files  # every file is named, every name is a file
+    assert all(oct(os.stat(rank / "dump_tensor_data" / f).st_mode & 0o777) == oct(0o640) for f in files)
 
 
 def test_statistics_tensor_list_saves_only_matching(tmp_path: Path, debugger: Any) -> None:

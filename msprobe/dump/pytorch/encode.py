@@ -128,8 +128,7 @@ class Encoder:
             out["md5"] = digest
         if self.writer is not None and (self.save_filter is None or self.save_filter(record)):
             name = data_file_name(record, side, path)
-            self.writer.save(t, name)
-            out["data_name"] = name
+            out["data_name"] = self.writer.save(t, name)
         return out
 
     def wait_for_storage(self, t: torch.Tensor) -> None:
@@ -214,8 +213,7 @@ class Encoder:
             and (self.save_filter is None or self.save_filter(record))
         ):
             name = data_file_name(record, side, path)
-            self.writer.save(t, name)
-            out["data_name"] = name
+            out["data_name"] = self.writer.save(t, name)
         return out
 
     # -- everything -------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """``.pt`` files under ``dump_tensor_data/``: a detached, contiguous copy per tensor leaf.
 
 Written at once (a crash keeps every tensor written so far), with mode 0o640, loadable with
-``torch.load(path, weights_only=True)``. A tensor already written unchanged under another name (an
-API output that is the next API's input) is hard-linked instead of written again.
+``torch.load(path, weights_only=True)``. A tensor already written unchanged (an API output that is
+the next API's input) is not written again: :meth:`TensorWriter.save` returns the earlier file's name,
+which the record then carries as its ``data_name``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pickle
 import sys
 import weakref
 from collections.abc import Iterator
+from typing import Any, NamedTuple
 
 import torch
 
@@ -113,26 +115,164 @@ class _LeanSaver:
         writer.write_end_of_file()
 
 
+Layout = tuple[Any, ...]
+
+
+def _version(t: torch.Tensor) -> int | None:
+    try:
+        return t._version
+    except RuntimeError:
+        return None  # an inference tensor: no version counter, so never known to be unchanged
+
+
+def _memory(t: torch.Tensor) -> tuple[Any, ...] | None:
+    """Where and how ``t`` reads its memory: ``t.data = other`` changes it without a version bump."""
+    try:
+        return (t.data_ptr(), t.dtype, tuple(t.shape), t.stride())
+    except (RuntimeError, NotImplementedError):
+        return None  # sparse and other storage-less layouts
+
+
+def _storage_ptr(t: torch.Tensor) -> int | None:
+    try:
+        return int(t.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+def _layout(t: torch.Tensor) -> Layout | None:
+    """What the file of a plain dense tensor holds, read off its memory: storage address, offset,
+    dtype, shape, strides, device. Conjugate, negative and quantized views read the same memory as
+    other values, subclasses may hold anything: those have no layout."""
+    if (
+        type(t) not in (torch.Tensor, torch.nn.Parameter)
+        or t.layout != torch.strided
+        or t.is_meta
+        or t.is_quantized
+        or t.is_conj()
+        or t.is_neg()
+    ):
+        return None
+    ptr = _storage_ptr(t)
+    if ptr is None:
+        return None
+    return (ptr, t.storage_offset(), t.dtype, tuple(t.shape), t.stride(), t.device)
+
+
+def _share_version_counter(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Provably one version counter: one is the other's base, or both are views of one base (an
+    in-place write through either bumps both). ``x.data`` and ``torch.from_numpy`` aliases have
+    counters of their own, so a write through them is not seen: those are not matched."""
+    base_a, base_b = a._base, b._base
+    return base_a is b or base_b is a or (base_a is not None and base_a is base_b)
+
+
+class _Written(NamedTuple):
+    tensor: weakref.ref[torch.Tensor]
+    version: int
+    memory: tuple[Any, ...] | None
+    name: str
+
+
+class WrittenFiles:
+    """The files written this step, by tensor object and by layout.
+
+    A tensor is written unchanged when it is the very tensor object written before, at the same
+    version and on the same memory, read the same way (``t.data = other`` swaps it without a version
+    bump), or
+    a view with the same layout as a tensor written before that is still alive, unchanged and
+    provably shares its version counter (``x[:]``, a reshape to the same shape). Only references to
+    the tensors are kept.
+    """
+
+    def __init__(self, limit: int = 20000) -> None:
+        self._by_key: dict[int | Layout, _Written] = {}
+        self._keys_on_storage: dict[int, list[int | Layout]] = {}
+        self._keys = 0  # keys listed in _keys_on_storage (at least len(_by_key))
+        self.limit = limit
+
+    def earlier(self, t: torch.Tensor) -> str | None:
+        """The file ``t`` was written to unchanged, or None."""
+        version = _version(t)
+        if version is None:
+            return None
+        hit = self._by_key.get(id(t))
+        if hit is not None and hit.tensor() is t and hit.version == version and hit.memory == _memory(t):
+            return hit.name
+        layout = _layout(t)
+        if layout is None:
+            return None
+        hit = self._by_key.get(layout)
+        if hit is None or hit.version != version:
+            return None
+        other = hit.tensor()
+        if (
+            other is None
+            or other._version != version
+            or _storage_ptr(other) != layout[0]  # other's memory swapped (``other.data = ...``)
+            or not _share_version_counter(t, other)
+        ):
+            return None
+        self.remember(t, hit.name, by_layout=False)
+        return hit.name
+
+    def remember(self, t: torch.Tensor, name: str, by_layout: bool = True) -> None:
+        """``t`` is in file ``name`` as it is now (``by_layout``: also for views of it)."""
+        version = _version(t)
+        storage = _storage_ptr(t)
+        if version is None or storage is None:
+            return
+        try:
+            entry = _Written(weakref.ref(t), version, _memory(t), name)
+        except TypeError:
+            return
+        if self._keys >= self.limit:
+            self.clear()
+        keys = self._keys_on_storage.setdefault(storage, [])
+        self._by_key[id(t)] = entry
+        keys.append(id(t))
+        layout = _layout(t) if by_layout else None
+        if layout is not None:
+            self._by_key[layout] = entry
+            keys.append(layout)
+        self._keys += 1 if layout is None else 2
+
+    def forget(self, t: torch.Tensor) -> None:
+        """Drop ``t`` and everything on its memory (written without a version bump)."""
+        self._by_key.pop(id(t), None)
+        storage = _storage_ptr(t)
+        for key in self._keys_on_storage.pop(storage, ()) if storage is not None else ():
+            self._by_key.pop(key, None)
+
+    def clear(self) -> None:
+        self._by_key.clear()
+        self._keys_on_storage.clear()
+        self._keys = 0
+
+
 class TensorWriter:
     def __init__(self, directory: str) -> None:
         self.directory = directory
-        self._written: dict[int, tuple[weakref.ref[torch.Tensor], int, str]] = {}
+        self._written = WrittenFiles()
         lean = PyTorchFileWriter is not None and os.environ.get("MSPROBE_PT_WRITER") != "torch.save"
         self._lean: _LeanSaver | None = _LeanSaver() if lean else None  # the env: benchmark comparison
 
-    def save(self, t: torch.Tensor, file_name: str) -> None:
-        path = os.path.join(self.directory, file_name)
+    def save(self, t: torch.Tensor, file_name: str) -> str:
+        """Write ``t`` as ``file_name`` unless it was written unchanged this step; the name of the
+        file that holds it (the record's ``data_name``)."""
         if os.path.basename(file_name) != file_name:
             raise ValueError(f"tensor file name {file_name!r} must not contain a path separator")
-        hit = self._written.get(id(t))
-        if hit is not None and hit[0]() is t and hit[1] == t._version:
-            try:
-                if os.path.exists(path):
-                    os.remove(path)
-                os.link(hit[2], path)
-                return
-            except OSError:
-                pass
+        earlier = self._written.earlier(t)
+        if earlier is not None:
+            return earlier
+        path = os.path.join(self.directory, file_name)
+        if os.path.lexists(path):
+            self._written.clear()  # written again: a record naming the old contents must not be handed out
+        self._write(t, path)
+        self._written.remember(t, file_name)
+        return file_name
+
+    def _write(self, t: torch.Tensor, path: str) -> None:
         d = _savable(t)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
         with os.fdopen(fd, "wb") as fh:
@@ -148,15 +288,9 @@ class TensorWriter:
             if not done:
                 with _no_crc32():
                     torch.save(d, fh)
-        if len(self._written) > 20000:
-            self._written.clear()
-        try:
-            self._written[id(t)] = (weakref.ref(t), t._version, path)
-        except TypeError:
-            pass
 
     def forget(self, t: torch.Tensor) -> None:
-        self._written.pop(id(t), None)
+        self._written.forget(t)
 
     def clear(self) -> None:
         self._written.clear()

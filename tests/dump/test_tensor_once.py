@@ -1,0 +1,146 @@
+"""Tensor mode writes a tensor seen again unchanged once: the later records name the earlier file."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from tests.dump.conftest import load_dump
+
+
+def _dumped(tmp_path: Path) -> tuple[dict[str, Any], Path]:
+    rank = tmp_path / "dump" / "step0" / "rank"
+    return load_dump(rank)["data"], rank / "dump_tensor_data"
+
+
+def _name(data: dict[str, Any], record: str, side: str, k: int = 0) -> str:
+    name = data[record][side][k]["data_name"]
+    assert isinstance(name, str)
+    return name
+
+
+def _load(folder: Path, name: str) -> torch.Tensor:
+    return torch.load(folder / name, weights_only=True)
+
+
+def _every_leaf_matches_its_file(data: dict[str, Any], folder: Path) -> set[str]:
+    """Each tensor leaf's file has the leaf's shape and dtype; the names of all files named."""
+    named: set[str] = set()
+
+    def walk(v: Any) -> None:
+        if isinstance(v, dict) and "data_name" in v:
+            t = _load(folder, v["data_name"])
+            assert list(t.shape) == v["shape"] and str(t.dtype) == v["dtype"], v["data_name"]
+            named.add(v["data_name"])
+        elif isinstance(v, dict):
+            for item in v.values():
+                walk(item)
+        elif isinstance(v, list):
+            for item in v:
+                walk(item)
+
+    walk(data)
+    return named
+
+
+def test_an_output_that_is_the_next_input_is_written_once(tmp_path: Path, debugger: Any) -> None:
+    dbg = debugger(task="tensor")
+    x = torch.randn(4, 8)
+    dbg.start()
+    y = torch.relu(x)
+    torch.exp(y)
+    dbg.stop()
+    data, folder = _dumped(tmp_path)
+    assert _name(data, "Torch.exp.0.forward", "input_args") == "Torch.relu.0.forward.output.0.pt"
+    assert sorted(os.listdir(folder)) == [
+        "Torch.exp.0.forward.output.0.pt",
+        "Torch.relu.0.forward.input.0.pt",
+        "Torch.relu.0.forward.output.0.pt",
+    ]
+    assert torch.equal(_load(folder, "Torch.relu.0.forward.output.0.pt"), y)
+    assert _every_leaf_matches_its_file(data, folder) == set(os.listdir(folder))
+
+
+def test_an_in_place_change_in_between_gives_two_files(tmp_path: Path, debugger: Any) -> None:
+    dbg = debugger(task="tensor")
+    x = torch.randn(4, 8)
+    dbg.start()
+    y = torch.relu(x)
+    before = y.clone()
+    y.mul_(2.0)
+    torch.exp(y)
+    dbg.stop()
+    data, folder = _dumped(tmp_path)
+    relu_out = _name(data, "Torch.relu.0.forward", "output")
+    assert _name(data, "Tensor.mul_.0.forward", "input_args") == relu_out  # unchanged until the call
+    exp_in = _name(data, "Torch.exp.0.forward", "input_args")
+    assert exp_in == _name(data, "Tensor.mul_.0.forward", "output") != relu_out
+    assert torch.equal(_load(folder, relu_out), before)
+    assert torch.equal(_load(folder, exp_in), before * 2.0)
+    _every_leaf_matches_its_file(data, folder)
+
+
+def test_a_view_with_another_shape_gets_its_own_file(tmp_path: Path, debugger: Any) -> None:
+    dbg = debugger(task="tensor")
+    x = torch.randn(4, 8)
+    dbg.start()
+    y = torch.relu(x)
+    torch.exp(y.view(2, 16))  # Tensor.view is not recorded: exp's input is a new shape of y
+    torch.exp(y.t())
+    dbg.stop()
+    data, folder = _dumped(tmp_path)
+    relu_out = _name(data, "Torch.relu.0.forward", "output")
+    flat, transposed = (_name(data, f"Torch.exp.{k}.forward", "input_args") for k in (0, 1))
+    assert len({relu_out, flat, transposed}) == 3
+    assert torch.equal(_load(folder, flat), y.view(2, 16))
+    assert torch.equal(_load(folder, transposed), y.t())
+    _every_leaf_matches_its_file(data, folder)
+
+
+def test_a_view_with_the_same_layout_shares_the_file(tmp_path: Path, debugger: Any) -> None:
+    dbg = debugger(task="tensor")
+    x = torch.randn(4, 8)
+    dbg.start()
+    y = torch.relu(x)
+    torch.exp(y.view(4, 8))  # another tensor object, the same elements read the same way
+    torch.exp(y[:])
+    dbg.stop()
+    data, folder = _dumped(tmp_path)
+    relu_out = _name(data, "Torch.relu.0.forward", "output")
+    assert _name(data, "Torch.exp.0.forward", "input_args") == relu_out
+    assert _name(data, "Torch.exp.1.forward", "input_args") == relu_out
+    assert "Torch.exp.0.forward.input.0.pt" not in os.listdir(folder)
+
+
+def test_a_write_without_a_version_bump_is_written_again(tmp_path: Path, debugger: Any) -> None:
+    dbg = debugger(task="tensor")
+    x = torch.randn(4, 8)
+    running_mean, running_var = torch.zeros(8), torch.ones(8)
+    dbg.start()
+    F.batch_norm(x, running_mean, running_var, training=True)  # updates the running statistics
+    torch.abs(running_mean)
+    dbg.stop()
+    data, folder = _dumped(tmp_path)
+    before = _name(data, "Functional.batch_norm.0.forward", "input_args", 1)
+    after = _name(data, "Torch.abs.0.forward", "input_args")
+    assert before != after
+    assert torch.equal(_load(folder, before), torch.zeros(8))
+    assert torch.equal(_load(folder, after), running_mean) and running_mean.abs().sum() > 0
+
+
+def test_each_step_folder_has_its_own_files(tmp_path: Path, debugger: Any) -> None:
+    dbg = debugger(task="tensor")
+    w = torch.randn(8)
+    for _ in range(2):
+        dbg.start()
+        torch.exp(w)  # the same unchanged tensor in both steps
+        dbg.stop()
+        dbg.step()
+    for step in (0, 1):
+        rank = tmp_path / "dump" / f"step{step}" / "rank"
+        name = load_dump(rank)["data"]["Torch.exp.0.forward"]["input_args"][0]["data_name"]
+        assert torch.equal(_load(rank / "dump_tensor_data", name), w)
