@@ -179,10 +179,9 @@ class WrittenFiles:
 
     A tensor is written unchanged when it is the very tensor object written before, at the same
     version and on the same memory, read the same way (``t.data = other`` swaps it without a version
-    bump), or
-    a view with the same layout as a tensor written before that is still alive, unchanged and
-    provably shares its version counter (``x[:]``, a reshape to the same shape). Only references to
-    the tensors are kept.
+    bump), or a view with the same layout as a tensor written before that is still alive, unchanged
+    and provably shares its version counter (``x[:]``, a reshape to the same shape). Only weak
+    references to the tensors are kept.
     """
 
     def __init__(self, limit: int = 20000) -> None:
