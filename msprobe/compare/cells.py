@@ -40,7 +40,8 @@ def text_frame(columns: Mapping[str, np.ndarray]) -> pd.DataFrame:
     (comparisons, ``str`` methods, iteration) pays for; numeric columns keep their dtype.
     """
     return pd.DataFrame(
-        {k: pd.Series(v, dtype=object, copy=False) if v.dtype == object else v for k, v in columns.items()}
+        {k: pd.Series(v, dtype=object, copy=False) if v.dtype == object else v for k, v in columns.items()},
+        copy=False,
     )
 
 
