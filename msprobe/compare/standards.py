@@ -60,11 +60,11 @@ def per_row(dtypes: np.ndarray, field: str) -> np.ndarray:
     return np.array([lookup.get(d, default) for d in dtypes], dtype=np.float64)
 
 
-def route(full_names: np.ndarray, bare_names: np.ndarray, dtypes: np.ndarray) -> np.ndarray:
+def route(api_types: np.ndarray, bare_names: np.ndarray, dtypes: np.ndarray) -> np.ndarray:
     """Standard of each evaluated row (upstream's compare routing: a float row by its API's table entry,
-    any other dtype binary); rows must not be SKIP rows. ``full_names``: ``Torch.add.0`` (the API type
-    is its first segment), ``bare_names``: ``add``."""
-    keys = [(str(full).split(".", 1)[0], str(bare)) for full, bare in zip(full_names, bare_names)]
+    any other dtype binary); rows must not be SKIP rows. ``api_types``: ``Torch`` (the first segment of
+    ``Torch.add.0``), ``bare_names``: ``add``."""
+    keys = list(zip(api_types.tolist(), bare_names.tolist()))
     standards = {key: registry.lookup(*key).standard for key in set(keys)}  # one lookup per API
     out = np.array([standards[key] for key in keys], dtype=object)
     non_float = ~np.isin(dtypes, list(FLOAT_DTYPES))

@@ -37,7 +37,7 @@ from msprobe.compare.cells import (
 from msprobe.compare.merge import BOTH, GPU_ONLY, shapes_differ, texts_differ
 from msprobe.compare.standards import UNSUPPORTED_DTYPES, ZERO_SHAPE, Standard, per_row, route
 from msprobe.formats.accuracy_csv import BLANK, COMPARE_DETAILS_HEADER
-from msprobe.formats.record_names import output_rows_parts
+from msprobe.formats.record_names import output_rows_columns
 
 PASS, ERROR, SKIP, MISSING, MISMATCH = "pass", "error", "SKIP", "missing", "mismatch"
 STATUS = "比对结果"
@@ -299,16 +299,12 @@ def _side_text(m: pd.DataFrame, col: str) -> np.ndarray:
     return np.where(m["presence"].to_numpy() == GPU_ONLY, gpu, npu)
 
 
-def _names(names: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(valid, full API name, bare API name, direction) from ``Type[.prefix].api.N.dir.output.k``
-    (grammar: :func:`~msprobe.formats.record_names.output_rows_parts`), list-wise (no per-row numpy
-    indexing)."""
-    parsed = output_rows_parts(str(name) for name in names.tolist())
-    valid = np.array([p is not None for p in parsed], dtype=bool)
-    full = np.array([p[0] if p else "" for p in parsed], dtype=object)
-    bare = np.array([p[1] if p else "" for p in parsed], dtype=object)
-    direction = np.array([p[2] if p else "" for p in parsed], dtype=object)
-    return valid, full, bare, direction
+def _names(names: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(valid, full API name, API type, bare API name, direction) from ``Type[.prefix].api.N.dir.output.k``
+    (grammar: :func:`~msprobe.formats.record_names.output_rows_columns`)."""
+    valid, *parts = output_rows_columns(names.tolist())
+    full, api_type, bare, direction = (np.array(p, dtype=object) for p in parts)
+    return np.array(valid, dtype=bool), full, api_type, bare, direction
 
 
 def evaluate(
@@ -317,7 +313,7 @@ def evaluate(
     """Verdicts of every merged row (see module docstring; ``npu_alone``: see :func:`_excused`)."""
     n = len(m)
     name = m["name"].astype(str)
-    valid, full, bare, direction = _names(name)
+    valid, full, api_type, bare, direction = _names(name)
     presence = m["presence"].to_numpy(dtype=object)
     dtype = _side_text(m, "DEVICE Dtype")
     shape = _side_text(m, "Shape")
@@ -371,7 +367,7 @@ def evaluate(
 
     judged = cand & ~dtype_na & ~skip
     idx = np.flatnonzero(judged)
-    stds = route(full[idx], bare[idx], dtype[idx])
+    stds = route(api_type[idx], bare[idx], dtype[idx])
     for std, judge in JUDGES.items():
         rows = idx[stds == std]
         if not len(rows):

@@ -78,6 +78,10 @@ API_NAME_RE = re.compile(
 SCOPE_API_RE = re.compile(r"^(" + "|".join(SCOPE_API_PREFIXES) + r")\..*\.\d+\.(forward|backward)$")
 SCOPE_MODULE_RE = re.compile(r"^(" + CELL + "|" + MODULE + r")\..*\.(forward|backward)\.\d+$")
 OUTPUT_ROW_SUFFIX_RE = re.compile(r"\.(forward|backward)\.output\.\d+$")
+OUTPUT_ROW_RE = re.compile(
+    r"(?P<api>(?P<type>[^.]*)\.(?P<bare>[^.]*(?:\.[^.]*)?)\.[^.]*)\.(?P<dir>[^.]*)\.[^.]*\.[^.]*"
+)
+"""An output row as compare reads it (``fullmatch``): 6 or 7 segments, whatever they hold."""
 
 
 # -- building ------------------------------------------------------------------------------------------
@@ -213,26 +217,25 @@ def split_op_name(api_name: str) -> tuple[str | None, str]:
 def output_row_parts(name: str) -> tuple[str, str, str] | None:
     """``Type[.prefix].api.N.dir.output.k`` -> ``(API name, bare name, direction)``; None unless the
     name has 6 or 7 segments (compare's validity rule, as upstream 8.1.1)."""
-    return output_rows_parts((name,))[0]
+    m = OUTPUT_ROW_RE.fullmatch(name)
+    return None if m is None else (m["api"], m["bare"], m["dir"])
 
 
 def output_rows_parts(names: Iterable[str]) -> list[tuple[str, str, str] | None]:
-    """:func:`output_row_parts` of many names; the API part of each is split once per distinct API."""
-    bares: dict[str, str | None] = {}  # API name -> bare name, None when it has not 3 or 4 segments
-    out: list[tuple[str, str, str] | None] = []
-    for name in names:
-        tail = name.rsplit(".", 3)  # [Type[.prefix].api.N, dir, output, k]
-        if len(tail) != 4:
-            out.append(None)
-            continue
-        api = tail[0]
-        if api in bares:
-            bare = bares[api]
-        else:
-            head = api.split(".")
-            bare = bares[api] = ".".join(head[1:-1]) if len(head) in (3, 4) else None
-        out.append(None if bare is None else (api, bare, tail[1]))
-    return out
+    """:func:`output_row_parts` of many names."""
+    return [output_row_parts(name) for name in names]
+
+
+def output_rows_columns(
+    names: Iterable[str],
+) -> tuple[list[bool], list[str], list[str], list[str], list[str]]:
+    """:func:`output_row_parts` of many names as columns: (valid, API name, API type, bare name,
+    direction), ``""`` in the text columns of an invalid name. One regex match per name, no other
+    per-name work."""
+    matches = list(map(OUTPUT_ROW_RE.fullmatch, names))
+    parts = [("", "", "", "") if m is None else m.groups() for m in matches]
+    api, api_type, bare, direction = (list(c) for c in zip(*parts)) if parts else ([], [], [], [])
+    return [m is not None for m in matches], api, api_type, bare, direction
 
 
 def output_row_index(name: str) -> int | None:
