@@ -145,6 +145,10 @@ def test_compare_rows_law(names: list[str]) -> None:
         for n in names
     ]
     assert rn.output_rows_parts(names) == expected == [rn.output_row_parts(n) for n in names]
+    valid, api, api_type, bare, direction = rn.output_rows_columns(names)
+    assert valid == [e is not None for e in expected]
+    assert list(zip(api, bare, direction)) == [e or ("", "", "") for e in expected]
+    assert api_type == [e[0].split(".")[0] if e else "" for e in expected]
 
 
 def test_compare_rows_are_valid_by_segment_count_only() -> None:

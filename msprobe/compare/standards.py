@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 import numpy as np
+import pandas as pd
 
 from msprobe.run_ut import registry
 from msprobe.run_ut.api_info import Standard as Standard
@@ -64,9 +65,11 @@ def route(api_types: np.ndarray, bare_names: np.ndarray, dtypes: np.ndarray) -> 
     """Standard of each evaluated row (upstream's compare routing: a float row by its API's table entry,
     any other dtype binary); rows must not be SKIP rows. ``api_types``: ``Torch`` (the first segment of
     ``Torch.add.0``), ``bare_names``: ``add``."""
-    keys = list(zip(api_types.tolist(), bare_names.tolist()))
-    standards = {key: registry.lookup(*key).standard for key in set(keys)}  # one lookup per API
-    out = np.array([standards[key] for key in keys], dtype=object)
+    type_codes, types = pd.factorize(np.asarray(api_types, dtype=object))
+    bare_codes, bares = pd.factorize(np.asarray(bare_names, dtype=object))
+    api_codes, apis = pd.factorize(type_codes * len(bares) + bare_codes)  # one code per (type, bare)
+    standards = [registry.lookup(types[a // len(bares)], bares[a % len(bares)]).standard for a in apis]
+    out = np.array(standards, dtype=object)[api_codes] if len(apis) else np.zeros(0, dtype=object)
     non_float = ~np.isin(dtypes, list(FLOAT_DTYPES))
     out[non_float] = Standard.BINARY
     return out

@@ -49,21 +49,26 @@ DTYPE_ERROR = "'float' object has no attribute 'isspace'"
 
 @dataclass(frozen=True)
 class _View:
-    """The rows one standard judges: parsed NPU/GPU cells on demand."""
+    """The rows one standard judges (positions in the merged frame): parsed NPU/GPU cells on demand."""
 
-    frame: pd.DataFrame
+    merged: pd.DataFrame
+    rows: np.ndarray
     dtype: np.ndarray
     npu_numeric: frozenset[str]
     npu_alone: bool = False  # judge NPU-only metrics on the NPU value alone, exactly as 8.1.1
 
+    def _cells(self, column: str) -> pd.Series:
+        """Only the column read is taken (not every column of the rows)."""
+        return pd.Series(self.merged[column].to_numpy(dtype=object)[self.rows], dtype=object, copy=False)
+
     def npu(self, col: str) -> tuple[np.ndarray, np.ndarray]:
-        return parse(self.frame[f"npu:{col}"])
+        return parse(self._cells(f"npu:{col}"))
 
     def gpu(self, col: str) -> tuple[np.ndarray, np.ndarray]:
-        return parse(self.frame[f"gpu:{col}"])
+        return parse(self._cells(f"gpu:{col}"))
 
     def npu_as_read(self, col: str) -> np.ndarray:
-        return as_read(self.frame[f"npu:{col}"], col in self.npu_numeric)
+        return as_read(self._cells(f"npu:{col}"), col in self.npu_numeric)
 
 
 @dataclass
@@ -373,7 +378,7 @@ def evaluate(
         if not len(rows):
             continue
         with np.errstate(over="ignore"):  # severities of huge values are inf, as meant
-            res = judge(_View(m.iloc[rows], dtype[rows], npu_numeric, npu_alone))
+            res = judge(_View(m, rows, dtype[rows], npu_numeric, npu_alone))
         code = first_error(res.codes)
         good, bad = rows[code == OK], rows[code != OK]
         kind[bad] = "exception"

@@ -230,12 +230,24 @@ def output_rows_columns(
     names: Iterable[str],
 ) -> tuple[list[bool], list[str], list[str], list[str], list[str]]:
     """:func:`output_row_parts` of many names as columns: (valid, API name, API type, bare name,
-    direction), ``""`` in the text columns of an invalid name. One regex match per name, no other
-    per-name work."""
-    matches = list(map(OUTPUT_ROW_RE.fullmatch, names))
-    parts = [("", "", "", "") if m is None else m.groups() for m in matches]
-    api, api_type, bare, direction = (list(c) for c in zip(*parts)) if parts else ([], [], [], [])
-    return [m is not None for m in matches], api, api_type, bare, direction
+    direction), ``""`` in the text columns of an invalid name.
+
+    One regex match per name and no object per row besides the texts (a tuple per row would make the
+    garbage collector walk them all, many times over).
+    """
+    valid: list[bool] = []
+    api: list[str] = []
+    api_type: list[str] = []
+    bare: list[str] = []
+    direction: list[str] = []
+    for name in names:
+        m = OUTPUT_ROW_RE.fullmatch(name)
+        valid.append(m is not None)
+        api.append(m["api"] if m else "")
+        api_type.append(m["type"] if m else "")
+        bare.append(m["bare"] if m else "")
+        direction.append(m["dir"] if m else "")
+    return valid, api, api_type, bare, direction
 
 
 def output_row_index(name: str) -> int | None:
