@@ -44,30 +44,41 @@ class Duplicate:
 
 def _take(values: np.ndarray, rows: np.ndarray, fill: str | int | bool) -> np.ndarray:
     """``values[rows]`` with ``fill`` where ``rows`` is -1."""
+    absent = rows < 0
+    if not absent.any():
+        return values[rows]
     out = values[np.maximum(rows, 0)] if len(values) else np.full(len(rows), fill, dtype=values.dtype)
-    return np.where(rows >= 0, out, np.asarray(fill, dtype=values.dtype))
+    return np.where(absent, np.asarray(fill, dtype=values.dtype), out)
+
+
+def _first_rows(codes: np.ndarray, n_codes: int) -> np.ndarray:
+    """For each name code, the first row holding it (-1 where none does)."""
+    first = np.full(n_codes, -1)
+    present, at = np.unique(codes, return_index=True)
+    first[present] = at
+    return first
 
 
 def merge(npu: DetailsTable, gpu: DetailsTable) -> pd.DataFrame:
     """One row per API Name of the union: ``name``, ``presence``, ``duplicated_in``, ``npu:*``, ``gpu:*``.
 
     The ``npu:*``/``gpu:*`` cells of an absent side are ``""`` (never read: such rows are not evaluated).
+    Names are hashed once (one code per distinct name of either file); the rest is integer work.
     """
     n_names = npu.frame[NAME].to_numpy(dtype=object)
     g_names = gpu.frame[NAME].to_numpy(dtype=object)
-    n_dup_all = pd.Series(n_names).duplicated(keep=False).to_numpy()
-    g_dup_all = pd.Series(g_names).duplicated(keep=False).to_numpy()
-    n_rows = np.flatnonzero(~pd.Series(n_names).duplicated().to_numpy())  # first occurrences, file order
-    g_rows = np.flatnonzero(~pd.Series(g_names).duplicated().to_numpy())
-    g_index = pd.Index(g_names[g_rows])
-    pos_in_gpu = g_index.get_indexer(n_names[n_rows])
-    gpu_only = ~g_index.isin(n_names[n_rows])
-    npu_row = np.concatenate([n_rows, np.full(int(gpu_only.sum()), -1)])
-    gpu_row = np.concatenate([_take(g_rows, pos_in_gpu, -1), g_rows[gpu_only]])
-    names = np.concatenate([n_names[n_rows], g_names[g_rows[gpu_only]]]).astype(object)
+    codes, distinct = pd.factorize(np.concatenate([n_names, g_names]), use_na_sentinel=False)
+    n_codes, g_codes = codes[: len(n_names)], codes[len(n_names) :]
+    n_first, g_first = _first_rows(n_codes, len(distinct)), _first_rows(g_codes, len(distinct))
+    n_rows = np.sort(n_first[n_first >= 0])  # first occurrences, file order
+    g_only_rows = np.sort(g_first[(g_first >= 0) & (n_first < 0)])
+    npu_row = np.concatenate([n_rows, np.full(len(g_only_rows), -1)])
+    gpu_row = np.concatenate([g_first[n_codes[n_rows]], g_only_rows])
+    code = np.concatenate([n_codes[n_rows], g_codes[g_only_rows]])
+    names = np.concatenate([n_names[n_rows], g_names[g_only_rows]]).astype(object)
     presence = np.where(npu_row < 0, GPU_ONLY, np.where(gpu_row < 0, NPU_ONLY, BOTH)).astype(object)
-    n_dup = _take(n_dup_all, npu_row, False).astype(bool)
-    g_dup = _take(g_dup_all, gpu_row, False).astype(bool)
+    n_dup = np.bincount(n_codes, minlength=len(distinct))[code] > 1
+    g_dup = np.bincount(g_codes, minlength=len(distinct))[code] > 1
     dup = np.full(len(names), "", dtype=object)
     dup[n_dup] = "npu"
     dup[g_dup] = "gpu"
