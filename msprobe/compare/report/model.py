@@ -147,16 +147,18 @@ def _sort_key(sev: float) -> float:
     return -sev if not math.isnan(sev) else math.inf
 
 
-def _family_ratios(evaluated: pd.DataFrame) -> tuple[tuple[str, np.ndarray], ...]:
-    """Per API family, each API's worst counted ratio / bound (APIs with no finite ratio left out)."""
-    if not len(evaluated):
+def _family_ratios(apis: pd.Series, ratios: Mapping[str, np.ndarray]) -> tuple[tuple[str, np.ndarray], ...]:
+    """Per API family, each API's worst counted ratio / bound (APIs with no finite ratio left out).
+
+    ``apis``: each evaluated row's API (``_full``); ``ratios``: each plotted metric's values, one per row.
+    """
+    if not len(apis):
         return ()
-    scaled = [parse(evaluated[metric])[0] / bound for metric, bound in COUNTED_RATIOS if bound > 0]
+    scaled = [ratios[metric] / bound for metric, bound in COUNTED_RATIOS if bound > 0]
     stacked = np.vstack(scaled)
     finite = np.where(np.isfinite(stacked), stacked, -np.inf)
-    per_row = pd.Series(finite.max(axis=0), index=evaluated.index)
-    apis = evaluated["_full"].astype(str)
-    worst = per_row.groupby(apis.to_numpy()).max()
+    per_row = pd.Series(finite.max(axis=0), index=apis.index)
+    worst = per_row.groupby(apis.astype(str).to_numpy()).max()
     worst = worst[np.isfinite(worst.to_numpy())]
     family = pd.Series([name.split(".", 1)[0] for name in worst.index], index=worst.index)
     groups = sorted(worst.groupby(family.to_numpy()), key=lambda kv: (-len(kv[1]), kv[0]))[:MAX_FAMILIES]
@@ -194,17 +196,14 @@ def build_report(analysis: Analysis, dump_dir: Path | None = None) -> Report:
                 hidden_frames=hidden,
             )
         )
-    missing_all = details[details["_kind"] == "missing"]
-    flagged_all = details[details["_flag"] != ""]
+    missing_all = details.loc[details["_kind"] == "missing", ["API Name", "_presence"]]
+    flagged_all = details.loc[details["_flag"] != "", ["API Name", "_flag"]]
     missing, flagged = missing_all.iloc[:MAX_LISTED], flagged_all.iloc[:MAX_LISTED]
-    evaluated = details[details["_kind"] == "evaluated"]
-    ratios = {}
-    for metric, _ in RATIO_PLOTS:
-        values = parse(evaluated[metric])[0]  # text -> float, NaN where no number (blanks)
-        values = values[np.isfinite(values)]
-        if len(values):
-            ratios[metric] = values
-    family_ratios = _family_ratios(evaluated)
+    evaluated = details.loc[details["_kind"] == "evaluated", [*(m for m, _ in RATIO_PLOTS), "_full"]]
+    # text -> float, NaN where no number (blanks); every plotted metric parsed once
+    per_row = {metric: parse(evaluated[metric])[0] for metric, _ in RATIO_PLOTS}
+    ratios = {metric: v[np.isfinite(v)] for metric, v in per_row.items() if np.isfinite(v).any()}
+    family_ratios = _family_ratios(evaluated["_full"], per_row)
     return Report(
         npu_csv=str(analysis.npu.path),
         gpu_csv=str(analysis.gpu.path),
