@@ -58,7 +58,7 @@ def load_details(path: str | os.PathLike[str]) -> DetailsTable:
             )
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError, Warning) as exc:
         raise MsprobeError(f"{path}: malformed CSV ({str(exc).strip().splitlines()[-1]})") from None
-    frame = frame.astype(object).fillna("")
+    frame = frame.astype(object)  # without NA filtering pandas gives text only ("" in a short row)
     if len(frame) and (frame.iloc[:, -1] == "").any():
         # pandas pads a short row with "" (run_ut writes blanks as " "): a row without its last cell
         # may be a file cut mid-row; the csv reader refuses such a row naming its line.
