@@ -79,19 +79,22 @@ def result_rows(details: pd.DataFrame) -> pd.DataFrame:
     mism = status == MISMATCH
     counted = (evaluated & ~np.isin(d["_dtype"].to_numpy(), list(UNSUPPORTED_DTYPES))) | missing | mism
     direction = d["_direction"].to_numpy()
-    flags = pd.DataFrame({"full": d["_full"].to_numpy(), "pos": pos[normal]})
+    columns: dict[str, np.ndarray] = {"full": d["_full"].to_numpy(dtype=object), "pos": pos[normal]}
+    skip, err = status == SKIP, status == ERROR
     for tag, want in (("f", "forward"), ("b", "backward")):
         sel = counted & (direction == want)
-        flags[f"{tag}n"] = sel
-        flags[f"{tag}skip"] = sel & (status == SKIP)
-        flags[f"{tag}err"] = sel & (status == ERROR)
-        flags[f"{tag}miss"] = sel & missing
-        flags[f"{tag}mism"] = sel & mism
-    flags["last_dtype"] = pd.Series(d["_dtype"].to_numpy(dtype=object)).where(evaluated, None).to_numpy()
+        columns[f"{tag}n"] = sel
+        columns[f"{tag}skip"] = sel & skip
+        columns[f"{tag}err"] = sel & err
+        columns[f"{tag}miss"] = sel & missing
+        columns[f"{tag}mism"] = sel & mism
     fwd_rows = counted & (direction == "forward")
-    flags["fwd_msg"] = pd.Series(d["_skip_message"].to_numpy(dtype=object)).where(fwd_rows, None).to_numpy()
-    flags["severity"] = d["_severity"].to_numpy()
-    flags["api"] = d["_api"].to_numpy()
+    none = np.array(None, dtype=object)
+    columns["last_dtype"] = np.where(evaluated, d["_dtype"].to_numpy(dtype=object), none)
+    columns["fwd_msg"] = np.where(fwd_rows, d["_skip_message"].to_numpy(dtype=object), none)
+    columns["severity"] = d["_severity"].to_numpy()
+    columns["api"] = d["_api"].to_numpy(dtype=object)
+    flags = text_frame(columns)  # built at once, text kept as objects (no string-dtype conversions)
 
     g = flags.groupby("full", sort=False)
     sums = g[["fn", "fskip", "ferr", "fmiss", "fmism", "bn", "bskip", "berr", "bmiss", "bmism"]].sum()
