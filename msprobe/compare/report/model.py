@@ -160,7 +160,7 @@ def _family_ratios(apis: pd.Series, ratios: Mapping[str, np.ndarray]) -> tuple[t
     per_row = pd.Series(finite.max(axis=0), index=apis.index)
     worst = per_row.groupby(apis.astype(str).to_numpy()).max()
     worst = worst[np.isfinite(worst.to_numpy())]
-    family = pd.Series([name.split(".", 1)[0] for name in worst.index], index=worst.index)
+    family = pd.Series([name.split(".", 1)[0] for name in worst.index.tolist()], index=worst.index)
     groups = sorted(worst.groupby(family.to_numpy()), key=lambda kv: (-len(kv[1]), kv[0]))[:MAX_FAMILIES]
     return tuple((str(name), values.to_numpy(dtype=np.float64)) for name, values in groups)
 
