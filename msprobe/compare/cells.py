@@ -96,8 +96,14 @@ def numeric_column(cells: pd.Series) -> bool:
 
 
 def format_floats(values: np.ndarray) -> np.ndarray:
-    """float64 values → ``"%.14f"`` text (``nan``/``inf``/``-inf`` as such), like ``format_cell``."""
-    return np.array([f"{v:.14f}" for v in values.tolist()], dtype=object)
+    """float64 values → ``"%.14f"`` text (``nan``/``inf``/``-inf`` as such), like ``format_cell``.
+
+    Each distinct value is formatted once (metric columns repeat a few values: 0, 1, NaN); values are
+    told apart by their bits, so ``-0.0`` keeps its sign.
+    """
+    codes, bits = pd.factorize(np.ascontiguousarray(values, dtype=np.float64).view(np.int64))
+    texts = np.array([f"{v:.14f}" for v in bits.view(np.float64).tolist()], dtype=object)
+    return texts[codes]
 
 
 def as_read(cells: pd.Series, numeric: bool) -> np.ndarray:
