@@ -63,9 +63,10 @@ def analyse(npu: DetailsTable, gpu: DetailsTable, npu_alone: bool = False) -> An
     ``npu_alone``: judge the metrics 8.1.1 reads from the NPU row only without looking at the GPU row,
     exactly as 8.1.1 (then a table compared with itself can fail).
     """
-    _refuse_duplicates(npu, "npu")
-    _refuse_duplicates(gpu, "gpu")
     merged = merge(npu, gpu)
+    if (merged["duplicated_in"].to_numpy() != "").any():  # merge has found them: name them, then refuse
+        _refuse_duplicates(npu, "npu")
+        _refuse_duplicates(gpu, "gpu")
     details = evaluate(merged, npu.numeric, npu_alone)
     return Analysis(
         npu=npu, gpu=gpu, details=details, results=result_rows(details), different_runs=different_runs(merged)
