@@ -10,6 +10,7 @@ import csv
 import os
 import warnings
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import pandas as pd
@@ -30,10 +31,14 @@ class DetailsTable:
 
     path: Path
     frame: pd.DataFrame  # columns: API Name, the 22 others, "line"
-    numeric: frozenset[str]
 
     def __len__(self) -> int:
         return len(self.frame)
+
+    @cached_property
+    def numeric(self) -> frozenset[str]:
+        """The columns pandas would read as numbers, found on first use (compare asks the NPU side only)."""
+        return frozenset(c for c in COLUMNS if len(self.frame) and numeric_column(self.frame[c]))
 
 
 def load_details(path: str | os.PathLike[str]) -> DetailsTable:
@@ -65,7 +70,7 @@ def load_details(path: str | os.PathLike[str]) -> DetailsTable:
         ac.read_rows_with_lines(path, ac.RUN_UT_DETAILS_HEADER)
     frame.columns = list(ac.RUN_UT_DETAILS_HEADER)
     frame[LINE] = -1
-    return _table(frame, path)
+    return DetailsTable(path=path, frame=frame)
 
 
 def _check_columns(path: Path) -> None:
@@ -97,13 +102,8 @@ def lines_of(table: DetailsTable) -> list[int]:
     return ac.read_rows_with_lines(table.path, ac.RUN_UT_DETAILS_HEADER)[1]
 
 
-def _table(frame: pd.DataFrame, path: Path) -> DetailsTable:
-    numeric = frozenset(c for c in COLUMNS if len(frame) and numeric_column(frame[c]))
-    return DetailsTable(path=path, frame=frame, numeric=numeric)
-
-
 def from_frame(frame: pd.DataFrame, path: str = "<memory>") -> DetailsTable:
     """A table from an in-memory frame of text cells (tests, benchmarks); lines are counted from 2."""
     frame = frame.reset_index(drop=True).copy()
     frame[LINE] = range(2, len(frame) + 2)
-    return _table(frame, Path(path))
+    return DetailsTable(path=Path(path), frame=frame)
