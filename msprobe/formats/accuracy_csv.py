@@ -255,7 +255,7 @@ def write_text_rows(
 _SPECIAL = (",", '"', "\r", "\n")
 
 
-def _minimal_quotes(cells: list[str]) -> list[str]:
+def _minimal_quotes(cells: Sequence[str]) -> Sequence[str]:
     """A column's cells quoted as ``csv.writer`` quotes them (most columns need no quote at all)."""
     joined = "".join(cells)
     if not any(ch in joined for ch in _SPECIAL):
@@ -277,12 +277,12 @@ def write_text_columns(
     if len(header) < 2 or any(not isinstance(c, str) for col in columns for c in col[:1]):
         write_text_rows(path, header, list(zip(*columns)))
         return
-    quoted = [_minimal_quotes(list(col)) for col in columns]
+    quoted = [_minimal_quotes(col) for col in columns]
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    lines = [",".join(_minimal_quotes(list(header))), *map(",".join, zip(*quoted))]
+    lines = [",".join(_minimal_quotes(list(header))), *map(",".join, zip(*quoted)), ""]  # "": the last \r\n
     with open(tmp, "wb") as fh:
-        fh.write(("\r\n".join(lines) + "\r\n").encode("utf-8-sig"))
+        fh.write("\r\n".join(lines).encode("utf-8-sig"))
     os.replace(tmp, path)
 
 
