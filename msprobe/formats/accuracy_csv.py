@@ -8,6 +8,7 @@ here and nowhere else.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import math
@@ -282,7 +283,8 @@ def write_text_columns(
     tmp = path.with_name(path.name + ".tmp")
     lines = [",".join(_minimal_quotes(list(header))), *map(",".join, zip(*quoted)), ""]  # "": the last \r\n
     with open(tmp, "wb") as fh:
-        fh.write("\r\n".join(lines).encode("utf-8-sig"))
+        fh.write(codecs.BOM_UTF8)  # then plain UTF-8: "utf-8-sig" would copy the whole text once more
+        fh.write("\r\n".join(lines).encode("utf-8"))
     os.replace(tmp, path)
 
 
