@@ -178,8 +178,7 @@ def build_report(analysis: Analysis, dump_dir: Path | None = None) -> Report:
     for rec in records:
         rows_of.setdefault(str(rec["_full"]), []).append(rec)
     failing = []
-    for i in order:
-        r = failing_rows.iloc[i]
+    for r in failing_rows.iloc[order].to_dict("records"):
         mine = rows_of.get(str(r["_full"]), [])
         rows = tuple(_row_info(rec) for rec in mine)
         worst = [str(rec["_worst"]) for rec in mine if rec["_severity"] == r["_severity"]]
