@@ -37,10 +37,13 @@ def text_frame(columns: Mapping[str, np.ndarray]) -> pd.DataFrame:
     """A frame of the given columns in which text stays in object arrays.
 
     pandas 3 would infer its own string dtype for object columns of text, which every later step
-    (comparisons, ``str`` methods, iteration) pays for; numeric columns keep their dtype.
+    (comparisons, ``str`` methods, iteration) pays for; numeric columns keep their dtype. The frame
+    takes the arrays over instead of copying them into one block (callers pass arrays of their own);
+    a read-only array (a ``to_numpy`` view of another frame) is copied, so the frame can be written to.
     """
+    owned = {k: v if v.flags.writeable else v.copy() for k, v in columns.items()}
     return pd.DataFrame(
-        {k: pd.Series(v, dtype=object, copy=False) if v.dtype == object else v for k, v in columns.items()},
+        {k: pd.Series(v, dtype=object, copy=False) if v.dtype == object else v for k, v in owned.items()},
         copy=False,
     )
 

@@ -10,7 +10,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from msprobe.compare.cells import EMPTY, NOT_FLOAT, OK, as_read, first_error, format_floats, parse
+from msprobe.compare.cells import (
+    EMPTY,
+    NOT_FLOAT,
+    OK,
+    as_read,
+    first_error,
+    format_floats,
+    parse,
+    text_frame,
+)
 from msprobe.formats.accuracy_csv import format_cell
 
 
@@ -42,6 +51,28 @@ def test_formats_like_format_cell_and_parse_round_trips(values):
     arr = np.array(values, dtype=np.float64)
     texts = format_floats(arr)
     assert list(texts) == [format_cell(v) for v in values]
+
+
+def test_format_floats_keeps_the_sign_of_zero_among_repeated_values():
+    texts = format_floats(np.array([0.0, -0.0, 0.0, 1.5, 1.5, -0.0]))
+    assert texts.tolist() == [
+        "0.00000000000000",
+        "-0.00000000000000",
+        "0.00000000000000",
+        "1.50000000000000",
+        "1.50000000000000",
+        "-0.00000000000000",
+    ]
+
+
+def test_text_frame_keeps_objects_and_can_be_written_to():
+    source = pd.DataFrame({"a": ["x", "y"]}, dtype=object)
+    view = source["a"].to_numpy(dtype=object)  # a read-only view under copy-on-write
+    assert not view.flags.writeable
+    frame = text_frame({"a": view, "b": np.array(["p", "q"], dtype=object), "n": np.array([1.0, 2.0])})
+    frame.loc[0, "a"] = "z"
+    assert frame["a"].tolist() == ["z", "y"] and source["a"].tolist() == ["x", "y"]
+    assert frame["a"].dtype == object and frame["b"].dtype == object and frame["n"].dtype == np.float64
 
 
 def test_first_error_follows_the_given_order():

@@ -62,3 +62,17 @@ def test_run_compare_writes_four_timestamped_files(tmp_path):
         ("Tensor.add_.7.forward.output.0", "error", "pass"),
     ]
     assert all("on the GPU too, NPU no worse" in d[3] for d in differ)
+
+
+def test_analysis_frames_are_the_callers_to_write_to():
+    table = load_details(DETAILS_IN)
+    before = table.frame.copy()
+    a = analyse(table, table)
+    for frame in (a.details, a.results):
+        for col in frame.columns:
+            others = frame.drop(columns=[col]).copy()
+            value = "written" if frame[col].dtype == object else 7.0
+            frame.loc[0, col] = value  # no column is a read-only view
+            assert frame[col].iloc[0] == value
+            assert frame.drop(columns=[col]).equals(others)  # nor shares its cells with another column
+    assert table.frame.equals(before)
