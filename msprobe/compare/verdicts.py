@@ -88,7 +88,9 @@ def _per_dtype(dtypes: np.ndarray, field: str) -> np.ndarray:
 
 
 def _strings(n: int, text: str = "") -> np.ndarray:
-    return np.full(n, text, dtype=object)
+    out = np.empty(n, dtype=object)
+    out.fill(text)  # quicker than np.full for object arrays
+    return out
 
 
 def _verdict_text(failed: np.ndarray) -> np.ndarray:
