@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from msprobe.dump.pytorch import deferral
+from msprobe.dump.pytorch import mutation
 from msprobe.dump.writer import RankStore, rebuild
 from msprobe.errors import MsprobeError
 from msprobe.formats import dump_json
@@ -164,7 +164,7 @@ def test_prefix_table_views() -> None:
     assert rn.TORCH_PREFIXES <= rn.REPLAY_TYPES and set(rn.REPLAY_TYPES) <= set(rn.SCOPE_API_PREFIXES)
     assert rn.FUSED_PREFIXES == {rn.NPU_PREFIX, rn.MINDSPEED_PREFIX} <= rn.REPLAY_TYPES
     assert not rn.is_scope_api_name("MintDistributed.all_reduce.0.forward")
-    assert deferral.TORCH_PREFIXES is rn.TORCH_PREFIXES
+    assert mutation.TORCH_PREFIXES is rn.TORCH_PREFIXES
     assert npu_ops.lookup(f"{rn.MINDSPEED_PREFIX}.npu_fusion_attention.0") is not npu_ops.lookup(
         f"{rn.NPU_PREFIX}.npu_fusion_attention.0"
     )

@@ -1,10 +1,10 @@
 """Crash-safe journal of one rank folder, and ``rebuild`` of the json files from it.
 
-Every record is appended as one JSON line the moment it is complete and handed to the kernel
-(``write`` + ``flush``), so a process killed with SIGKILL keeps every record it finished. The json
-json files are written from memory at stop/step/exit; after a crash ``msprobe rebuild`` (or
-:func:`rebuild`) writes them from the journal instead. The journal is removed once the step's json
-files are final.
+Records are appended as JSON lines, a batch of them in one ``write(2)`` (see
+:class:`~msprobe.dump.writer.RankStore` for when), so a process killed with SIGKILL keeps every
+record of the batches written so far. The json files are written from memory at stop/step/exit;
+after a crash ``msprobe rebuild`` (or :func:`rebuild`) writes them from the journal instead. The
+journal is removed once the step's json files are final.
 
 Line kinds: ``{"h": header}``, ``{"d": name, "v": value}`` (a data record; a later line with the
 same name replaces the value but keeps the first position), ``{"n": name, "s": id[, "f": frames]}``
@@ -21,7 +21,7 @@ JOURNAL_NAME = ".msprobe_journal.jsonl"
 
 
 class Journal:
-    """Append-only, unbuffered: every line is one ``write(2)``, in the kernel when append returns."""
+    """Append-only, unbuffered: every append is one ``write(2)``, in the kernel when it returns."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -32,9 +32,13 @@ class Journal:
 
     def append_raw(self, line: str) -> None:
         """Append an already-encoded one-line JSON object."""
-        if self._fd is None:
+        self.append_lines([line])
+
+    def append_lines(self, lines: list[str]) -> None:
+        """Append already-encoded one-line JSON objects, in one write."""
+        if self._fd is None or not lines:
             return
-        data = (line + "\n").encode("utf-8")
+        data = ("\n".join(lines) + "\n").encode("utf-8")
         written = os.write(self._fd, data)
         while written < len(data):  # a short write (signals, full pipes): finish the line
             written += os.write(self._fd, data[written:])

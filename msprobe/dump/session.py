@@ -16,12 +16,23 @@ from msprobe.dump.config import DumpConfig
 from msprobe.dump.error_log import ErrorLog
 from msprobe.dump.filters import RecordFilter
 from msprobe.dump.naming import CallCounter
-from msprobe.dump.writer import RankStore
+from msprobe.dump.writer import BATCH_RECORDS, BATCH_SECONDS, RankStore
 from msprobe.formats.dump_json import DEBUG_JSON, DUMP_JSON, TENSOR_DIR
+
+STEP_BATCH_RECORDS = 1 << 16  # async_dump: a batch per step, up to this many records
 
 log = logging.getLogger("msprobe")
 
 BANNER = "*" * 60 + "\n" + "msprobe ends successfully.".center(60) + "\n" + "*" * 60
+
+
+def batching(config: DumpConfig) -> dict[str, Any]:
+    """How records reach the journal: in batches of at most ``BATCH_RECORDS`` records or
+    ``BATCH_SECONDS``; with ``async_dump``, one batch per step (one transfer of device statistics a
+    step; a crash before the step's end loses the step's records)."""
+    if config.async_dump:
+        return {"batch_records": STEP_BATCH_RECORDS, "batch_seconds": float("inf")}
+    return {"batch_records": BATCH_RECORDS, "batch_seconds": BATCH_SECONDS}
 
 
 class DumpSession:
@@ -85,7 +96,11 @@ class DumpSession:
         if self.store is None:
             data_file = DEBUG_JSON if self.config.level == "debug" else DUMP_JSON
             store = RankStore(
-                self.rank_dir(), self.header(), data_file, keep_data=self.config.task != "structure"
+                self.rank_dir(),
+                self.header(),
+                data_file,
+                keep_data=self.config.task != "structure",
+                **batching(self.config),
             )
             store.open(self.config.saves_tensors)  # kept only once its folder exists: nothing to close
             self.store = store

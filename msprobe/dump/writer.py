@@ -1,18 +1,27 @@
 """The in-memory store of one rank folder's json files (layout: :mod:`msprobe.formats.dump_json`).
 
 :class:`RankStore` keeps dump.json, stack.json and construct.json in memory (insertion order =
-collection order), mirrors each record to the :mod:`journal`, and rewrites the files at flush time.
+collection order), mirrors them to the :mod:`journal`, and rewrites the files at flush time.
+
+Records are stored in batches. A record's tensor statistics may still be on their device when it is
+stored (see ``msprobe.dump.pytorch.stat_batch``); a batch fetches them all at once, encodes its
+records and appends them to the journal in one write. A batch is written when
+:data:`BATCH_RECORDS` records are pending, when the oldest pending record is
+:data:`BATCH_SECONDS` old (checked as each record is stored), and at every flush (stop, step, exit).
+So a SIGKILL loses at most the records stored since the last batch write: fewer than
+``BATCH_RECORDS``, all stored within ``BATCH_SECONDS`` before the last one. ``batch_records=1`` writes
+every record before the call that made it returns.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable
 from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
-from typing import Any
+from typing import Any, Protocol
 
-from msprobe.dump.background import Worker
 from msprobe.dump.exceptions import FileCheckException
 from msprobe.dump.journal import JOURNAL_NAME, Journal, read_journal
 from msprobe.formats import jsonfmt
@@ -26,6 +35,17 @@ from msprobe.formats.dump_json import (
 )
 
 DIR_MODE = 0o750
+BATCH_RECORDS = 256
+BATCH_SECONDS = 0.1
+
+
+class PendingValues(Protocol):
+    """Values the pending records are still waiting for (tensor statistics on their device)."""
+
+    @property
+    def full(self) -> bool: ...
+
+    def resolve(self) -> None: ...
 
 
 def make_dirs(path: str) -> None:
@@ -36,7 +56,13 @@ class RankStore:
     """In-memory content + journal of ``{dump_path}/step{N}/rank{R}/``."""
 
     def __init__(
-        self, rank_dir: str, header: dict[str, Any], data_file: str = DUMP_JSON, keep_data: bool = True
+        self,
+        rank_dir: str,
+        header: dict[str, Any],
+        data_file: str = DUMP_JSON,
+        keep_data: bool = True,
+        batch_records: int = BATCH_RECORDS,
+        batch_seconds: float = BATCH_SECONDS,
     ) -> None:
         self.rank_dir = rank_dir
         self.keep_data = keep_data  # task "structure": data stays {}, stack/construct are filled
@@ -49,9 +75,13 @@ class RankStore:
         self._stack_names: list[list[str]] = []
         self._stack_frames: list[tuple[str, ...]] = []
         self.journal: Journal | None = None
-        # Set while statistics are deferred: puts then run on the worker, after the jobs queued before
-        # them (the statistics their record holds), in submission order.
-        self.worker: Worker | None = None
+        self.pending_values: PendingValues | None = None
+        self.batch_records = max(1, batch_records)
+        self.batch_seconds = batch_seconds
+        self.clock: Callable[[], float] = time.monotonic
+        self._pending: list[tuple[str, Any]] = []  # records not encoded yet
+        self._lines: list[str] = []  # journal lines not written yet
+        self._oldest = 0.0  # when the first pending record was stored
         self.before_flush: list[Callable[[], None]] = []
 
     def open(self, with_tensor_dir: bool) -> None:
@@ -69,49 +99,42 @@ class RankStore:
         self.journal.append({"h": self.header})
         self.flush()
 
-    def put(self, name: str, value: Any, kick: bool = True) -> None:
-        """Store a record. With a worker, ``kick=False`` leaves it queued for the caller's next
-        :meth:`kick` (one wake-up of the worker per captured call, not one per file entry)."""
-        if self.keep_data:
-            self._in_order(kick, self._put, name, value)
-
-    def _in_order(self, kick: bool, fn: Callable[..., None], *args: Any) -> None:
-        """``fn(*args)`` now, or, while statistics are deferred, on the worker behind what it queued."""
-        w = self.worker
-        if w is not None and not w.in_worker():
-            w.submit(fn, *args)
-            if kick:
-                w.kick()
-        else:
-            fn(*args)
-
-    def kick(self) -> None:
-        """Hand what was queued with ``kick=False`` to the worker."""
-        if self.worker is not None:
-            self.worker.kick()
-
-    def _put(self, name: str, value: Any) -> None:
-        text = jsonfmt.dumps(value, RECORD_INDENT)
-        self.records[name] = text
+    def put(self, name: str, value: Any) -> None:
+        """Store a record (a later put of the same name replaces its value, keeping its place)."""
+        if not self.keep_data:
+            return
+        pending = self._pending
+        if not pending:
+            self._oldest = self.clock()
+        pending.append((name, value))
         self._dirty = True
-        if self.journal is not None:
-            self.journal.append_raw(
-                '{"d":' + encode_basestring_ascii(name) + ',"v":' + text.replace("\n", "") + "}"
-            )
+        if (
+            len(pending) >= self.batch_records
+            or self.clock() - self._oldest >= self.batch_seconds
+            or (self.pending_values is not None and self.pending_values.full)
+        ):
+            self.write_batch()
+
+    def write_batch(self) -> None:
+        """Fetch the pending values, encode the pending records, append them all to the journal."""
+        if self.pending_values is not None:
+            self.pending_values.resolve()
+        pending, self._pending = self._pending, []
+        lines, self._lines = self._lines, []
+        records = self.records
+        for name, value in pending:
+            text = jsonfmt.dumps(value, RECORD_INDENT)
+            records[name] = text
+            lines.append('{"d":' + encode_basestring_ascii(name) + ',"v":' + text.replace("\n", "") + "}")
+        if lines and self.journal is not None:
+            self.journal.append_lines(lines)
 
     def value(self, name: str) -> Any:
         """The stored value of a record (decoded; for tests and updates)."""
-        self.drain()
+        self.write_batch()
         return json.loads(self.records[name])
 
-    def drain(self) -> None:
-        if self.worker is not None:
-            self.worker.drain()
-
-    def put_stack(self, name: str, frames: tuple[str, ...], kick: bool = True) -> None:
-        self._in_order(kick, self._put_stack, name, frames)
-
-    def _put_stack(self, name: str, frames: tuple[str, ...]) -> None:
+    def put_stack(self, name: str, frames: tuple[str, ...]) -> None:
         sid = self._stack_ids.get(frames)
         entry: dict[str, Any] = {"n": name}
         if sid is None:
@@ -123,26 +146,20 @@ class RankStore:
         self._stack_names[sid].append(name)
         entry["s"] = sid
         self._dirty = True
-        if self.journal is not None:
-            self.journal.append(entry)
+        self._lines.append(json.dumps(entry, separators=(",", ":")))
 
-    def put_construct(self, name: str, parent: str | None, kick: bool = True) -> None:
-        self._in_order(kick, self._put_construct, name, parent)
-
-    def _put_construct(self, name: str, parent: str | None) -> None:
+    def put_construct(self, name: str, parent: str | None) -> None:
         self.construct[name] = parent
         self._dirty = True
-        if self.journal is not None:
-            self.journal.append({"c": name, "p": parent})
+        self._lines.append(json.dumps({"c": name, "p": parent}, separators=(",", ":")))
 
     def stack_json(self) -> dict[str, Any]:
         return stack_json(zip(self._stack_names, self._stack_frames))
 
     def flush(self) -> None:
-        self.drain()
-        for callback in list(self.before_flush):  # records their owners still hold back (worker idle)
+        for callback in list(self.before_flush):  # records their owners still hold back
             callback()
-        self.drain()
+        self.write_batch()
         if not self._dirty:
             return
         self._dirty = False
@@ -159,7 +176,6 @@ class RankStore:
     def close(self) -> None:
         """Final flush; the journal is removed only after the json files are safely written."""
         self.flush()
-        self.worker = None
         if self.journal is not None:
             self.journal.close(remove=True)
             self.journal = None

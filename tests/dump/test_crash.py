@@ -1,4 +1,6 @@
-"""Crash safety: a dump killed with SIGKILL keeps every record it made (journal + ``msprobe rebuild``)."""
+"""Crash safety: a dump killed with SIGKILL keeps every batch of records it wrote (journal +
+``msprobe rebuild``): all but fewer than ``BATCH_RECORDS`` last records, none older than
+``BATCH_SECONDS`` before the last one stored."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import torch
 
 from msprobe.cli import main as msprobe_main
 from msprobe.dump.journal import JOURNAL_NAME, read_journal
-from msprobe.dump.writer import RankStore, rebuild
+from msprobe.dump.writer import BATCH_RECORDS, RankStore, rebuild
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -55,8 +57,8 @@ def kill_when_ready(child: str, out: Path, n: int, **env: str) -> None:
 
 
 @pytest.mark.slow
-def test_sigkill_keeps_every_record(tmp_path: Path) -> None:
-    n = 25
+def test_sigkill_keeps_every_batch_written(tmp_path: Path) -> None:
+    n = 400  # 800 records: three full batches, and the kill lands after the last record
     out = tmp_path / "dump"
     kill_when_ready(CHILD, out, n, PYTHONPATH=str(REPO))
     rank = out / "step0" / "rank"
@@ -68,13 +70,53 @@ def test_sigkill_keeps_every_record(tmp_path: Path) -> None:
     expect = []
     for i in range(n):
         expect += [f"Torch.tanh.{i}.forward", f"Tensor.__add__.{i}.forward"]
-    assert names == expect
+    assert names == expect[: len(names)]  # the records of the batches written, in order
+    assert len(names) > len(expect) - BATCH_RECORDS
     assert dump["task"] == "tensor" and dump["dump_data_dir"] == str(rank / "dump_tensor_data")
-    last = dump["data"][f"Tensor.__add__.{n - 1}.forward"]
+    last = dump["data"][names[-1]]
     t = torch.load(rank / "dump_tensor_data" / last["output"][0]["data_name"], weights_only=True)
     assert float(t.max()) == last["output"][0]["Max"]
     stack = json.loads((rank / "stack.json").read_text())
-    assert sum(len(v[0]) for v in stack.values()) == 2 * n
+    assert set(names) <= {n for v in stack.values() for n in v[0]}  # a record's stack comes with it
+
+
+def _store(tmp_path: Path, **batching: float) -> RankStore:
+    store = RankStore(str(tmp_path), {"task": "statistics"}, **batching)  # type: ignore[arg-type]
+    store.open(with_tensor_dir=False)
+    return store
+
+
+def _journaled(tmp_path: Path) -> list[str]:
+    return list(read_journal(str(tmp_path / JOURNAL_NAME))[1])
+
+
+def test_a_batch_is_written_when_full_or_old_enough(tmp_path: Path) -> None:
+    now = [100.0]
+    store = _store(tmp_path, batch_records=3, batch_seconds=0.5)
+    store.clock = lambda: now[0]
+    store.put("a.b.0.forward", {})
+    store.put("a.b.1.forward", {})
+    assert _journaled(tmp_path) == []
+    store.put("a.b.2.forward", {})  # the third record fills the batch
+    assert _journaled(tmp_path) == ["a.b.0.forward", "a.b.1.forward", "a.b.2.forward"]
+    store.put("a.b.3.forward", {})
+    now[0] += 0.4
+    store.put("a.b.4.forward", {})
+    assert len(_journaled(tmp_path)) == 3
+    now[0] += 0.1  # the oldest pending record is 0.5 s old when the next one is stored
+    store.put("a.b.5.forward", {})
+    assert len(_journaled(tmp_path)) == 6
+    store.put("a.b.6.forward", {})
+    store.flush()  # stop/step: everything
+    assert len(_journaled(tmp_path)) == 7
+
+
+def test_a_batch_of_one_writes_every_record_at_once(tmp_path: Path) -> None:
+    store = _store(tmp_path, batch_records=1)
+    store.put_stack("a.b.0.forward", ("File a, line 1, in f, \n x()",))
+    store.put("a.b.0.forward", {"output": []})
+    assert _journaled(tmp_path) == ["a.b.0.forward"]
+    assert read_journal(str(tmp_path / JOURNAL_NAME))[2]  # the stack line went with it
 
 
 def test_torn_last_line_is_ignored(tmp_path: Path) -> None:
@@ -86,6 +128,7 @@ def test_torn_last_line_is_ignored(tmp_path: Path) -> None:
     store.put_stack("Torch.relu.0.forward", ("File a, line 1, in f, \n x()",))
     store.put_construct("Torch.relu.0.forward", None)
     store.put("Torch.relu.0.forward", {"input_args": [1], "input_kwargs": {}, "output": [None]})  # replaces
+    store.write_batch()
     assert store.journal is not None
     store.journal.append_raw('{"d":"Torch.relu.1.forward","v":{"input_ar')  # the kill hit mid-line
     with open(tmp_path / JOURNAL_NAME, "a") as fh:

@@ -24,7 +24,8 @@ from typing import Any
 import pytest
 import torch
 
-from msprobe.dump.pytorch.stats import tensor_md5, tensor_stats
+from msprobe.dump.pytorch.stat_batch import tensor_stats
+from msprobe.dump.pytorch.stats import tensor_md5
 from tests.dump.conftest import DATA
 
 FIXTURES = DATA / "upstream_v811_cnn"

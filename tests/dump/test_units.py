@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from msprobe.dump.api_families import FAMILIES, load_api_list, parse_api_list
 from msprobe.dump.filters import DataMode, RecordFilter
 from msprobe.dump.naming import CallCounter
-from msprobe.dump.pytorch.stats import SummaryCache, tensor_md5, tensor_stats
+from msprobe.dump.pytorch.stat_batch import StatsBatch, tensor_stats
+from msprobe.dump.pytorch.stats import Stats, SummaryCache, tensor_md5
 from msprobe.errors import MsprobeError
 from msprobe.formats import jsonfmt
 from msprobe.formats.record_names import (
@@ -102,61 +103,71 @@ special_floats = st.one_of(
 )
 
 
+def _tensors_of_every_kind(arrays: list[list[float]], dtype: torch.dtype) -> list[torch.Tensor]:
+    """Float tensors of ``dtype`` (contiguous, strided, transposed) mixed with the other kinds of
+    summary: integers, bools, 0-dim floats and integers, complex, empty."""
+    floats = [torch.tensor(a, dtype=dtype) for a in arrays]
+    strided = [torch.tensor(a + a, dtype=dtype)[::2] for a in arrays] + [floats[0].repeat(3, 1).t()]
+    others = [torch.tensor([len(a), -3, 7]) for a in arrays[:2]] + [
+        torch.tensor([True, False]),
+        torch.tensor(False),
+        torch.tensor(arrays[0][0], dtype=dtype),
+        torch.tensor(5),
+        torch.tensor([3 + 4j, 1j]),
+        torch.tensor(2 - 1j),
+        torch.empty(0, dtype=dtype),
+        torch.tensor(arrays[-1], dtype=torch.float64),
+    ]
+    return [t for pair in zip(floats, strided) for t in pair] + strided[len(floats) :] + others
+
+
 @given(
     st.lists(st.lists(special_floats, min_size=1, max_size=40), min_size=1, max_size=6),
     st.sampled_from([torch.float32, torch.float16, torch.bfloat16]),
-    st.booleans(),
 )
-def test_batch_stats_equal_one_tensor_at_a_time(
-    arrays: list[list[float]], dtype: torch.dtype, strided: bool
+def test_one_batch_of_many_tensors_gives_each_its_own_statistics(
+    arrays: list[list[float]], dtype: torch.dtype
 ) -> None:
-    from msprobe.dump.pytorch.stats import BatchStats
+    from msprobe.dump.pytorch.stats import Slot
 
-    tensors = [torch.tensor(a, dtype=dtype) for a in arrays]
-    if strided:  # every other element of a longer tensor, and a transposed matrix
-        tensors = [torch.tensor(a + a, dtype=dtype)[::2] for a in arrays] + [tensors[0].repeat(3, 1).t()]
-    batch = BatchStats()
-    batch.compute(tensors)
-    for t in tensors:
-        got = batch.take(t)
-        assert got is not None and _same_stats(got, tensor_stats(t))
-
-
-def test_batch_stats_are_taken_only_for_the_same_unchanged_tensor() -> None:
-    from msprobe.dump.pytorch.stats import BatchStats, batchable
-
-    x, y = torch.arange(6.0), torch.arange(6.0)
-    batch = BatchStats()
-    batch.compute([x])
-    assert batch.take(x) == tensor_stats(x) and batch.take(y) is None
-    x.add_(1)  # changed since: summarised again, one tensor at a time
-    assert batch.take(x) is None
-    batch.compute([y])
-    batch.clear()
-    assert batch.take(y) is None
-    batched = (torch.ones(2), torch.ones(2).half(), torch.ones(2, requires_grad=True))
-    assert all(batchable(t) for t in batched)
-    not_batched = (torch.tensor(1.0), torch.empty(0), torch.ones(2, dtype=torch.float64), torch.arange(3))
-    assert not any(batchable(t) for t in (*not_batched, torch.ones(2, device="meta"), torch.ones(2) > 0))
+    tensors = _tensors_of_every_kind(arrays, dtype)
+    batch = StatsBatch()
+    slots = [Slot(md5=True) for _ in tensors]
+    for t, slot in zip(tensors, slots):
+        batch.add(t, slot)
+    batch.resolve()
+    assert len(batch) == 0
+    for t, slot in zip(tensors, slots):
+        assert slot.done and slot.stats is not None and _same_stats(slot.stats, tensor_stats(t)), t
+        assert slot.digest == tensor_md5(t)
 
 
-def test_summaries_ahead_skip_known_changed_and_unbatchable_tensors(monkeypatch: pytest.MonkeyPatch) -> None:
-    from msprobe.dump.pytorch import stats as st_mod
+def test_summaries_attached_before_and_after_resolve_get_the_values() -> None:
+    from msprobe.dump.pytorch.stats import Slot
 
-    computed: list[list[torch.Tensor]] = []
-    real = st_mod.BatchStats.compute
-    monkeypatch.setattr(st_mod.BatchStats, "compute", lambda self, ts: (computed.append(ts), real(self, ts)))
-    cache = SummaryCache()
-    known, fresh, changed, ints = torch.ones(4), torch.randn(5), torch.randn(6), torch.arange(3)
-    cache.get(known, md5=False)
-    stamps = [(known, 0), (fresh, 0), (fresh, 0), (ints, 0), (changed, 0)]
-    changed.mul_(2)  # written after it was queued: the job reports it, nothing summarised ahead
-    cache.summarise_ahead(stamps, md5=False)
-    assert [[id(t) for t in ts] for ts in computed] == [[id(fresh)]]
-    assert cache.get(fresh, md5=False)[0] == tensor_stats(fresh)
-    computed.clear()
-    cache.summarise_ahead([(known, 0)], md5=True)  # its cached summary has no md5: not known
-    assert [[id(t) for t in ts] for ts in computed] == [[id(known)]]
+    batch, slot = StatsBatch(), Slot(md5=False)
+    early: dict[str, object] = {"Max": None, "Min": None, "Mean": None, "Norm": None}
+    slot.attach(early)
+    batch.add(torch.tensor([1.0, -2.0]), slot)
+    assert early["Max"] is None  # on the device until the batch is resolved
+    batch.resolve()
+    late: dict[str, object] = {"Max": None, "Min": None, "Mean": None, "Norm": None}
+    slot.attach(late)
+    assert early == late == {"Max": 1.0, "Min": -2.0, "Mean": -0.5, "Norm": float(np.float32(math.sqrt(5.0)))}
+
+
+def _summary(
+    cache: SummaryCache, t: torch.Tensor, md5: bool, added: list[torch.Tensor] | None = None
+) -> tuple[Stats | None, str | None]:
+    """The cached (stats, md5) of ``t``, summarising it now if the cache has no slot for it."""
+    slot, fresh = cache.slot(t, md5)
+    if fresh:
+        if added is not None:
+            added.append(t)
+        batch = StatsBatch()
+        batch.add(t, slot)
+        batch.resolve()
+    return slot.stats, slot.digest
 
 
 def test_stats_special_cases() -> None:
@@ -186,10 +197,10 @@ def test_md5_is_crc32_of_the_bytes() -> None:
 def test_summary_cache_sees_inplace_changes() -> None:
     cache = SummaryCache()
     t = torch.ones(3)
-    assert cache.get(t, md5=False)[0][0] == 1.0
+    assert _summary(cache, t, md5=False)[0] == (1.0, 1.0, 1.0, float(np.float32(math.sqrt(3.0))))
     t.add_(1)
-    assert cache.get(t, md5=False)[0][0] == 2.0
-    assert cache.get(t, md5=True)[1] == tensor_md5(t)
+    assert _summary(cache, t, md5=False)[0] == (2.0, 2.0, 2.0, float(np.float32(math.sqrt(12.0))))
+    assert _summary(cache, t, md5=True)[1] == tensor_md5(t)
 
 
 names = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,12}", fullmatch=True)
@@ -268,29 +279,17 @@ def test_api_list_file() -> None:
 
 
 def test_summary_cache_shares_stats_of_same_element_sequence() -> None:
-    from msprobe.dump.pytorch import stats as st
-
-    calls = []
-    real = st.tensor_stats
-
-    def counting(t: torch.Tensor) -> st.Stats:
-        calls.append(tuple(t.shape))
-        return real(t)
-
+    added: list[torch.Tensor] = []
     cache = SummaryCache()
-    st.tensor_stats, saved = counting, st.tensor_stats
-    try:
-        x = torch.randn(64, 128)
-        cache.get(x, md5=False)
-        v = x.view(8, 8, 128)  # same elements, same order: no new summary
-        assert cache.get(v, md5=False)[0] == real(v)
-        t = x.t()  # other order (Mean/Norm would sum differently): summarised
-        cache.get(t, md5=False)
-        x.add_(1)  # version bump: the view is summarised again
-        cache.get(x.view(-1), md5=False)
-    finally:
-        st.tensor_stats = saved
-    assert calls == [(64, 128), (128, 64), (8192,)]
+    x = torch.randn(64, 128)
+    _summary(cache, x, False, added)
+    v = x.view(8, 8, 128)  # same elements, same order: no new summary
+    assert _summary(cache, v, False, added)[0] == tensor_stats(v)
+    t = x.t()  # other order (Mean/Norm would sum differently): summarised
+    _summary(cache, t, False, added)
+    x.add_(1)  # version bump: the view is summarised again
+    _summary(cache, x.view(-1), False, added)
+    assert [tuple(t.shape) for t in added] == [(64, 128), (128, 64), (8192,)]
 
 
 def test_core_imports_no_torch() -> None:

@@ -26,7 +26,6 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from msprobe.dump.api_families import DENY_KEY, FAMILIES, FUNCTION_MODE, PATCH, ApiFamily
-from msprobe.dump.pytorch.deferral import BeforeWrite
 from msprobe.dump.pytorch.torch_compat import (
     DisableTorchFunction,
     compiler_tracing,
@@ -168,16 +167,10 @@ def _resolve_owner(owner: Any, head: str) -> Any | None:
 class ApiTracer(TorchFunctionMode):
     """Routes listed API calls to ``handler``; everything else runs untouched."""
 
-    def __init__(
-        self,
-        table: dict[Any, ApiKey],
-        handler: CallHandler,
-        before_write: BeforeWrite | None = None,
-    ) -> None:
+    def __init__(self, table: dict[Any, ApiKey], handler: CallHandler) -> None:
         super().__init__()
         self.table = table
         self.handler = handler
-        self.before_write = before_write  # unrecorded calls that may write (deferred statistics)
 
     def __torch_function__(
         self, func: Any, types_: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
@@ -189,8 +182,6 @@ class ApiTracer(TorchFunctionMode):
         kwargs = kwargs or {}
         if in_compiled_code():
             # called by torch.compile's runtime or inductor's kernels: not a model call
-            if self.before_write is not None:
-                self.before_write(func, args, kwargs)
             return func(*args, **kwargs)
         try:
             key = self.table.get(func)
@@ -205,8 +196,6 @@ class ApiTracer(TorchFunctionMode):
             # (redispatching the wrapper would enter the patch again, forever).
             with DisableTorchFunction():
                 return original(*args, **kwargs)
-        if self.before_write is not None:
-            self.before_write(func, args, kwargs)
         if _redispatch is not None and type(func) is types.FunctionType:
             with self:
                 return _redispatch(func, types_, args, kwargs)

@@ -57,7 +57,7 @@ class PrecisionDebugger(FrontDoor):
         self.service = TorchDumpService(self.config)
         self._become_instance()
         if self.config.async_dump:
-            log.warning("msprobe: async_dump is accepted but this dump writes synchronously (no OOM risk)")
+            log.info("msprobe: async_dump: device statistics fetched and records written once a step")
         if self.config.enable_dataloader:
             self._patch_dataloader()
 

@@ -6,19 +6,18 @@ statistics object plus, when a :class:`TensorWriter` is given, a ``data_name`` a
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 
-from msprobe.dump.background import Worker
 from msprobe.dump.exceptions import MsprobeException
-from msprobe.dump.pytorch.stats import Slot, SummaryCache, tensor_stats
+from msprobe.dump.pytorch.stat_batch import StatsBatch, tensor_stats
+from msprobe.dump.pytorch.stats import SummaryCache
 from msprobe.dump.pytorch.tensor_io import TensorWriter
 from msprobe.dump.pytorch.torch_compat import DisableTorchFunction, set_grad_enabled_raw
-from msprobe.dump.pytorch.tree import SEQUENCE, branches, tensors
+from msprobe.dump.pytorch.tree import SEQUENCE, branches
 from msprobe.formats.jsonfmt import Summary
 from msprobe.formats.record_names import data_file_name
 
@@ -63,137 +62,34 @@ def _slice_value(v: Any) -> Any:
 
 
 class Encoder:
+    """Values of one step's records; tensor statistics go to ``batch`` (resolved before encoding)."""
+
     def __init__(
         self,
         cache: SummaryCache,
         md5: bool,
         writer: TensorWriter | None,
+        batch: StatsBatch,
         save_filter: Callable[[str], bool] | None = None,
-        worker: Worker | None = None,
     ) -> None:
         self.cache = cache
         self.md5 = md5
         self.writer = writer
+        self.batch = batch
         self.save_filter = save_filter
-        # Deferred statistics (no tensor files only): summaries are filled in by this worker.
-        self.worker = worker if writer is None else None
-        self.on_stale: Callable[[str], None] | None = None
-        # storage address -> number of jobs submitted up to the last one reading that storage
-        self.pending: dict[int, int] = {}
-        # jobs submitted up to the last one reading a tensor that does not require grad: what a
-        # backward pass may write into (``.grad``, see deferral.BACKWARD_PASSES) is read by no later job
-        self.no_grad_reads_upto = 0
-        self.now_ids: frozenset[int] = frozenset()  # tensors summarised at once (about to be written)
-        self._inline: Encoder | None = None  # the worker's own encoder (see :meth:`later`)
-
-    # -- whole records on the worker --------------------------------------------------------------
-    def later(self, fn: Callable[..., None], record: str, reads: Any, *args: Any) -> None:
-        """Run ``fn(encoder, *args)`` on the worker, after every job queued so far, with an encoder
-        that summarises there and then: the whole record is encoded off the training thread, which
-        only walks ``reads`` (the values whose tensors ``fn`` reads) to note their storages, so that a
-        write into one of them first waits for this job, and their versions, so that a write no drain
-        saw is reported (``on_stale``) instead of silently summarised."""
-        assert self.worker is not None
-        stamps = _tensor_stamps(reads)
-        self.worker.submit(self._run_later, fn, record, stamps, args, hint=stamps)
-        self._note_reads(t for t, _ in stamps)
-
-    def _run_later(
-        self, fn: Callable[..., None], record: str, stamps: list[tuple[torch.Tensor, int]], args: Any
-    ) -> None:
-        if self.on_stale is not None and any(t._version != v for t, v in stamps):
-            self.on_stale(record)  # written before the record was encoded: a missed wait
-        inline = self._inline
-        if inline is None:
-            inline = self._inline = Encoder(self.cache, self.md5, None, self.save_filter, None)
-        with quiet():
-            fn(inline, *args)
-
-    @contextlib.contextmanager
-    def synchronous(self) -> Iterator[None]:
-        """Summaries computed in this thread inside the block (tensors that may change invisibly)."""
-        worker, self.worker = self.worker, None
-        try:
-            yield
-        finally:
-            self.worker = worker
 
     # -- tensors ----------------------------------------------------------------------------------
     def tensor(self, t: torch.Tensor, record: str, side: str, path: Path) -> dict[str, Any]:
-        if self.worker is not None and t.device.type == "cpu":  # device tensors: their streams, here
-            return self._deferred(t, record)
-        stats, digest = self.cache.get(t, self.md5)
-        out = _tensor_summary(t, stats)
-        if digest is not None:
-            out["md5"] = digest
-        if self.writer is not None and (self.save_filter is None or self.save_filter(record)):
-            name = data_file_name(record, side, path)
-            out["data_name"] = self.writer.save(t, name)
-        return out
-
-    def wait_for_storage(self, t: torch.Tensor) -> None:
-        """Return when no queued job reads the storage of ``t`` any more (before ``t`` is written)."""
-        if self.worker is None:
-            return
-        try:
-            seq = self.pending.pop(t.untyped_storage().data_ptr(), None)
-        except (RuntimeError, NotImplementedError):
-            self.worker.drain()
-            return
-        if seq is not None:
-            self.worker.drain(seq)
-
-    def _deferred(self, t: torch.Tensor, record: str) -> dict[str, Any]:
-        assert self.worker is not None
-        if self.now_ids and id(t) in self.now_ids:
-            slot, fresh = self.cache.slot(t, self.md5)
-            if fresh or not slot.done:
-                slot.fill(t)
-        else:
-            slot, fresh = self.cache.slot(t, self.md5, layouts=False)  # layouts: on the worker
-        out = _tensor_summary(t, _NO_STATS)
+        slot, fresh = self.cache.slot(t, self.md5)
+        if fresh:
+            self.batch.add(t, slot)
+        out = _tensor_summary(t)
         if self.md5:
             out["md5"] = None
-        if slot.done:
-            _copy_slot(out, slot)
-        else:
-            version = t._version
-            if fresh:
-                self.worker.submit(self._fill, out, slot, t, version, record, hint=((t, version),))
-                self._note_reads((t,))
-            else:
-                self.worker.submit(self._fill, out, slot, None, version, record)
+        slot.attach(out)
+        if self.writer is not None and (self.save_filter is None or self.save_filter(record)):
+            out["data_name"] = self.writer.save(t, data_file_name(record, side, path))
         return out
-
-    def _note_reads(self, tensors: Any) -> None:
-        """The job just submitted reads these tensors: a write into their storage waits for it."""
-        assert self.worker is not None
-        seq = self.worker.submitted
-        pending = self.pending
-        if len(pending) > 4096:
-            done = self.worker.done
-            self.pending = pending = {k: v for k, v in pending.items() if v > done}
-        for t in tensors:
-            if not t.requires_grad:
-                self.no_grad_reads_upto = seq
-            try:
-                pending[t.untyped_storage().data_ptr()] = seq
-            except (RuntimeError, NotImplementedError):
-                pass  # no storage: nothing can write into it through another tensor
-
-    def _fill(self, out: Summary, slot: Slot, t: torch.Tensor | None, version: int, record: str) -> None:
-        """Worker side: summarise ``t`` (the first holder of the slot), then copy into ``out``."""
-        if t is not None:
-            try:
-                same = self.cache.share_layout(t, version, slot)
-                if same is not None:
-                    slot.stats, slot.digest, slot.done = same.stats, same.digest, True
-                else:
-                    slot.fill(t, self.cache.ahead)
-            finally:
-                if t._version != version and self.on_stale is not None:
-                    self.on_stale(record)  # changed in place before it was summarised: a missed drain
-        _copy_slot(out, slot)
 
     def ndarray(self, a: np.ndarray, record: str, side: str, path: Path) -> dict[str, Any]:
         t = torch.from_numpy(np.ascontiguousarray(a)) if a.dtype != object else None
@@ -212,8 +108,7 @@ class Encoder:
             and t is not None
             and (self.save_filter is None or self.save_filter(record))
         ):
-            name = data_file_name(record, side, path)
-            out["data_name"] = self.writer.save(t, name)
+            out["data_name"] = self.writer.save(t, data_file_name(record, side, path))
         return out
 
     # -- everything -------------------------------------------------------------------------------
@@ -279,35 +174,21 @@ class Encoder:
         return [self.value(g, record, side, (i,)) for i, g in enumerate(grads)]
 
 
-def _tensor_stamps(value: Any) -> list[tuple[torch.Tensor, int]]:
-    """``(tensor, version)`` of every tensor inside ``value`` (see :mod:`.tree`)."""
-    return [(t, t._version) for t in tensors(value)]
-
-
-_NO_STATS = (None, None, None, None)  # filled in by the worker
-
-
-def _tensor_summary(t: torch.Tensor, stats: tuple[Any, ...]) -> Summary:
-    """A tensor's statistics object without md5/data_name (those follow, in this key order)."""
+def _tensor_summary(t: torch.Tensor) -> Summary:
+    """A tensor's statistics object, values to come, without md5/data_name (those follow, in this
+    key order)."""
     return Summary(
         {
             "type": "torch.Tensor",
             "dtype": _dtype_name(t.dtype),
             "shape": list(t.shape),
-            "Max": stats[0],
-            "Min": stats[1],
-            "Mean": stats[2],
-            "Norm": stats[3],
+            "Max": None,
+            "Min": None,
+            "Mean": None,
+            "Norm": None,
             "requires_grad": t.requires_grad,
         }
     )
-
-
-def _copy_slot(out: Summary, slot: Slot) -> None:
-    st = slot.stats
-    out["Max"], out["Min"], out["Mean"], out["Norm"] = st[0], st[1], st[2], st[3]
-    if slot.md5:
-        out["md5"] = slot.digest
 
 
 def _base(v: Any) -> str:

@@ -25,7 +25,6 @@ from msprobe.dump.pytorch.nocompile import no_compile
 from msprobe.dump.pytorch.parents import ScopeParents
 from msprobe.dump.pytorch.recompute import in_recomputation
 from msprobe.dump.pytorch.recorder import Recorder
-from msprobe.dump.pytorch.tensor_io import plain_cpu_tensor
 from msprobe.dump.pytorch.torch_compat import DisableTorchFunction, direct_parameters
 from msprobe.dump.stack import capture_stack
 from msprobe.formats.record_names import BACKWARD, FORWARD
@@ -37,26 +36,6 @@ if TYPE_CHECKING:
 Active = Callable[[], bool]
 Hook = Callable[..., Any]
 _Hooks = tuple[Hook, Hook]  # forward pre/post
-
-
-def _distributed() -> bool:
-    dist = getattr(torch, "distributed", None)
-    return dist is not None and dist.is_available() and dist.is_initialized()
-
-
-def gradient_for_worker(grad: torch.Tensor) -> torch.Tensor:
-    """What the worker may summarise later for a parameter's gradient: the gradient itself (the writes
-    that can follow, the next backward's accumulation into ``.grad``, ``zero_grad``, clipping,
-    optimizers, are calls the in-place guard waits before), or with torch.distributed, where gradient
-    buckets are written in C++ (DDP, FSDP) unseen, a copy (one memory pass instead of four here)."""
-    if _distributed() and _snapshot_ok(grad):
-        return grad.detach().clone()
-    return grad
-
-
-def _snapshot_ok(t: torch.Tensor) -> bool:
-    """A plain dense CPU tensor whose clone has the same layout (so the same summary)."""
-    return plain_cpu_tensor(t) and t.is_contiguous()
 
 
 class ModuleDumper:
@@ -160,10 +139,9 @@ class ModuleDumper:
                 return
             record = ok and not self._off()
             # construct entries in completion order, as 8.1.1 writes them
-            store.put_construct(name, parent, kick=not record)
+            store.put_construct(name, parent)
             if record:
                 self._guarded(self._record_forward, prefix, name, mod, args, kwargs, output)
-                store.kick()
             if backward:
                 self._guarded(self._watch_backward, name, output, inputs)
 
@@ -198,11 +176,10 @@ class ModuleDumper:
             if store is None:
                 return
             record = self.rec.filter.check(name)
-            store.put_construct(name, parent, kick=not record)
+            store.put_construct(name, parent)
             if record:
                 outs = [g for g in grad_output if g is not None]
                 self._guarded(self._record_backward, name, grad_input, outs)
-                store.kick()
 
         with DisableTorchFunction():
             capture = module_backward.watch(output, inputs, no_compile(begin), no_compile(end))
@@ -230,31 +207,6 @@ class ModuleDumper:
         self.rec.record_error(fn.__name__.lstrip("_"), str(args[1] if len(args) > 1 else ""), exc)
 
     # -- records ----------------------------------------------------------------------------------
-    def _later(self) -> Encoder | None:
-        """The encoder that hands whole records to the background worker, or None to encode here.
-
-        At L0 the worker encodes module records itself (the training thread only notes what a record
-        reads). At mix the API records share the summary cache in the training thread, so module
-        records are encoded there too (their tensors' summaries still deferred)."""
-        enc = self.rec.encoder
-        if enc is None or enc.worker is None or self.rec.apis_on:
-            return None
-        return enc
-
-    def _encode(self, fn: Callable[..., None], record: str, reads: Any, *args: Any) -> None:
-        """``fn(encoder, *args)``: on the worker when :meth:`_later` says so, else right here."""
-        enc = self._later()
-        if enc is not None:
-            enc.later(self._worker_guarded, record, reads, fn, *args)
-        elif self.rec.encoder is not None:
-            fn(self.rec.encoder, *args)
-
-    def _worker_guarded(self, enc: Encoder, fn: Callable[..., None], *args: Any) -> None:
-        try:
-            fn(enc, *args)
-        except Exception as exc:
-            self._record_failure(fn, args, exc)
-
     def _record_forward(
         self, prefix: str, name: str, mod: torch.nn.Module, args: Any, kwargs: Any, output: Any
     ) -> None:
@@ -266,15 +218,11 @@ class ModuleDumper:
             self._param_grad_placeholder(prefix, mod)
             return
         params = direct_parameters(mod)
-        args, kwargs = tuple(args), dict(kwargs)
-        mode = svc.config.data_mode
-        # what the record will summarise (the worker computes those summaries ahead, see stats.BatchStats)
-        reads = ((args, kwargs) if mode.side("input") else (), output if mode.side("output") else (), params)
-        self._encode(
-            self._forward_record, name, reads, store, name, args, kwargs, output, params, in_recomputation()
+        store.put_stack(name, capture_stack(None, (), None))
+        self._forward_record(
+            svc.encoder, store, name, tuple(args), dict(kwargs), output, params, in_recomputation()
         )
-        store.put_stack(name, capture_stack(None, (), None), kick=False)
-        self._param_grad_placeholder(prefix, mod, params)  # the caller kicks
+        self._param_grad_placeholder(prefix, mod, params)
 
     def _forward_record(
         self,
@@ -296,7 +244,7 @@ class ModuleDumper:
             record["output"] = enc.output(output, name)
         record["parameters"] = {p: enc.value(t, name, "parameters", (p,)) for p, t in params}
         record["is_recompute"] = is_recompute
-        store.put(name, record, kick=False)
+        store.put(name, record)
 
     def _param_grad_placeholder(
         self, prefix: str, mod: torch.nn.Module, params: list[tuple[str, torch.nn.Parameter]] | None = None
@@ -315,7 +263,7 @@ class ModuleDumper:
         value: dict[str, Any] = {p: [None] for p, _ in params}
         self._grad_records[record] = value
         self._grad_reported[record] = set()
-        store.put(record, value, kick=False)  # the caller kicks
+        store.put(record, value)
         if self._flush_param_grads not in store.before_flush:  # a new store each step
             store.before_flush.append(self._flush_param_grads)
         for p, t in params:
@@ -341,41 +289,23 @@ class ModuleDumper:
         store, enc = self.rec.store, self.rec.encoder
         if value is None or store is None or enc is None or not self.rec.filter.check(record):
             return
-        if enc.worker is None or grad.device.type != "cpu":
-            with enc.synchronous():  # device tensors: summarised on their stream, here
-                self._param_grad_record(enc, store, record, value, pname, grad)
-        else:
-            grad = gradient_for_worker(grad)
-            self._encode(self._param_grad_record, record, grad, store, record, value, pname, grad)
-        store.kick()
-
-    def _param_grad_record(
-        self,
-        enc: Encoder,
-        store: RankStore,
-        record: str,
-        value: dict[str, Any],
-        pname: str,
-        grad: torch.Tensor,
-    ) -> None:
         value[pname] = [enc.value(grad, record, pname, ())]
         reported = self._grad_reported.setdefault(record, set())
         reported.add(pname)
         if len(reported) >= len(value):
             reported.clear()
-            store.put(record, value, kick=False)
+            store.put(record, value)
 
     def _flush_param_grads(self) -> None:
-        """Before the json files are written (the worker is idle): store the records still waiting
-        for a parameter that got no gradient."""
+        """Before the json files are written: store the records still waiting for a parameter that
+        got no gradient."""
         store = self.rec.store
         if store is None:
             return
         for record, reported in self._grad_reported.items():
             if reported:
                 reported.clear()
-                store.put(record, self._grad_records[record], kick=False)
-        store.kick()
+                store.put(record, self._grad_records[record])
 
     def _record_backward(self, name: str, grad_input: Any, grad_output: Any) -> None:
         svc = self.rec
@@ -384,9 +314,7 @@ class ModuleDumper:
             return
         grad_output = tuple(grad_output)
         grad_input = tuple(g for g in grad_input if g is not None)
-        mode = svc.config.data_mode
-        reads = (grad_output if mode.side("input") else (), grad_input if mode.side("output") else ())
-        self._encode(self._backward_record, name, reads, store, name, grad_input, grad_output)
+        self._backward_record(svc.encoder, store, name, grad_input, grad_output)
 
     def _backward_record(
         self,
@@ -402,7 +330,7 @@ class ModuleDumper:
             record["input"] = enc.grads(grad_output, name, "input")
         if mode.side("output"):
             record["output"] = enc.grads(grad_input, name, "output")
-        store.put(name, record, kick=False)  # the caller kicks
+        store.put(name, record)
 
     # -- per step ---------------------------------------------------------------------------------
     def reset_step(self) -> None:

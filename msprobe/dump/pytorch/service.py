@@ -27,17 +27,16 @@ from typing import Any
 import torch
 
 from msprobe.dump.api_families import FAMILIES, load_api_list
-from msprobe.dump.background import Worker, enabled_by_env
 from msprobe.dump.config import DumpConfig
-from msprobe.dump.pytorch import waits
 from msprobe.dump.pytorch.callsite import recover_call_args
 from msprobe.dump.pytorch.capture import ApiKey, ApiTracer, Patcher, build_mode_table
 from msprobe.dump.pytorch.debug_save import DebugSaver
-from msprobe.dump.pytorch.deferral import MutationGuard, call_mutates, written_tensors
 from msprobe.dump.pytorch.encode import Encoder, quiet
 from msprobe.dump.pytorch.modules import ModuleDumper
+from msprobe.dump.pytorch.mutation import call_mutates, written_tensors
 from msprobe.dump.pytorch.nocompile import no_compile
 from msprobe.dump.pytorch.recompute import FullRecomputation, in_recomputation
+from msprobe.dump.pytorch.stat_batch import StatsBatch
 from msprobe.dump.pytorch.stats import SummaryCache
 from msprobe.dump.pytorch.tensor_io import TensorWriter
 from msprobe.dump.pytorch.tokens import TokenRange
@@ -80,13 +79,7 @@ class TorchDumpService:
         self.api_lists = load_api_list()
         handler = no_compile(self.on_api_call)
         self._node_hook = no_compile(self.on_backward)
-        # Deferred statistics (statistics task, no tensor files): one background worker summarises.
-        self.worker: Worker | None = None
-        if config.task == "statistics" and config.level != "debug" and enabled_by_env():
-            self.worker = Worker(self._worker_error, self._summarise_ahead, self.cache.ahead.clear)
-        self.tracer = ApiTracer(build_mode_table(self.api_lists), handler, self.before_write)
-        self._guard = MutationGuard(self.before_write)
-        self._guard_pushed = False
+        self.tracer = ApiTracer(build_mode_table(self.api_lists), handler)
         self.patcher = Patcher(handler)
         self.patcher.patch_families(self.api_lists)
         self._operators = self.patcher.patch_dunders(self.api_lists)
@@ -129,33 +122,6 @@ class TorchDumpService:
     def record_error(self, function: str, name: str, exc: BaseException) -> None:
         self.session.record_error(function, name, exc)
 
-    # -- deferred statistics ------------------------------------------------------------------------
-    def drain(self) -> None:
-        if self.worker is not None:
-            self.worker.drain()
-
-    def before_write(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        """An unrecorded call is about to run: if it may write into a tensor still queued for its
-        summary, wait for the jobs reading it (see :mod:`.waits`). Cheap when the worker is idle:
-        one comparison."""
-        w = self.worker
-        if w is None or w.submitted == w.done:
-            return
-        waits.before_unrecorded(w, self.encoder, func, args, kwargs)
-
-    def _summarise_ahead(self, hints: list[list[tuple[torch.Tensor, int]]]) -> None:
-        """Worker side: the summaries a batch of jobs needs (their hints: the ``(tensor, version)``
-        stamps each job reads), in one call (see stats.BatchStats)."""
-        self.cache.summarise_ahead((stamp for stamps in hints for stamp in stamps), self.config.md5)
-
-    def _worker_error(self, exc: BaseException) -> None:
-        self.session.record_error("statistics", "deferred summary", exc)
-
-    def _stale(self, record: str) -> None:
-        self.session.record_error(
-            "statistics", record, RuntimeError("tensor changed in place before it was summarised")
-        )
-
     # -- switch -----------------------------------------------------------------------------------
     def start(self, model: Any = None, token_range: tuple[int, int] | None = None) -> bool:
         # Forward calls are recorded in the thread and process that called start(): the function mode
@@ -178,9 +144,6 @@ class TorchDumpService:
                     self.patcher.wrap(owner, attr, key)
                 push_function_mode(self.tracer)
                 self._mode_pushed = True
-            elif not self.apis_on and self.worker is not None and not self._guard_pushed:
-                push_function_mode(self._guard)  # L0: nothing else sees in-place calls
-                self._guard_pushed = True
         return on
 
     def open_for_save(self) -> bool:
@@ -210,13 +173,9 @@ class TorchDumpService:
         self.session.close_store()
 
     def _pop(self) -> None:
-        self.drain()
         self._full_recomputation.leave()
         self._tokens.disarm()
         self.modules.uninstall()
-        if self._guard_pushed:
-            pop_function_mode(self._guard)
-            self._guard_pushed = False
         if self._mode_pushed:
             pop_function_mode(self.tracer)
             for owner, attr, _ in self._operators:
@@ -228,15 +187,20 @@ class TorchDumpService:
         if store is None:
             return
         tensor_dir = self.session.tensor_dir()
-        if self.writer is None or self.writer.directory != tensor_dir:
-            self.writer = TensorWriter(tensor_dir) if self.config.saves_tensors else None
-            save_filter = None
-            if self.config.task == "statistics" and self.config.tensor_list:
-                names = self.config.tensor_list
-                save_filter = lambda record: any(s in record for s in names)  # noqa: E731
-            self.encoder = Encoder(self.cache, self.config.md5, self.writer, save_filter, self.worker)
-            self.encoder.on_stale = self._stale
-        store.worker = self.encoder.worker if self.encoder is not None else None
+        if self.config.saves_tensors and (self.writer is None or self.writer.directory != tensor_dir):
+            self.writer = TensorWriter(tensor_dir)
+        enc = self.encoder
+        if enc is None or enc.batch is not store.pending_values or enc.writer is not self.writer:
+            batch = StatsBatch()
+            store.pending_values = batch  # a store's batch: resolved before its records are encoded
+            self.encoder = Encoder(self.cache, self.config.md5, self.writer, batch, self._save_filter())
+
+    def _save_filter(self) -> Callable[[str], bool] | None:
+        """statistics with a ``tensor_list``: the records whose tensors are saved too."""
+        names = self.config.tensor_list
+        if self.config.task != "statistics" or not names:
+            return None
+        return lambda record: any(s in record for s in names)
 
     def _reset_step(self) -> None:
         self._recent_grads = None
@@ -259,10 +223,6 @@ class TorchDumpService:
             or threading.get_ident() != self._owner_thread
             or os.getpid() != self._owner_pid
         ):
-            w = self.worker
-            if w is not None and w.submitted != w.done and call_mutates(key[0], key[1], args, kwargs):
-                # before anything can write into a tensor still queued for its summary
-                waits.before_write(w, self.encoder, key[0], key[1], args, kwargs)
             return func(*args, **kwargs)
         self._inside = True  # our own tensor code and the API's internals record nothing
         try:
@@ -280,29 +240,14 @@ class TorchDumpService:
         mode = self.config.data_mode
         fwd = mode.direction(FORWARD)
         record: dict[str, Any] | None = None
-        in_ok = s.filter.check(name)
-        w = self.worker
-        mutating = call_mutates(prefix, api, args, kwargs)
-        mutates = w is not None and mutating
-        written = written_tensors(prefix, api, args, kwargs) if mutates else None
-        enc = self.encoder
-        if written and enc is not None:
-            enc.now_ids = frozenset(id(t) for t in written)  # summarised here, not queued
-        try:
-            if fwd and in_ok and mode.side("input"):
-                if type(func) is types.FunctionType:
-                    rec_args, rec_kwargs = recover_call_args(func, args, kwargs, bound=prefix == "Tensor")
-                else:
-                    rec_args, rec_kwargs = args, kwargs
-                record = self._inputs(name, rec_args, rec_kwargs)
-        finally:
-            if written and enc is not None:
-                enc.now_ids = frozenset()
-        if mutates and w is not None and w.submitted != w.done:
-            # what the call writes must have been summarised wherever it is queued
-            waits.wait_for_written(w, enc, written)
+        if fwd and s.filter.check(name) and mode.side("input"):
+            if type(func) is types.FunctionType:
+                rec_args, rec_kwargs = recover_call_args(func, args, kwargs, bound=prefix == "Tensor")
+            else:
+                rec_args, rec_kwargs = args, kwargs
+            record = self._inputs(name, rec_args, rec_kwargs)
         out = func(*args, **kwargs)
-        if mutating and (written_tensors(prefix, api, args, kwargs) if w is None else written) is None:
+        if call_mutates(prefix, api, args, kwargs) and written_tensors(prefix, api, args, kwargs) is None:
             # batch_norm & co. write running statistics without bumping the version counter
             self._forget_tensors([*args, *kwargs.values()])
         shown = out
@@ -367,11 +312,12 @@ class TorchDumpService:
             except Exception as exc:
                 s.record_error("forward_output_data_collect", name, exc)
         if record is not None:
-            store.put(name, record, kick=False)
+            # stack and parent first: a batch written at this put then holds the whole record
             if self.api_parents:
-                store.put_construct(name, self.modules.api_parent(FORWARD), kick=False)
+                store.put_construct(name, self.modules.api_parent(FORWARD))
             code = getattr(func, "__code__", None)
             store.put_stack(name, capture_stack(sys._getframe(1), _SKIP_FILES, code))
+            store.put(name, record)
         if self.config.data_mode.direction(BACKWARD):
             try:
                 self._attach_backward(out, f"{key[0]}.{key[1]}.{index}.{BACKWARD}")
@@ -413,9 +359,7 @@ class TorchDumpService:
                 if mode.side("output"):
                     record["output"] = self.encoder.grads(grad_inputs, name, "output")
             if self.api_parents:
-                store.put(name, record, kick=False)
                 store.put_construct(name, self.modules.api_parent(BACKWARD))
-            else:
-                store.put(name, record)
+            store.put(name, record)
         except Exception as exc:
             s.record_error("backward_data_collect", name, exc)

@@ -1,0 +1,159 @@
+"""Tensor statistics queued on the tensor's own device at capture, fetched in one transfer per batch.
+
+Why: taking Max/Min/Mean/Norm with ``.item()`` makes four host-device synchronisations per tensor,
+thousands a step, and each one stalls the host until the device has caught up. Here the reductions
+are launched on the tensor's device when it is captured and their results stay there as 0-dim
+tensors; stream order makes a later in-place write into the tensor harmless (on the CPU the kernels
+simply run at once). :meth:`StatsBatch.resolve` then stacks the results of every pending tensor, one
+``torch.stack`` and one copy to the host per device and kind of value (floats, integers), whatever the
+number of tensors, and hands the values to the waiting summaries. md5 of a device tensor is a
+non-blocking copy to the host at capture, checksummed at resolve.
+
+One code path for CPU, CUDA and NPU tensors; the values are those of :func:`.stats.tensor_stats`
+(the same reductions in the same dtypes), which the tests check.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from msprobe.dump.pytorch.stats import NONE4, Slot, Stats, tensor_md5
+
+_FOUR, _BOOL, _ABS3, _SCALAR, _ABS_SCALAR, _INT_SCALAR = range(6)
+_NATIVE = frozenset((torch.float32, torch.float16, torch.bfloat16))
+_vector_norm = torch.linalg.vector_norm
+MD5_COPY_BYTES = 256 << 20  # host memory held by md5 copies of device tensors that fills a batch
+
+
+class _Values:
+    """The 0-dim result tensors of one device, in two lists: floats (and bools) and integers."""
+
+    __slots__ = ("floats", "ints")
+
+    def __init__(self) -> None:
+        self.floats: list[torch.Tensor] = []
+        self.ints: list[torch.Tensor] = []
+
+
+class StatsBatch:
+    """Slots waiting for their statistics (and md5), and the device tensors holding them."""
+
+    __slots__ = ("_copies", "_copy_bytes", "_jobs", "_values")
+
+    def __init__(self) -> None:
+        self._jobs: list[tuple[Slot, int, Any, int]] = []  # slot, kind, device, index of its 1st value
+        self._values: dict[Any, _Values] = {}
+        self._copies: list[tuple[Slot, torch.Tensor, Any]] = []  # md5: host copy, source device
+        self._copy_bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._jobs) + len(self._copies)
+
+    @property
+    def full(self) -> bool:
+        """So much host memory is held by md5 copies that the batch should be resolved now."""
+        return self._copy_bytes >= MD5_COPY_BYTES
+
+    def add(self, t: torch.Tensor, slot: Slot) -> None:
+        """Queue the statistics (and, for an md5 slot, the checksum) of ``t`` for ``slot``."""
+        d = t.detach()
+        if slot.md5:
+            self._md5(d, slot)
+        if d.dtype in _NATIVE and d.dim() > 0 and d.layout == torch.strided and d.device.type != "meta":
+            if d.numel() == 0:
+                slot.set_stats(NONE4)
+            else:
+                self._four(d, slot)  # the common case first, with the fewest checks
+            return
+        if d.is_meta or d.numel() == 0 or (d.data_ptr() == 0 and not d.is_sparse):
+            slot.set_stats(NONE4)
+        elif d.dtype == torch.bool:
+            self._push(slot, _BOOL, d.device, (d.any(), d.all()))
+        elif d.dim() == 0:
+            if d.is_complex():
+                self._push(slot, _ABS_SCALAR, d.device, (d.abs(),))
+            elif d.is_floating_point():
+                self._push(slot, _SCALAR, d.device, (d,))
+            else:
+                self._push(slot, _INT_SCALAR, d.device, (d,))
+        elif d.is_complex():
+            a = d.abs()
+            self._push(slot, _ABS3, d.device, (a.max(), a.min(), a.mean()))
+        else:
+            self._four(d.float(), slot)  # integers, float64 and float8: as float32 (upstream 8.1.1)
+
+    def _four(self, d: torch.Tensor, slot: Slot) -> None:
+        mn, mx = torch.aminmax(d)
+        self._push(slot, _FOUR, d.device, (mx, mn, d.mean(), _vector_norm(d)))
+
+    def _push(self, slot: Slot, kind: int, device: Any, values: tuple[torch.Tensor, ...]) -> None:
+        bucket = self._values.get(device)
+        if bucket is None:
+            bucket = self._values[device] = _Values()
+        target = bucket.ints if kind == _INT_SCALAR else bucket.floats
+        self._jobs.append((slot, kind, device, len(target)))
+        target.extend(values)
+
+    def _md5(self, d: torch.Tensor, slot: Slot) -> None:
+        if d.device.type == "cpu" or d.numel() == 0:
+            slot.set_digest(tensor_md5(d))
+            return
+        if d.dtype == torch.bfloat16 or (d.dtype.itemsize == 1 and d.dtype.is_floating_point):
+            d = d.float()  # as tensor_md5 does, on the device
+        host = d.contiguous().to("cpu", non_blocking=True)
+        self._copies.append((slot, host, d.device))
+        self._copy_bytes += host.numel() * host.element_size()
+
+    def resolve(self) -> None:
+        """Fetch every pending value (one transfer per device and kind) and fill the slots."""
+        if not self._jobs and not self._copies:
+            return
+        jobs, values, copies = self._jobs, self._values, self._copies
+        self._jobs, self._values, self._copies, self._copy_bytes = [], {}, [], 0
+        fetched: dict[tuple[Any, bool], list[Any]] = {}
+        for device, bucket in values.items():
+            if bucket.floats:
+                fetched[(device, False)] = torch.stack(bucket.floats).tolist()
+            if bucket.ints:
+                fetched[(device, True)] = torch.stack(bucket.ints).tolist()
+        if copies:
+            _synchronize({device for _, _, device in copies})
+            for slot, host, _ in copies:
+                slot.set_digest(tensor_md5(host))
+        for slot, kind, device, at in jobs:
+            slot.set_stats(_stats(kind, fetched[(device, kind == _INT_SCALAR)], at))
+
+
+def _stats(kind: int, values: list[Any], at: int) -> Stats:
+    if kind == _FOUR:
+        return (values[at], values[at + 1], values[at + 2], values[at + 3])
+    if kind == _BOOL:
+        return (bool(values[at]), bool(values[at + 1]), None, None)
+    if kind == _ABS3:
+        return (values[at], values[at + 1], values[at + 2], None)
+    v = values[at]
+    return (v, v, v, None) if kind == _ABS_SCALAR else (v, v, v, v)
+
+
+def _synchronize(devices: set[Any]) -> None:
+    """Wait for the devices' queued work: the non-blocking copies to the host are then complete."""
+    acc = getattr(torch, "accelerator", None)
+    for device in devices:
+        module = getattr(torch, device.type, None)
+        sync = getattr(module, "synchronize", None)
+        if sync is not None:
+            sync(device)
+        elif acc is not None:
+            acc.synchronize(device)
+
+
+def tensor_stats(t: torch.Tensor) -> Stats:
+    """(Max, Min, Mean, Norm) of one tensor, now: a batch of one."""
+    slot = Slot(md5=False)
+    batch = StatsBatch()
+    batch.add(t, slot)
+    batch.resolve()
+    assert slot.stats is not None
+    return slot.stats
