@@ -10,8 +10,11 @@ Two models, one thread each:
 Each configuration runs in its own fresh process; configurations alternate (round-robin) so drifting
 machine load hits all of them alike. Per configuration it prints the ratio of medians, the host time
 the dump adds per record (microseconds) and, in tensor mode, the bytes written per step.
+``--code NAME=PATH`` (repeatable) runs every configuration also with the msprobe of another checkout
+(``git worktree add /tmp/old <rev>``), in the same rounds: old and new side by side in one run.
 
     python benchmarks/dump_overhead.py [--models gpt,llama] [--rounds 3] [--steps 5] [--configs ...]
+                                       [--code old=/tmp/old]
 """
 
 from __future__ import annotations
@@ -34,10 +37,9 @@ CONFIGS: dict[str, dict[str, Any] | None] = {
     "tensor-L1": {"task": "tensor", "level": "L1"},
     "statistics-L0": {"task": "statistics", "level": "L0"},
     "statistics-mix": {"task": "statistics", "level": "mix"},
-    # the same without the background statistics worker (MSPROBE_STAT_THREAD=0: all in the training thread)
-    "statistics-L1-sync": {"task": "statistics", "level": "L1", "env": {"MSPROBE_STAT_THREAD": "0"}},
-    "statistics-L0-sync": {"task": "statistics", "level": "L0", "env": {"MSPROBE_STAT_THREAD": "0"}},
-    "statistics-mix-sync": {"task": "statistics", "level": "mix", "env": {"MSPROBE_STAT_THREAD": "0"}},
+    # async_dump: device statistics fetched and records journaled once a step (not in bounded batches)
+    "statistics-L1-async": {"task": "statistics", "level": "L1", "async_dump": True},
+    "statistics-mix-async": {"task": "statistics", "level": "mix", "async_dump": True},
     # tensor files through torch.save instead of the lean writer (msprobe/dump/pytorch/tensor_io.py)
     "tensor-L1-torchsave": {"task": "tensor", "level": "L1", "env": {"MSPROBE_PT_WRITER": "torch.save"}},
 }
@@ -147,6 +149,8 @@ def _dumped(out_dir: str) -> tuple[int, int]:
 def worker(model_name: str, config_name: str, steps: int, out_dir: str) -> list[tuple[float, ...]]:
     import torch
 
+    import msprobe.pytorch  # noqa: F401  (first: the checkout on PYTHONPATH, before REPO's tests)
+
     torch.set_num_threads(1)
     model, train = {"gpt": gpt_step, "llama": llama_step}[model_name]()
     cfg = CONFIGS[config_name]
@@ -160,6 +164,7 @@ def worker(model_name: str, config_name: str, steps: int, out_dir: str) -> list[
             "rank": [],
             "step": [],
             "level": cfg["level"],
+            "async_dump": cfg.get("async_dump", False),
             cfg["task"]: {
                 "scope": [],
                 "list": [],
@@ -202,8 +207,10 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument(
         "--configs",
-        default="statistics-L1,tensor-L1,md5-L1,statistics-L0,statistics-mix,"
-        "statistics-L1-sync,statistics-L0-sync,statistics-mix-sync",
+        default="statistics-L1,statistics-mix,tensor-L1,md5-L1,statistics-L0,statistics-L1-async",
+    )
+    parser.add_argument(
+        "--code", action="append", default=[], metavar="NAME=PATH", help="also run another checkout"
     )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
@@ -220,14 +227,18 @@ def main() -> int:
     for m in models:
         if m not in MODELS:
             parser.error(f"unknown model {m!r}; known: {', '.join(MODELS)}")
-    runs = [(m, n) for m in models for n in names]
-    samples: dict[tuple[str, str], list[tuple[float, ...]]] = {run: [] for run in runs}
+    codes = {"": REPO}
+    for spec in args.code:
+        label, sep, path = spec.partition("=")
+        if not sep or not os.path.isdir(os.path.join(path, "msprobe")):
+            parser.error(f"--code {spec!r}: expected NAME=PATH of a checkout holding msprobe/")
+        codes[label] = os.path.abspath(path)
+    runs = [(m, c, n) for m in models for c in codes for n in names if not (c and n == "off")]
+    samples: dict[tuple[str, str, str], list[tuple[float, ...]]] = {run: [] for run in runs}
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    # each configuration says whether it wants the worker and which .pt writer
-    env.pop("MSPROBE_STAT_THREAD", None)
-    env.pop("MSPROBE_PT_WRITER", None)
+    env.pop("MSPROBE_PT_WRITER", None)  # each configuration says which .pt writer
     for r in range(args.rounds):
-        for m, n in runs:
+        for m, c, n in runs:
             out = tempfile.mkdtemp(prefix="msprobe_bench_")
             cfg = CONFIGS[n]
             try:
@@ -236,45 +247,46 @@ def main() -> int:
                     [*cmd, "--out", out],
                     capture_output=True,
                     text=True,
-                    env={**env, **(cfg.get("env", {}) if cfg else {})},
+                    env={**env, "PYTHONPATH": codes[c], **(cfg.get("env", {}) if cfg else {})},
                     check=True,
                 )
             finally:
                 shutil.rmtree(out, ignore_errors=True)
-            samples[(m, n)].extend(tuple(x) for x in json.loads(res.stdout.strip().splitlines()[-1]))
+            samples[(m, c, n)].extend(tuple(x) for x in json.loads(res.stdout.strip().splitlines()[-1]))
         print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
 
-    def med(run: tuple[str, str], i: int) -> float:
+    def med(run: tuple[str, str, str], i: int) -> float:
         return statistics.median(s[i] for s in samples[run])
 
     print("ratio = median step time with the dump / without; 'cpu' uses process CPU time, which a busy")
-    print("shared machine disturbs far less than wall time (training is single-threaded; the statistics")
-    print("worker of the statistics rows adds its own CPU time; '-sync' rows run without it).")
+    print("shared machine disturbs far less than wall time (training is single-threaded).")
     print("us/rec = wall time the dump adds to a step, divided by the records it writes in that step.")
     titles = {
         "gpt": "GPT-like 4x256, batch 8x64, fwd+bwd+SGD",
         "llama": "transformers Llama d=64 x2 layers, batch 2x16, fwd+bwd+AdamW",
     }
     for m in models:
-        base_wall, base_cpu = med((m, "off"), 0), med((m, "off"), 1)
+        base_wall, base_cpu = med((m, "", "off"), 0), med((m, "", "off"), 1)
         print(
             f"\n{titles[m]}, 1 thread; baseline step {base_wall * 1000:.1f} ms wall, "
-            f"{base_cpu * 1000:.1f} ms CPU (medians of {len(samples[(m, 'off')])} steps)"
+            f"{base_cpu * 1000:.1f} ms CPU (medians of {len(samples[(m, '', 'off')])} steps)"
         )
         print(
-            f"{'config':<20} {'wall ms':>9} {'wall':>7} {'cpu':>7} {'limit':>6} "
+            f"{'config':<26} {'wall ms':>9} {'wall':>7} {'cpu':>7} {'limit':>6} "
             f"{'records':>8} {'us/rec':>7} {'MB':>7}"
         )
         for n in names[1:]:
-            limit = LIMITS.get(m, {}).get(n)
-            lim = f"{limit:.1f}x" if limit else "-"
-            w, c, recs, size = (med((m, n), i) for i in range(4))
-            per_record = (w - base_wall) / recs * 1e6 if recs else float("nan")
-            mb = f"{size / 1e6:>7.1f}" if size else f"{'-':>7}"
-            print(
-                f"{n:<20} {w * 1000:>9.1f} {w / base_wall:>6.2f}x {c / base_cpu:>6.2f}x {lim:>6} "
-                f"{int(recs):>8} {per_record:>7.0f} {mb}"
-            )
+            for c in codes:
+                limit = LIMITS.get(m, {}).get(n)
+                lim = f"{limit:.1f}x" if limit and not c else "-"
+                w, cpu, recs, size = (med((m, c, n), i) for i in range(4))
+                per_record = (w - base_wall) / recs * 1e6 if recs else float("nan")
+                mb = f"{size / 1e6:>7.1f}" if size else f"{'-':>7}"
+                label = f"{c}:{n}" if c else n
+                print(
+                    f"{label:<26} {w * 1000:>9.1f} {w / base_wall:>6.2f}x {cpu / base_cpu:>6.2f}x {lim:>6} "
+                    f"{int(recs):>8} {per_record:>7.0f} {mb}"
+                )
     return 0
 
 

@@ -52,8 +52,15 @@ def _scalar(v: Any, ind: int) -> str:
     return dumps(v, ind)
 
 
+_TENSOR_KEYS = ("type", "dtype", "shape", "Max", "Min", "Mean", "Norm", "requires_grad")
+_heads: dict[tuple[Any, ...], str] = {}  # text up to "Max": of a tensor summary
+_joints: dict[int, tuple[str, ...]] = {}  # the text between its values, per indent
+
+
 def _summary(o: Summary, ind: int) -> str:
     keys = tuple(o)
+    if keys[:8] == _TENSOR_KEYS and type(o["shape"]) is list:
+        return _tensor_summary(o, ind, keys)
     key = (ind, keys)
     tmpl = _templates.get(key)
     if tmpl is None:
@@ -62,18 +69,59 @@ def _summary(o: Summary, ind: int) -> str:
             encode_basestring_ascii(k).replace("{", "{{").replace("}", "}}") + ": {}" for k in keys
         )
         tmpl = _templates[key] = "{{" + nl + body + "\n" + " " * ind + "}}"
-    vals = []
-    for k, v in o.items():
-        tv = type(v)
-        if tv is float:
-            vals.append(_float(v))
-        elif tv is str:
-            vals.append(_str_text(v))
-        elif k == "shape" and tv is list:
-            vals.append(_shape_text(v, ind))
-        else:
-            vals.append(_scalar(v, ind + 1))
-    return tmpl.format(*vals)
+    return tmpl.format(*[_value_text(k, v, ind) for k, v in o.items()])
+
+
+def _tensor_summary(o: Summary, ind: int, keys: tuple[str, ...]) -> str:
+    """The common summary (the eight tensor keys first) without a format call: the text up to Max
+    is cached by indent, type, dtype and shape."""
+    shape = o["shape"]
+    key = (ind, o["type"], o["dtype"], *shape)
+    head = _heads.get(key)
+    joints = _joints.get(ind)
+    if head is None or joints is None:
+        nl = "," + "\n" + " " * (ind + 1)
+        joints = _joints[ind] = tuple(nl + encode_basestring_ascii(k) + ": " for k in _TENSOR_KEYS)
+        head = (
+            "{" + joints[0][1:] + _value_text("type", o["type"], ind) + joints[1]
+            + _value_text("dtype", o["dtype"], ind) + joints[2] + _shape_text(shape, ind) + joints[3]
+        )  # fmt: skip
+        if len(_heads) < 4096:
+            _heads[key] = head
+    text = (
+        head + _stat_text(o["Max"]) + joints[4] + _stat_text(o["Min"]) + joints[5]
+        + _stat_text(o["Mean"]) + joints[6] + _stat_text(o["Norm"]) + joints[7]
+        + _value_text("requires_grad", o["requires_grad"], ind)
+    )  # fmt: skip
+    nl = ",\n" + " " * (ind + 1)
+    for k in keys[8:]:
+        text += nl + encode_basestring_ascii(k) + ": " + _value_text(k, o[k], ind)
+    return text + "\n" + " " * ind + "}"
+
+
+def _stat_text(v: Any) -> str:
+    if type(v) is float:
+        return _float(v)
+    if v is None:
+        return "null"
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    if type(v) is int:
+        return _int_repr(v)
+    return dumps(v)
+
+
+def _value_text(k: str, v: Any, ind: int) -> str:
+    tv = type(v)
+    if tv is float:
+        return _float(v)
+    if tv is str:
+        return _str_text(v)
+    if k == "shape" and tv is list:
+        return _shape_text(v, ind)
+    return _scalar(v, ind + 1)
 
 
 _strings: dict[str, str] = {}  # dtype and type names repeat in every summary
