@@ -119,6 +119,15 @@ def _plain_function_of(fn: Any, module: str) -> bool:
     return type(fn) is types.FunctionType and fn.__module__ == module
 
 
+def _reports_to_function_modes(fn: Any) -> bool:
+    """Whether torch hands calls of ``fn`` to ``__torch_function__``: every builtin, and a Python
+    function only if its code does (``handle_torch_function``). Read off the code, not off
+    ``get_overridable_functions()``, which is cached on first use and would count a function added to
+    the namespace before that."""
+    code = getattr(fn, "__code__", None)
+    return type(fn) is not types.FunctionType or code is None or "handle_torch_function" in code.co_names
+
+
 def build_mode_table(api_lists: dict[str, list[str]]) -> dict[Any, ApiKey]:
     """Function object -> (prefix, api) for the function-mode families: every listed name first (the
     first family wins an alias: ``F.conv2d`` is ``torch.conv2d``), then the discovered ones."""
@@ -262,9 +271,8 @@ class Patcher:
         """(owner, attr, key) of what to patch while dumping is on: the operator methods, and the
         discovered Python functions ``__torch_function__`` never sees (``F.grouped_mm``)."""
         out: list[tuple[Any, str, ApiKey]] = []
-        seen = {id(fn) for fns in torch.overrides.get_overridable_functions().values() for fn in fns}
         for owner, name, fn, key in discovered_functions(api_lists):
-            if id(fn) not in seen:
+            if not _reports_to_function_modes(fn):
                 out.append((owner, name, key))
         for family in FAMILIES:
             if not family.patch_dunders:
