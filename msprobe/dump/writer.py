@@ -104,13 +104,14 @@ class RankStore:
         if not self.keep_data:
             return
         pending = self._pending
+        now = self.clock()
         if not pending:
-            self._oldest = self.clock()
+            self._oldest = now
         pending.append((name, value))
         self._dirty = True
         if (
             len(pending) >= self.batch_records
-            or self.clock() - self._oldest >= self.batch_seconds
+            or now - self._oldest >= self.batch_seconds
             or (self.pending_values is not None and self.pending_values.full)
         ):
             self.write_batch()
@@ -136,22 +137,24 @@ class RankStore:
 
     def put_stack(self, name: str, frames: tuple[str, ...]) -> None:
         sid = self._stack_ids.get(frames)
-        entry: dict[str, Any] = {"n": name}
+        new = sid is None
         if sid is None:
             sid = len(self._stack_frames)
             self._stack_ids[frames] = sid
             self._stack_frames.append(frames)
             self._stack_names.append([])
-            entry["f"] = list(frames)
         self._stack_names[sid].append(name)
-        entry["s"] = sid
         self._dirty = True
-        self._lines.append(json.dumps(entry, separators=(",", ":")))
+        if new:
+            self._lines.append(json.dumps({"n": name, "s": sid, "f": list(frames)}, separators=(",", ":")))
+        else:  # the same line, without json.dumps: most records repeat an earlier stack
+            self._lines.append('{"n":' + encode_basestring_ascii(name) + ',"s":' + str(sid) + "}")
 
     def put_construct(self, name: str, parent: str | None) -> None:
         self.construct[name] = parent
         self._dirty = True
-        self._lines.append(json.dumps({"c": name, "p": parent}, separators=(",", ":")))
+        p = "null" if parent is None else encode_basestring_ascii(parent)
+        self._lines.append('{"c":' + encode_basestring_ascii(name) + ',"p":' + p + "}")
 
     def stack_json(self) -> dict[str, Any]:
         return stack_json(zip(self._stack_names, self._stack_frames))

@@ -45,16 +45,6 @@ class quiet:
 Path = tuple[int | str, ...]
 
 
-_DTYPE_NAMES: dict[torch.dtype, str] = {}
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    name = _DTYPE_NAMES.get(dtype)
-    if name is None:
-        name = _DTYPE_NAMES[dtype] = str(dtype)
-    return name
-
-
 def _slice_value(v: Any) -> Any:
     if isinstance(v, torch.Tensor):
         return int(v.item())
@@ -115,12 +105,12 @@ class Encoder:
     def value(
         self, v: Any, record: str, side: str, path: Path = (), key: str | None = None, depth: int = 0
     ) -> Any:
+        if isinstance(v, torch.Tensor):
+            return self.tensor(v, record, side, path)
         if depth > MAX_DEPTH:
             raise MsprobeException(
                 MsprobeException.RECURSION_LIMIT_ERROR, f"{record}: nesting deeper than {MAX_DEPTH}"
             )
-        if isinstance(v, torch.Tensor):
-            return self.tensor(v, record, side, path)
         if v is None:
             return None
         if key == "device" and isinstance(v, str):
@@ -174,21 +164,34 @@ class Encoder:
         return [self.value(g, record, side, (i,)) for i, g in enumerate(grads)]
 
 
+_SUMMARIES: dict[tuple[torch.dtype, torch.Size], Summary] = {}  # by dtype and shape, values to come
+
+
 def _tensor_summary(t: torch.Tensor) -> Summary:
     """A tensor's statistics object, values to come, without md5/data_name (those follow, in this
-    key order)."""
-    return Summary(
-        {
-            "type": "torch.Tensor",
-            "dtype": _dtype_name(t.dtype),
-            "shape": list(t.shape),
-            "Max": None,
-            "Min": None,
-            "Mean": None,
-            "Norm": None,
-            "requires_grad": t.requires_grad,
-        }
-    )
+    key order); copied from one made once per dtype and shape (the ``shape`` list is shared and never
+    changed)."""
+    key = (t.dtype, t.shape)
+    proto = _SUMMARIES.get(key)
+    if proto is None:
+        proto = Summary(
+            {
+                "type": "torch.Tensor",
+                "dtype": str(t.dtype),
+                "shape": list(t.shape),
+                "Max": None,
+                "Min": None,
+                "Mean": None,
+                "Norm": None,
+                "requires_grad": False,
+            }
+        )
+        if len(_SUMMARIES) < 4096:
+            _SUMMARIES[key] = proto
+    out = Summary(proto)
+    if t.requires_grad:
+        out["requires_grad"] = True
+    return out
 
 
 def _base(v: Any) -> str:
