@@ -338,3 +338,18 @@ def test_parameter_grads_stored_once_per_backward_and_at_flush(
     # fc: placeholder + one per backward; _PartlyUsed (``unused`` never reports): placeholder + flush
     assert puts.count("Module.part.fc.Linear.parameters_grad") == 3
     assert puts.count("Module.part._PartlyUsed.parameters_grad") == 2
+
+
+def test_calls_under_inference_mode_are_recorded_with_statistics(tmp_path: Path, debugger: Any) -> None:
+    """Inference tensors have no version counter: summarised every time, never cached."""
+    dbg = debugger()
+    dbg.start()
+    with torch.inference_mode():
+        x = torch.arange(6.0).reshape(2, 3)
+        y = torch.tanh(x)
+        torch.exp(y)
+    dbg.stop()
+    data = load_dump(tmp_path / RANK)["data"]
+    assert data["Torch.exp.0.forward"]["input_args"][0]["Max"] == pytest.approx(float(torch.tanh(x).max()))
+    assert data["Torch.tanh.0.forward"]["output"][0]["Max"] == pytest.approx(float(torch.tanh(x).max()))
+    assert not (tmp_path / RANK / "dump_error_info.log").exists()

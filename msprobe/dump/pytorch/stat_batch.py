@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from msprobe.dump.pytorch.stats import NONE4, Slot, Stats, tensor_md5
+from msprobe.dump.pytorch.stats import NONE4, Slot, Stats, data_ptr, tensor_md5
 
 _FOUR, _BOOL, _ABS3, _SCALAR, _ABS_SCALAR, _INT_SCALAR = range(6)
 _NATIVE = frozenset((torch.float32, torch.float16, torch.bfloat16))
@@ -67,7 +67,7 @@ class StatsBatch:
             else:
                 self._four(d, slot)  # the common case first, with the fewest checks
             return
-        if d.is_meta or d.numel() == 0 or (d.data_ptr() == 0 and not d.is_sparse):
+        if d.is_meta or d.numel() == 0 or (not d.is_sparse and data_ptr(d) == 0):
             slot.set_stats(NONE4)
         elif d.dtype == torch.bool:
             self._push(slot, _BOOL, d.device, (d.any(), d.all()))
@@ -115,9 +115,9 @@ class StatsBatch:
         fetched: dict[tuple[Any, bool], list[Any]] = {}
         for device, bucket in values.items():
             if bucket.floats:
-                fetched[(device, False)] = torch.stack(bucket.floats).tolist()
+                fetched[(device, False)] = torch.stack(bucket.floats).cpu().tolist()
             if bucket.ints:
-                fetched[(device, True)] = torch.stack(bucket.ints).tolist()
+                fetched[(device, True)] = torch.stack(bucket.ints).cpu().tolist()
         if copies:
             _synchronize({device for _, _, device in copies})
             for slot, host, _ in copies:

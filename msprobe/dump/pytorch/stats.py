@@ -50,7 +50,7 @@ def element_sequence(t: torch.Tensor) -> tuple[Any, ...] | None:
 _LAYOUT_MIN_NUMEL = 4096  # below this, summarising is cheaper than the layout key
 
 
-def _data_ptr(t: torch.Tensor) -> int:
+def data_ptr(t: torch.Tensor) -> int:
     try:
         return int(t.data_ptr())
     except (RuntimeError, NotImplementedError):
@@ -174,7 +174,7 @@ class SummaryCache:
             and hit[0]() is t
             and hit[1] == version
             and (hit[2].md5 or not md5)
-            and hit[3] == _data_ptr(t)  # ``t.data = other`` swaps the memory without a version bump
+            and hit[3] == data_ptr(t)  # ``t.data = other`` swaps the memory without a version bump
         ):
             return hit[2]
         return None
@@ -182,7 +182,10 @@ class SummaryCache:
     def slot(self, t: torch.Tensor, md5: bool) -> tuple[Slot, bool]:
         """``(slot, fresh)``: the cached slot of ``t`` as it is now, or a new empty one (``fresh``)."""
         key = id(t)
-        version = t._version
+        try:
+            version = t._version
+        except RuntimeError:  # an inference tensor has no version counter: never cached
+            return Slot(md5), True
         cached = self._cached(t, version, md5)
         if cached is not None:
             return cached, False
@@ -203,7 +206,7 @@ class SummaryCache:
             self._entries.clear()
             self.layouts.clear()
         try:
-            entry = (weakref.ref(t), version, slot, _data_ptr(t))
+            entry = (weakref.ref(t), version, slot, data_ptr(t))
         except TypeError:
             return
         self._entries[key] = entry
