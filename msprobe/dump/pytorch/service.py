@@ -9,7 +9,7 @@ grads w.r.t. the outputs, ``output`` = the node's input grads in ``next_function
 
 Length (a little over 400 lines): the switch (start/stop/step) and the API record path, forward to
 backward, read best as one sequence; the module path (:mod:`.modules`), the save path
-(:mod:`.debug_save`), the waits for deferred summaries (:mod:`.waits`) and token ranges
+(:mod:`.debug_save`), the statistics batch (:mod:`.stat_batch`) and token ranges
 (:mod:`.tokens`) are their own modules.
 """
 

@@ -28,6 +28,8 @@ def _savable(t: torch.Tensor) -> torch.Tensor:
     d = t.detach()
     if d.dtype.is_floating_point and d.dtype.itemsize == 1:
         d = d.float()  # float8: saved as float32, as upstream
+    if d.device.type != "cpu" and d.device.type != "meta":
+        d = d.cpu()  # loadable anywhere (the bytes cross to the host for the file anyway)
     storage_bytes = d.untyped_storage().nbytes()
     if d.is_contiguous() and d.storage_offset() == 0 and storage_bytes == d.numel() * d.element_size():
         return d
