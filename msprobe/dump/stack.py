@@ -9,6 +9,7 @@ making the frame objects).
 
 from __future__ import annotations
 
+import inspect
 import linecache
 import os
 import sys
@@ -38,30 +39,63 @@ def _format(code: CodeType, lineno: int) -> str | None:
     return text
 
 
+# Stacks of the frames still running, per ``skip_files``: id(frame) -> (frame, its f_lasti, texts from
+# it outwards). A running ordinary frame's callers are all suspended, so what lies outside it cannot
+# change while it runs at that offset: most captures walk a few frames and find the rest here. Holding
+# the frame keeps its id from being reused; the memo is bounded and cleared at every stop
+# (clear_frames). Generator and coroutine frames are resumed by other callers: never memoised.
+_memos: dict[tuple[str, ...], dict[int, tuple[FrameType, int, tuple[str, ...]]]] = {}
+_SUFFIXES_MAX = 256
+_RESUMABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
+
+def clear_frames() -> None:
+    """Forget the memoised frames (they keep their locals alive)."""
+    _memos.clear()
+
+
 def capture_stack(
     frame: FrameType | None = None, skip_files: tuple[str, ...] = (), skip_code: CodeType | None = None
 ) -> tuple[str, ...]:
-    """Frames from ``frame`` (default: the caller) outwards; ``skip_files`` suffixes are dropped."""
+    """Frames from ``frame`` (default: the caller) outwards; ``skip_files`` suffixes are dropped, and
+    the frame running ``skip_code``."""
     try:
         f: FrameType | None = frame if frame is not None else sys._getframe(1)
-        out: list[str] = []
+        walked: list[tuple[FrameType, int, str | None]] = []
+        tail: tuple[str, ...] = ()
         get = _by_offset.get
+        memo = _memos.get(skip_files)
+        if memo is None:
+            memo = _memos[skip_files] = {}
         while f is not None:
             code = f.f_code
-            key = (id(code), f.f_lasti)
-            hit = get(key)
-            if hit is not None and hit[0] is code:
-                text = hit[1]
+            lasti = f.f_lasti
+            if skip_code is None:
+                hit = memo.get(id(f))
+                if hit is not None and hit[0] is f and hit[1] == lasti:
+                    tail = hit[2]
+                    break
+            key = (id(code), lasti)
+            cached = get(key)
+            if cached is not None and cached[0] is code:
+                text = cached[1]
             else:
                 text = _format(code, f.f_lineno or 0)
                 _by_offset[key] = (code, text)  # holds the code object: its id is not reused
-            if (
-                text is not None
-                and code is not skip_code
-                and not (skip_files and code.co_filename.endswith(skip_files))
-            ):
-                out.append(text)  # type: ignore[arg-type]
+            if text is not None and skip_files and code.co_filename.endswith(skip_files):
+                text = None
+            if code is skip_code:
+                text, skip_code = None, None  # outside it, the memo applies
+            walked.append((f, lasti, text))
             f = f.f_back
-        return tuple(out)
+        out = tail
+        if len(memo) + len(walked) > _SUFFIXES_MAX:
+            memo.clear()
+        for fr, lasti, text in reversed(walked):
+            if text is not None:
+                out = (text, *out)
+                if not fr.f_code.co_flags & _RESUMABLE:
+                    memo[id(fr)] = (fr, lasti, out)
+        return out
     except Exception:  # pragma: no cover - defensive: a stack is never worth a crash
         return STACK_FAILED

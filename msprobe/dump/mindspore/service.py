@@ -20,7 +20,7 @@ from msprobe.dump.mindspore.deferred import Batch, is_inplace, mutator_names
 from msprobe.dump.mindspore.encode import Encoder, TensorSaver
 from msprobe.dump.mindspore.families import BY_PREFIX, ApiKey, Patcher, finish_collective, load_api_list
 from msprobe.dump.session import DumpSession
-from msprobe.dump.stack import capture_stack
+from msprobe.dump.stack import capture_stack, clear_frames
 from msprobe.formats.record_names import BACKWARD, FORWARD, module_backward_name
 
 log = logging.getLogger("msprobe")
@@ -104,10 +104,12 @@ class MsDumpService:
 
     def stop(self) -> None:
         self.batch.flush()
+        clear_frames()
         self.session.stop()
 
     def step(self) -> None:
         self.batch.flush()
+        clear_frames()
         self.session.step()
 
     def close(self) -> None:

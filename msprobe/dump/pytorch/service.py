@@ -43,7 +43,7 @@ from msprobe.dump.pytorch.tokens import TokenRange
 from msprobe.dump.pytorch.torch_compat import pop_function_mode, push_function_mode
 from msprobe.dump.pytorch.tree import first_tensor, tensors
 from msprobe.dump.session import DumpSession
-from msprobe.dump.stack import capture_stack
+from msprobe.dump.stack import capture_stack, clear_frames
 from msprobe.dump.writer import RankStore
 from msprobe.formats.record_names import BACKWARD, FORWARD
 
@@ -173,6 +173,7 @@ class TorchDumpService:
         self.session.close_store()
 
     def _pop(self) -> None:
+        clear_frames()
         self._full_recomputation.leave()
         self._tokens.disarm()
         self.modules.uninstall()

@@ -1,0 +1,95 @@
+"""stack.json frames: the memo of running frames gives exactly the stack a full walk gives, wherever
+the capture happens (nested calls, one frame at several lines, recursion, generators resumed by
+different callers, the skipped API frame)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from types import CodeType, FrameType
+
+from msprobe.dump import stack
+from msprobe.dump.stack import capture_stack, clear_frames
+
+
+def _full_walk(
+    frame: FrameType, skip_files: tuple[str, ...] = (), skip_code: CodeType | None = None
+) -> tuple[str, ...]:
+    out = []
+    f: FrameType | None = frame
+    while f is not None:
+        text = stack._format(f.f_code, f.f_lineno or 0)
+        if (
+            text is not None
+            and f.f_code is not skip_code
+            and not (skip_files and f.f_code.co_filename.endswith(skip_files))
+        ):
+            out.append(text)
+        f = f.f_back
+    return tuple(out)
+
+
+captured: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+
+
+def _capture(skip_files: tuple[str, ...] = (), skip_code: CodeType | None = None) -> None:
+    frame = sys._getframe(1)
+    captured.append((capture_stack(frame, skip_files, skip_code), _full_walk(frame, skip_files, skip_code)))
+
+
+def inner(depth: int) -> None:
+    _capture()
+    if depth:
+        inner(depth - 1)  # recursion: the same code at the same line, other frames
+    _capture()
+
+
+def middle() -> None:
+    _capture()
+    inner(2)
+    _capture()
+    inner(0)
+    _capture(skip_files=("test_stack.py",))
+    _capture(skip_code=middle.__code__)
+
+
+def gen() -> Iterator[int]:
+    while True:
+        _capture()  # the same frame at the same offset, resumed by another caller each time
+        yield 1
+
+
+def first_caller(g: Iterator[int]) -> None:
+    next(g)
+
+
+def second_caller(g: Iterator[int]) -> None:
+    next(g)
+
+
+def test_memoised_stacks_equal_full_walks() -> None:
+    clear_frames()
+    captured.clear()
+    for _ in range(3):
+        middle()
+        g = gen()
+        first_caller(g)
+        second_caller(g)
+    assert len(captured) == 3 * (4 + 2 * 3 + 2 + 2)
+    for got, expected in captured:
+        assert got == expected
+    texts = {got for got, _ in captured}
+    assert any("in second_caller" in " ".join(t) for t in texts) and any(
+        "in first_caller" in " ".join(t) for t in texts
+    )
+
+
+def test_the_memo_is_bounded_and_cleared() -> None:
+    clear_frames()
+    captured.clear()
+    for _ in range(200):
+        middle()
+    assert all(got == expected for got, expected in captured)
+    assert sum(len(m) for m in stack._memos.values()) <= stack._SUFFIXES_MAX
+    clear_frames()
+    assert not stack._memos
