@@ -26,6 +26,9 @@ log = logging.getLogger("msprobe")
 BANNER = "*" * 60 + "\n" + "msprobe ends successfully.".center(60) + "\n" + "*" * 60
 
 
+RECORD_AT_ONCE: dict[str, Any] = {"batch_records": 1, "batch_seconds": 0.0}
+
+
 def batching(config: DumpConfig) -> dict[str, Any]:
     """How records reach the journal: in batches of at most ``BATCH_RECORDS`` records or
     ``BATCH_SECONDS``; with ``async_dump``, one batch per step (one transfer of device statistics a
@@ -49,6 +52,7 @@ class DumpSession:
         self.counter = CallCounter()
         self.filter = RecordFilter(config.scope, config.list)
         self.store: RankStore | None = None
+        self.store_batching = batching(config)  # a front whose records arrive batched sets its own
         self.error_log: ErrorLog | None = None
         self.step_reset_hooks: list[Callable[[], None]] = []
 
@@ -100,7 +104,7 @@ class DumpSession:
                 self.header(),
                 data_file,
                 keep_data=self.config.task != "structure",
-                **batching(self.config),
+                **self.store_batching,
             )
             store.open(self.config.saves_tensors)  # kept only once its folder exists: nothing to close
             self.store = store

@@ -19,7 +19,7 @@ from msprobe.dump.mindspore.backward import cell_backward_hook, grad_recording
 from msprobe.dump.mindspore.deferred import Batch, is_inplace, mutator_names
 from msprobe.dump.mindspore.encode import Encoder, TensorSaver
 from msprobe.dump.mindspore.families import BY_PREFIX, ApiKey, Patcher, finish_collective, load_api_list
-from msprobe.dump.session import DumpSession
+from msprobe.dump.session import RECORD_AT_ONCE, DumpSession
 from msprobe.dump.stack import capture_stack, clear_frames
 from msprobe.formats.record_names import BACKWARD, FORWARD, module_backward_name
 
@@ -76,6 +76,8 @@ class MsDumpService:
     def __init__(self, config: DumpConfig) -> None:
         self.config = config
         self.session = DumpSession(config, framework="mindspore")
+        # records are stored once their statistics batch (:mod:`.deferred`) is done: journaled at once
+        self.session.store_batching = RECORD_AT_ONCE
         self.patcher = Patcher(self.on_api_call)
         self.encoder: Encoder | None = None
         self.inside = False  # True while the tool itself (or a wrapped API) runs: nested calls pass through
