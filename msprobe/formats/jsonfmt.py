@@ -152,6 +152,25 @@ def _shape_text(v: list[int], ind: int) -> str:
     return text
 
 
+_NL = ["\n" + " " * i for i in range(64)]  # newline and indent, per level
+_key_texts: dict[str, str] = {}  # '"key": ' of the keys records repeat
+
+
+def _newline(ind: int) -> str:
+    return _NL[ind] if ind < 64 else "\n" + " " * ind
+
+
+def _key_text(k: Any) -> str:
+    if type(k) is not str:
+        return encode_basestring_ascii(_key(k)) + ": "
+    text = _key_texts.get(k)
+    if text is None:
+        text = encode_basestring_ascii(k) + ": "
+        if len(_key_texts) < 4096:
+            _key_texts[k] = text
+    return text
+
+
 def _enc(o: Any, ind: int, out: list[str]) -> None:
     t = type(o)
     if t is Summary:
@@ -172,26 +191,24 @@ def _enc(o: Any, ind: int, out: list[str]) -> None:
         if not o:
             out.append("{}")
             return
-        nl = "\n" + " " * (ind + 1)
+        nl = _newline(ind + 1)
         sep = "{" + nl
         for k, v in o.items():
-            out.append(sep)
+            out.append(sep + _key_text(k))
             sep = "," + nl
-            out.append(encode_basestring_ascii(k if type(k) is str else _key(k)))
-            out.append(": ")
             _enc(v, ind + 1, out)
-        out.append("\n" + " " * ind + "}")
+        out.append(_newline(ind) + "}")
     elif t is list or t is tuple:
         if not o:
             out.append("[]")
             return
-        nl = "\n" + " " * (ind + 1)
+        nl = _newline(ind + 1)
         sep = "[" + nl
         for v in o:
             out.append(sep)
             sep = "," + nl
             _enc(v, ind + 1, out)
-        out.append("\n" + " " * ind + "]")
+        out.append(_newline(ind) + "]")
     else:  # subclasses and anything exotic: let the stdlib decide (same format)
         text = json.dumps(o, indent=1)
         out.append(text.replace("\n", "\n" + " " * ind))
