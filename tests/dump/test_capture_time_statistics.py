@@ -353,3 +353,19 @@ def test_calls_under_inference_mode_are_recorded_with_statistics(tmp_path: Path,
     assert data["Torch.exp.0.forward"]["input_args"][0]["Max"] == pytest.approx(float(torch.tanh(x).max()))
     assert data["Torch.tanh.0.forward"]["output"][0]["Max"] == pytest.approx(float(torch.tanh(x).max()))
     assert not (tmp_path / RANK / "dump_error_info.log").exists()
+
+
+def test_a_scalar_written_in_place_after_capture_keeps_its_value(tmp_path: Path, debugger: Any) -> None:
+    """A 0-dim tensor is its own statistic (``num_batches_tracked.add_(1)``, a step counter)."""
+    dbg = debugger()
+    dbg.start()
+    count, scale = torch.tensor(0), torch.tensor(0.5)
+    count.add_(1)
+    scale.mul_(4.0)
+    torch.mul(count, scale)
+    dbg.stop()
+    data = load_dump(tmp_path / RANK)["data"]
+    assert data["Tensor.add_.0.forward"]["input_args"][0]["Max"] == 0
+    assert data["Tensor.add_.0.forward"]["output"][0]["Max"] == 1
+    assert data["Tensor.mul_.0.forward"]["input_args"][0]["Max"] == 0.5
+    assert data["Torch.mul.0.forward"]["input_args"][1]["Max"] == 2.0

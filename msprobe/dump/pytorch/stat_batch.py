@@ -71,13 +71,13 @@ class StatsBatch:
             slot.set_stats(NONE4)
         elif d.dtype == torch.bool:
             self._push(slot, _BOOL, d.device, (d.any(), d.all()))
-        elif d.dim() == 0:
+        elif d.dim() == 0:  # its own value, copied: a later in-place write must not reach the record
             if d.is_complex():
                 self._push(slot, _ABS_SCALAR, d.device, (d.abs(),))
             elif d.is_floating_point():
-                self._push(slot, _SCALAR, d.device, (d,))
+                self._push(slot, _SCALAR, d.device, (d.clone(),))
             else:
-                self._push(slot, _INT_SCALAR, d.device, (d,))
+                self._push(slot, _INT_SCALAR, d.device, (d.clone(),))
         elif d.is_complex():
             a = d.abs()
             self._push(slot, _ABS3, d.device, (a.max(), a.min(), a.mean()))
@@ -112,16 +112,19 @@ class StatsBatch:
             return
         jobs, values, copies = self._jobs, self._values, self._copies
         self._jobs, self._values, self._copies, self._copy_bytes = [], {}, [], 0
+        # results may come from several streams (a backward pass runs on the forward's streams): the
+        # devices finish what was queued before the results are stacked on this thread's stream
+        devices = {d for d in values if d.type != "cpu"} | {d for _, _, d in copies}
+        if devices:
+            _synchronize(devices)
         fetched: dict[tuple[Any, bool], list[Any]] = {}
         for device, bucket in values.items():
             if bucket.floats:
                 fetched[(device, False)] = torch.stack(bucket.floats).cpu().tolist()
             if bucket.ints:
                 fetched[(device, True)] = torch.stack(bucket.ints).cpu().tolist()
-        if copies:
-            _synchronize({device for _, _, device in copies})
-            for slot, host, _ in copies:
-                slot.set_digest(tensor_md5(host))
+        for slot, host, _ in copies:
+            slot.set_digest(tensor_md5(host))
         for slot, kind, device, at in jobs:
             slot.set_stats(_stats(kind, fetched[(device, kind == _INT_SCALAR)], at))
 
@@ -138,7 +141,7 @@ def _stats(kind: int, values: list[Any], at: int) -> Stats:
 
 
 def _synchronize(devices: set[Any]) -> None:
-    """Wait for the devices' queued work: the non-blocking copies to the host are then complete."""
+    """Wait for the devices' queued work (every stream): results and host copies are complete."""
     acc = getattr(torch, "accelerator", None)
     for device in devices:
         module = getattr(torch, device.type, None)
