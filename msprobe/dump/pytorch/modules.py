@@ -8,8 +8,8 @@ or in torch. Backward data is read off the autograd graph by :mod:`.module_backw
 inserted, so the gradient sums, and training, stay bitwise as without the dump; torch is not patched);
 ``Module.X.backward.N`` pairs with ``Module.X.forward.N``.
 
-Length (a little over 400 lines): one module call's forward record, its backward capture and its
-parameter gradients share their naming and numbering state, so they stay in one class.
+One module call's forward record, its backward capture and its parameter gradients share their
+naming and numbering state, so they stay in one class.
 """
 
 from __future__ import annotations

@@ -7,10 +7,9 @@ output tensor, which receives ``(grad_inputs, grad_outputs)`` of that autograd n
 grads w.r.t. the outputs, ``output`` = the node's input grads in ``next_functions`` order (upstream
 8.1.1). A failure while recording goes to dump_error_info.log; the user's call always runs and returns.
 
-Length (a little over 400 lines): the switch (start/stop/step) and the API record path, forward to
-backward, read best as one sequence; the module path (:mod:`.modules`), the save path
-(:mod:`.debug_save`), the statistics batch (:mod:`.stat_batch`) and token ranges
-(:mod:`.tokens`) are their own modules.
+The switch (start/stop/step) and the API record path, forward to backward, read best as one
+sequence; the module path (:mod:`.modules`), the save path (:mod:`.debug_save`), the statistics batch
+(:mod:`.stat_batch`) and token ranges (:mod:`.tokens`) are their own modules.
 """
 
 from __future__ import annotations
