@@ -89,28 +89,14 @@ def _tensor_summary(o: Summary, ind: int, keys: tuple[str, ...]) -> str:
         if len(_heads) < 4096:
             _heads[key] = head
     text = (
-        head + _stat_text(o["Max"]) + joints[4] + _stat_text(o["Min"]) + joints[5]
-        + _stat_text(o["Mean"]) + joints[6] + _stat_text(o["Norm"]) + joints[7]
+        head + _scalar(o["Max"], ind) + joints[4] + _scalar(o["Min"], ind) + joints[5]
+        + _scalar(o["Mean"], ind) + joints[6] + _scalar(o["Norm"], ind) + joints[7]
         + _value_text("requires_grad", o["requires_grad"], ind)
     )  # fmt: skip
     nl = ",\n" + " " * (ind + 1)
     for k in keys[8:]:
         text += nl + encode_basestring_ascii(k) + ": " + _value_text(k, o[k], ind)
     return text + "\n" + " " * ind + "}"
-
-
-def _stat_text(v: Any) -> str:
-    if type(v) is float:
-        return _float(v)
-    if v is None:
-        return "null"
-    if v is True:
-        return "true"
-    if v is False:
-        return "false"
-    if type(v) is int:
-        return _int_repr(v)
-    return dumps(v)
 
 
 def _value_text(k: str, v: Any, ind: int) -> str:
