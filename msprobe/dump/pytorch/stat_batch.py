@@ -2,10 +2,10 @@
 
 Why: taking Max/Min/Mean/Norm with ``.item()`` makes four host-device synchronisations per tensor,
 thousands a step, and each one stalls the host until the device has caught up. Here the reductions
-are launched on the tensor's device when it is captured and their results stay there as 0-dim
-tensors; stream order makes a later in-place write into the tensor harmless (on the CPU the kernels
-simply run at once). :meth:`StatsBatch.resolve` then stacks the results of every pending tensor, one
-``torch.stack`` and one copy to the host per device and kind of value (floats, integers), whatever the
+are launched on the tensor's device when it is captured and their results stay there, one small
+vector per tensor; stream order makes a later in-place write into the tensor harmless (on the CPU the kernels
+simply run at once). :meth:`StatsBatch.resolve` then joins the results of every pending tensor, one
+``torch.cat`` and one copy to the host per device and kind of value (floats, integers), whatever the
 number of tensors, and hands the values to the waiting summaries. md5 of a device tensor is a
 non-blocking copy to the host at capture, checksummed at resolve.
 
@@ -28,13 +28,16 @@ MD5_COPY_BYTES = 256 << 20  # host memory held by md5 copies of device tensors t
 
 
 class _Values:
-    """The 0-dim result tensors of one device, in two lists: floats (and bools) and integers."""
+    """The result vectors of one device (one per tensor), in two lists: floats (and bools) and
+    integers, with the number of values each holds so far."""
 
-    __slots__ = ("floats", "ints")
+    __slots__ = ("floats", "ints", "n_floats", "n_ints")
 
     def __init__(self) -> None:
         self.floats: list[torch.Tensor] = []
         self.ints: list[torch.Tensor] = []
+        self.n_floats = 0
+        self.n_ints = 0
 
 
 class StatsBatch:
@@ -89,12 +92,20 @@ class StatsBatch:
         self._push(slot, _FOUR, d.device, (mx, mn, d.mean(), _vector_norm(d)))
 
     def _push(self, slot: Slot, kind: int, device: Any, values: tuple[torch.Tensor, ...]) -> None:
+        """One vector of a tensor's 0-dim results (stacking a few thousand 0-dim tensors at the
+        batch costs more than one small stack per tensor here)."""
         bucket = self._values.get(device)
         if bucket is None:
             bucket = self._values[device] = _Values()
-        target = bucket.ints if kind == _INT_SCALAR else bucket.floats
-        self._jobs.append((slot, kind, device, len(target)))
-        target.extend(values)
+        vector = torch.stack(values) if len(values) > 1 else values[0].reshape(1)
+        if kind == _INT_SCALAR:
+            self._jobs.append((slot, kind, device, bucket.n_ints))
+            bucket.ints.append(vector)
+            bucket.n_ints += len(values)
+        else:
+            self._jobs.append((slot, kind, device, bucket.n_floats))
+            bucket.floats.append(vector)
+            bucket.n_floats += len(values)
 
     def _md5(self, d: torch.Tensor, slot: Slot) -> None:
         if d.device.type == "cpu" or d.numel() == 0:
@@ -120,9 +131,9 @@ class StatsBatch:
         fetched: dict[tuple[Any, bool], list[Any]] = {}
         for device, bucket in values.items():
             if bucket.floats:
-                fetched[(device, False)] = torch.stack(bucket.floats).cpu().tolist()
+                fetched[(device, False)] = torch.cat(bucket.floats).cpu().tolist()
             if bucket.ints:
-                fetched[(device, True)] = torch.stack(bucket.ints).cpu().tolist()
+                fetched[(device, True)] = torch.cat(bucket.ints).cpu().tolist()
         for slot, host, _ in copies:
             slot.set_digest(tensor_md5(host))
         for slot, kind, device, at in jobs:
