@@ -305,3 +305,15 @@ def test_core_imports_no_torch() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert res.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("n", [5, 4097, 65537, 300001])
+def test_statistics_of_large_and_strided_tensors_are_torchs(dtype: torch.dtype, n: int) -> None:
+    """The CPU mean is taken as a float32 sum divided by the count and rounded (cheaper than
+    ``mean``): equal to ``mean``, over the sizes where torch's kernels change strategy."""
+    gen = torch.Generator().manual_seed(n)
+    x = (torch.randn(n, generator=gen) * 37.0 + 5.0).to(dtype)
+    for t in (x, x[::3], x[: n - n % 4].reshape(-1, 4).t()):
+        ref = (t.amax().item(), t.amin().item(), t.mean().item(), torch.linalg.vector_norm(t).item())
+        assert tensor_stats(t) == ref
