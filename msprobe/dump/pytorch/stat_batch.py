@@ -3,14 +3,14 @@
 Why: taking Max/Min/Mean/Norm with ``.item()`` makes four host-device synchronisations per tensor,
 thousands a step, and each one stalls the host until the device has caught up. Here the reductions
 are launched on the tensor's device when it is captured and their results stay there, one small
-vector per tensor; stream order makes a later in-place write into the tensor harmless (on the CPU the kernels
-simply run at once). :meth:`StatsBatch.resolve` then joins the results of every pending tensor, one
-``torch.cat`` and one copy to the host per device and kind of value (floats, integers), whatever the
-number of tensors, and hands the values to the waiting summaries. md5 of a device tensor is a
-non-blocking copy to the host at capture, checksummed at resolve.
+vector per tensor; stream order makes a later in-place write into the tensor harmless (on the CPU
+the kernels simply run at once). :meth:`StatsBatch.resolve` then joins the results of every pending
+tensor, one ``torch.cat`` and one copy to the host per device and kind of value (floats, integers),
+whatever the number of tensors, and hands the values to the waiting summaries. md5 of a device
+tensor is a non-blocking copy to the host at capture, checksummed at resolve.
 
-One code path for CPU, CUDA and NPU tensors; the values are those of :func:`.stats.tensor_stats`
-(the same reductions in the same dtypes), which the tests check.
+One code path for CPU, CUDA and NPU tensors, with upstream 8.1.1's dtype rules; the values are
+torch's own ``max``/``min``/``mean``/``linalg.vector_norm`` of the tensor, which the tests check.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ class StatsBatch:
         jobs, values, copies = self._jobs, self._values, self._copies
         self._jobs, self._values, self._copies, self._copy_bytes = [], {}, [], 0
         # results may come from several streams (a backward pass runs on the forward's streams): the
-        # devices finish what was queued before the results are stacked on this thread's stream
+        # devices finish what was queued before the results are joined on this thread's stream
         devices = {d for d in values if d.type != "cpu"} | {d for _, _, d in copies}
         if devices:
             _synchronize(devices)
