@@ -106,6 +106,7 @@ class DumpSession:
                 keep_data=self.config.task != "structure",
                 **self.store_batching,
             )
+            store.on_error = self.record_error
             store.open(self.config.saves_tensors)  # kept only once its folder exists: nothing to close
             self.store = store
             self.error_log = ErrorLog(self.rank_dir())

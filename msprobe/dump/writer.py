@@ -83,6 +83,9 @@ class RankStore:
         self._lines: list[str] = []  # journal lines not written yet
         self._oldest = 0.0  # when the first pending record was stored
         self.before_flush: list[Callable[[], None]] = []
+        # (what, record or "", error): a batch that cannot fetch a value or encode a record reports
+        # it and writes the rest (the user's call that stored it has long returned)
+        self.on_error: Callable[[str, str, BaseException], None] | None = None
 
     def open(self, with_tensor_dir: bool) -> None:
         """Create the rank folder and its journal; a folder the OS refuses is one user-facing line
@@ -119,16 +122,28 @@ class RankStore:
     def write_batch(self) -> None:
         """Fetch the pending values, encode the pending records, append them all to the journal."""
         if self.pending_values is not None:
-            self.pending_values.resolve()
+            try:
+                self.pending_values.resolve()
+            except Exception as exc:  # the batch's statistics stay null
+                self._report("statistics", "", exc)
         pending, self._pending = self._pending, []
         lines, self._lines = self._lines, []
         records = self.records
         for name, value in pending:
-            text = jsonfmt.dumps(value, RECORD_INDENT)
+            try:
+                text = jsonfmt.dumps(value, RECORD_INDENT)
+            except Exception as exc:
+                self._report("encode", name, exc)
+                continue
             records[name] = text
             lines.append('{"d":' + encode_basestring_ascii(name) + ',"v":' + text.replace("\n", "") + "}")
         if lines and self.journal is not None:
             self.journal.append_lines(lines)
+
+    def _report(self, what: str, name: str, exc: BaseException) -> None:
+        if self.on_error is None:
+            raise exc
+        self.on_error(what, name, exc)
 
     def value(self, name: str) -> Any:
         """The stored value of a record (decoded; for tests and updates)."""

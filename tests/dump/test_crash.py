@@ -158,3 +158,36 @@ def test_rebuild_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixtu
     err = capsys.readouterr().err.strip()
     assert err.startswith("msprobe: error: ") and "no journal" in err and "\n" not in err
     assert msprobe_main(["rebuild", str(tmp_path / "missing")]) == 2
+
+
+def test_a_record_that_cannot_be_encoded_is_reported_and_the_batch_written(tmp_path: Path) -> None:
+    errors: list[tuple[str, str, str]] = []
+    store = _store(tmp_path)
+    store.on_error = lambda what, name, exc: errors.append((what, name, type(exc).__name__))
+    store.put("a.b.0.forward", {"output": [1]})
+    store.put("a.b.1.forward", {"output": [object()]})  # nothing json can write
+    store.put("a.b.2.forward", {"output": [2]})
+    store.flush()
+    assert errors == [("encode", "a.b.1.forward", "TypeError")]
+    assert list(json.loads((tmp_path / "dump.json").read_text())["data"]) == [
+        "a.b.0.forward",
+        "a.b.2.forward",
+    ]
+    assert _journaled(tmp_path) == ["a.b.0.forward", "a.b.2.forward"]
+
+
+def test_a_failed_fetch_of_statistics_is_reported_and_the_records_written(tmp_path: Path) -> None:
+    class Broken:
+        full = False
+
+        def resolve(self) -> None:
+            raise RuntimeError("device lost")
+
+    errors: list[tuple[str, str]] = []
+    store = _store(tmp_path)
+    store.on_error = lambda what, name, exc: errors.append((what, str(exc)))
+    store.pending_values = Broken()
+    store.put("a.b.0.forward", {"output": [{"Max": None}]})
+    store.flush()
+    assert errors == [("statistics", "device lost")]
+    assert list(json.loads((tmp_path / "dump.json").read_text())["data"]) == ["a.b.0.forward"]
