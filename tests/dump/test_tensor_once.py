@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -84,36 +86,37 @@ def test_an_in_place_change_in_between_gives_two_files(tmp_path: Path, debugger:
     _every_leaf_matches_its_file(data, folder)
 
 
-def test_a_view_with_another_shape_gets_its_own_file(tmp_path: Path, debugger: Any) -> None:
+@pytest.mark.parametrize(
+    ("views", "shared"),
+    [
+        # Tensor.view is not recorded: exp's input is a new shape of y, or y read in another order
+        ((lambda y: y.view(2, 16), lambda y: y.t()), False),
+        # other tensor objects, the same elements read the same way
+        ((lambda y: y.view(4, 8), lambda y: y[:]), True),
+    ],
+    ids=["other-layouts", "same-layout"],
+)
+def test_a_view_shares_the_file_only_with_the_same_layout(
+    tmp_path: Path, debugger: Any, views: tuple[Callable[[torch.Tensor], torch.Tensor], ...], shared: bool
+) -> None:
     dbg = debugger(task="tensor")
     x = torch.randn(4, 8)
     dbg.start()
     y = torch.relu(x)
-    torch.exp(y.view(2, 16))  # Tensor.view is not recorded: exp's input is a new shape of y
-    torch.exp(y.t())
+    for view in views:
+        torch.exp(view(y))
     dbg.stop()
     data, folder = _dumped(tmp_path)
     relu_out = _name(data, "Torch.relu.0.forward", "output")
-    flat, transposed = (_name(data, f"Torch.exp.{k}.forward", "input_args") for k in (0, 1))
-    assert len({relu_out, flat, transposed}) == 3
-    assert torch.equal(_load(folder, flat), y.view(2, 16))
-    assert torch.equal(_load(folder, transposed), y.t())
+    inputs = [_name(data, f"Torch.exp.{k}.forward", "input_args") for k in range(len(views))]
+    if shared:
+        assert inputs == [relu_out] * len(views)
+        assert "Torch.exp.0.forward.input.0.pt" not in os.listdir(folder)
+    else:
+        assert len({relu_out, *inputs}) == 1 + len(views)
+        for name, view in zip(inputs, views):
+            assert torch.equal(_load(folder, name), view(y))
     _every_leaf_matches_its_file(data, folder)
-
-
-def test_a_view_with_the_same_layout_shares_the_file(tmp_path: Path, debugger: Any) -> None:
-    dbg = debugger(task="tensor")
-    x = torch.randn(4, 8)
-    dbg.start()
-    y = torch.relu(x)
-    torch.exp(y.view(4, 8))  # another tensor object, the same elements read the same way
-    torch.exp(y[:])
-    dbg.stop()
-    data, folder = _dumped(tmp_path)
-    relu_out = _name(data, "Torch.relu.0.forward", "output")
-    assert _name(data, "Torch.exp.0.forward", "input_args") == relu_out
-    assert _name(data, "Torch.exp.1.forward", "input_args") == relu_out
-    assert "Torch.exp.0.forward.input.0.pt" not in os.listdir(folder)
 
 
 def test_a_write_without_a_version_bump_is_written_again(tmp_path: Path, debugger: Any) -> None:
