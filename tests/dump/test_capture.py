@@ -302,3 +302,33 @@ def test_other_threads_are_not_recorded(tmp_path: Path, debugger: Any) -> None:
         torch.tanh(x)
 
     assert list(run(tmp_path, debugger, body)["data"]) == ["Torch.tanh.0.forward"]
+
+
+@pytest.mark.parametrize("broken", ["args", "grads", "value"])
+def test_a_module_record_that_fails_is_logged_under_its_name(
+    tmp_path: Path, debugger: Any, monkeypatch: pytest.MonkeyPatch, broken: str
+) -> None:
+    """Forward, backward and parameter-gradient records of a module: the log names the record."""
+    from msprobe.dump.pytorch import encode
+
+    real = getattr(encode.Encoder, broken)
+
+    def failing(self: Any, *args: Any) -> Any:
+        record = args[1]
+        if broken != "value" or record.endswith("parameters_grad"):
+            raise RuntimeError("injected")
+        return real(self, *args)
+
+    monkeypatch.setattr(encode.Encoder, broken, failing)
+    model = nn.Sequential(nn.Linear(3, 2))
+    dbg = debugger(level="L0")
+    dbg.start(model=model)
+    model(torch.randn(4, 3)).sum().backward()
+    dbg.stop()
+    log = (tmp_path / RANK / "dump_error_info.log").read_text()
+    expected = {
+        "args": "record_forward failed: name=Module.0.Linear.forward.0",
+        "grads": "record_backward failed: name=Module.0.Linear.backward.0",
+        "value": "record_param_grad failed: name=Module.0.Linear.parameters_grad",
+    }[broken]
+    assert expected in log and "injected" in log

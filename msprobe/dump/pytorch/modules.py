@@ -15,7 +15,7 @@ naming and numbering state, so they stay in one class.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -28,10 +28,6 @@ from msprobe.dump.pytorch.recorder import Recorder
 from msprobe.dump.pytorch.torch_compat import DisableTorchFunction, direct_parameters
 from msprobe.dump.stack import capture_stack
 from msprobe.formats.record_names import BACKWARD, FORWARD
-
-if TYPE_CHECKING:
-    from msprobe.dump.pytorch.encode import Encoder
-    from msprobe.dump.writer import RankStore
 
 Active = Callable[[], bool]
 Hook = Callable[..., Any]
@@ -141,7 +137,7 @@ class ModuleDumper:
             # construct entries in completion order, as 8.1.1 writes them
             store.put_construct(name, parent)
             if record:
-                self._guarded(self._record_forward, prefix, name, mod, args, kwargs, output)
+                self._guarded(self._record_forward, name, prefix, mod, args, kwargs, output)
             if backward:
                 self._guarded(self._watch_backward, name, output, inputs)
 
@@ -192,59 +188,41 @@ class ModuleDumper:
             capture.release()
         self._captures.clear()
 
-    def _guarded(self, fn: Callable[..., None], *args: Any) -> None:
+    def _guarded(self, fn: Callable[..., None], record: str, *args: Any) -> None:
+        """``fn(record, *args)``; a record that could not be made goes to dump_error_info.log."""
         was = self.rec.enter()
         try:
             with quiet():
-                fn(*args)
+                fn(record, *args)
         except Exception as exc:
-            self._record_failure(fn, args, exc)
+            self.rec.record_error(fn.__name__.lstrip("_"), record, exc)
         finally:
             self.rec.leave(was)
 
-    def _record_failure(self, fn: Callable[..., None], args: tuple[Any, ...], exc: Exception) -> None:
-        """A record that could not be made goes to dump_error_info.log (args[1]: its name)."""
-        self.rec.record_error(fn.__name__.lstrip("_"), str(args[1] if len(args) > 1 else ""), exc)
-
     # -- records ----------------------------------------------------------------------------------
     def _record_forward(
-        self, prefix: str, name: str, mod: torch.nn.Module, args: Any, kwargs: Any, output: Any
+        self, name: str, prefix: str, mod: torch.nn.Module, args: Any, kwargs: Any, output: Any
     ) -> None:
         svc = self.rec
-        store = svc.store
-        if store is None or svc.encoder is None:
+        store, enc = svc.store, svc.encoder
+        if store is None or enc is None:
             return
-        if not svc.config.data_mode.direction(FORWARD):
+        mode = svc.config.data_mode
+        if not mode.direction(FORWARD):
             self._param_grad_placeholder(prefix, mod)
             return
         params = direct_parameters(mod)
         store.put_stack(name, capture_stack(None, (), None))
-        self._forward_record(
-            svc.encoder, store, name, tuple(args), dict(kwargs), output, params, in_recomputation()
-        )
-        self._param_grad_placeholder(prefix, mod, params)
-
-    def _forward_record(
-        self,
-        enc: Encoder,
-        store: RankStore,
-        name: str,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        output: Any,
-        params: list[tuple[str, torch.nn.Parameter]],
-        is_recompute: bool,
-    ) -> None:
-        mode = self.rec.config.data_mode
         record: dict[str, Any] = {}
         if mode.side("input"):
-            record["input_args"] = enc.args(args, name)
-            record["input_kwargs"] = enc.kwargs(kwargs, name)
+            record["input_args"] = enc.args(tuple(args), name)
+            record["input_kwargs"] = enc.kwargs(dict(kwargs), name)
         if mode.side("output"):
             record["output"] = enc.output(output, name)
         record["parameters"] = {p: enc.value(t, name, "parameters", (p,)) for p, t in params}
-        record["is_recompute"] = is_recompute
+        record["is_recompute"] = in_recomputation()
         store.put(name, record)
+        self._param_grad_placeholder(prefix, mod, params)
 
     def _param_grad_placeholder(
         self, prefix: str, mod: torch.nn.Module, params: list[tuple[str, torch.nn.Parameter]] | None = None
@@ -309,27 +287,15 @@ class ModuleDumper:
 
     def _record_backward(self, name: str, grad_input: Any, grad_output: Any) -> None:
         svc = self.rec
-        store = svc.store
-        if store is None or svc.encoder is None:
+        store, enc = svc.store, svc.encoder
+        if store is None or enc is None:
             return
-        grad_output = tuple(grad_output)
-        grad_input = tuple(g for g in grad_input if g is not None)
-        self._backward_record(svc.encoder, store, name, grad_input, grad_output)
-
-    def _backward_record(
-        self,
-        enc: Encoder,
-        store: RankStore,
-        name: str,
-        grad_input: tuple[Any, ...],
-        grad_output: tuple[Any, ...],
-    ) -> None:
-        mode = self.rec.config.data_mode
+        mode = svc.config.data_mode
         record: dict[str, Any] = {}
         if mode.side("input"):
-            record["input"] = enc.grads(grad_output, name, "input")
+            record["input"] = enc.grads(tuple(grad_output), name, "input")
         if mode.side("output"):
-            record["output"] = enc.grads(grad_input, name, "output")
+            record["output"] = enc.grads(tuple(g for g in grad_input if g is not None), name, "output")
         store.put(name, record)
 
     # -- per step ---------------------------------------------------------------------------------
