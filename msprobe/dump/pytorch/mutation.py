@@ -9,6 +9,7 @@ summaries (:func:`call_mutates` true and :func:`written_tensors` unsure).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -44,6 +45,7 @@ def _embedding_renorms(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
 _WRITES_IF = {"embedding": _embedding_renorms}
 
 
+@functools.cache  # asked at every recorded call, of a bounded set of names
 def mutates_by_name(api: str) -> bool:
     """Whether every call of this torch API may write (the name alone decides)."""
     return api not in _WRITES_IF and name_mutates(api)

@@ -50,6 +50,14 @@ def element_sequence(t: torch.Tensor) -> tuple[Any, ...] | None:
 _LAYOUT_MIN_NUMEL = 4096  # below this, summarising is cheaper than the layout key
 
 
+def version_of(t: torch.Tensor) -> int | None:
+    """``t._version``; None for an inference tensor (no version counter: never known unchanged)."""
+    try:
+        return t._version
+    except RuntimeError:
+        return None
+
+
 def data_ptr(t: torch.Tensor) -> int:
     try:
         return int(t.data_ptr())
@@ -182,9 +190,8 @@ class SummaryCache:
     def slot(self, t: torch.Tensor, md5: bool) -> tuple[Slot, bool]:
         """``(slot, fresh)``: the cached slot of ``t`` as it is now, or a new empty one (``fresh``)."""
         key = id(t)
-        try:
-            version = t._version
-        except RuntimeError:  # an inference tensor has no version counter: never cached
+        version = version_of(t)
+        if version is None:  # never cached
             return Slot(md5), True
         cached = self._cached(t, version, md5)
         if cached is not None:

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from msprobe.dump.pytorch.stats import version_of
 from msprobe.dump.pytorch.torch_compat import PyTorchFileWriter, storage_alignment, storage_persistent_id
 
 FILE_MODE = 0o640
@@ -120,13 +121,6 @@ class _LeanSaver:
 Layout = tuple[Any, ...]
 
 
-def _version(t: torch.Tensor) -> int | None:
-    try:
-        return t._version
-    except RuntimeError:
-        return None  # an inference tensor: no version counter, so never known to be unchanged
-
-
 def _memory(t: torch.Tensor) -> tuple[Any, ...] | None:
     """Where and how ``t`` reads its memory: ``t.data = other`` changes it without a version bump."""
     try:
@@ -194,7 +188,7 @@ class WrittenFiles:
 
     def earlier(self, t: torch.Tensor) -> str | None:
         """The file ``t`` was written to unchanged, or None."""
-        version = _version(t)
+        version = version_of(t)
         if version is None:
             return None
         hit = self._by_key.get(id(t))
@@ -219,7 +213,7 @@ class WrittenFiles:
 
     def remember(self, t: torch.Tensor, name: str, by_layout: bool = True) -> None:
         """``t`` is in file ``name`` as it is now (``by_layout``: also for views of it)."""
-        version = _version(t)
+        version = version_of(t)
         storage = _storage_ptr(t)
         if version is None or storage is None:
             return
