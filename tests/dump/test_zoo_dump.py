@@ -82,12 +82,20 @@ def _differences(ours: Any, theirs: Any, path: str, out: list[str]) -> None:
         out.append(f"{path}: {ours!r} != {theirs!r}")
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("model", ["llama", "bert"])
-def test_module_records_match_upstream(tmp_path: Path, model: str) -> None:
+def _mix_dumps(tmp_path: Path, model: str) -> tuple[dict[str, Any], ...]:
+    """(our records, upstream's, our construct.json, upstream's) of a statistics mix dump of ``model``."""
     rank = _dump(tmp_path, model)
     fixture = FIXTURES / f"{model}_statistics_mix"
     ours, theirs = load_dump(rank)["data"], load_dump(fixture)["data"]
+    construct = json.loads((rank / "construct.json").read_text())
+    upstream = json.loads((fixture / "construct.json").read_text())
+    return ours, theirs, construct, upstream
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["llama", "bert"])
+def test_module_records_match_upstream(tmp_path: Path, model: str) -> None:
+    ours, theirs, construct, upstream = _mix_dumps(tmp_path, model)
     modules = [k for k in theirs if k.startswith("Module.")]
     assert any(".backward." in k for k in modules)
     assert [k for k in modules if k not in ours] == []
@@ -96,8 +104,6 @@ def test_module_records_match_upstream(tmp_path: Path, model: str) -> None:
     for k in modules:
         _differences(ours[k], theirs[k], k, diffs)
     assert diffs == []
-    construct = json.loads((rank / "construct.json").read_text())
-    upstream = json.loads((fixture / "construct.json").read_text())
     parents = {k: v for k, v in upstream.items() if k.startswith("Module.")}
     assert {k: construct.get(k) for k in parents} == parents
 
@@ -148,9 +154,7 @@ def test_t5_backward_n_pairs_with_forward_n(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["llama", "bert"])
 def test_api_records_both_dumps_have_match_upstream(tmp_path: Path, model: str) -> None:
-    rank = _dump(tmp_path, model)
-    fixture = FIXTURES / f"{model}_statistics_mix"
-    ours, theirs = load_dump(rank)["data"], load_dump(fixture)["data"]
+    ours, theirs, construct, upstream = _mix_dumps(tmp_path, model)
     # an API name recorded a different number of times (coverage: upstream's Functional.dropout is
     # our Torch.dropout in some calls) numbers its calls differently: only names counted alike
     counts = [Counter(_api(k) for k in data if not k.startswith("Module.")) for data in (ours, theirs)]
@@ -164,7 +168,5 @@ def test_api_records_both_dumps_have_match_upstream(tmp_path: Path, model: str) 
         if not API_KNOWN_DIFFERENT.match(k) and not (model == "bert" and BERT_KEY_BIAS_UPDATES.match(k)):
             _differences(ours[k], theirs[k], k, diffs)
     assert diffs == []
-    construct = json.loads((rank / "construct.json").read_text())
-    upstream = json.loads((fixture / "construct.json").read_text())
     parents = {k: upstream[k] for k in common if k in upstream and not API_KNOWN_DIFFERENT.match(k)}
     assert {k: construct.get(k) for k in parents} == parents

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from replay_dumps import copy_fixture, csv_pair, forward, read_csv, tensor, write_dump
+from replay_dumps import FAILS_THIRD, copy_fixture, csv_pair, forward, read_csv, tensor, write_dump
 
 import msprobe.run_ut.replay
 import msprobe.run_ut.session  # noqa: F401
@@ -42,15 +42,6 @@ def test_one_worker_and_two_workers_write_identical_bytes(
     assert "msprobe: gw0: " in out and "msprobe: gw1: " in out  # worker facts came back
     for a, b in zip(csv_pair(tmp_path / "n0"), csv_pair(tmp_path / "n2")):
         assert a.read_bytes() == b.read_bytes()
-
-
-FAILS_THIRD = {
-    "Torch.tanh.0.forward": forward(tensor("torch.float32", [32], -1.0, 1.0)),
-    "Torch.sigmoid.0.forward": forward(tensor("torch.float32", [32], -1.0, 1.0)),
-    "Torch.exp.0.forward": forward(tensor("torch.float16", [64], -1.0, 12.0)),
-    "Torch.sin.0.forward": forward(tensor("torch.float32", [32], -1.0, 1.0)),
-    "Torch.cos.0.forward": forward(tensor("torch.float32", [32], -1.0, 1.0)),
-}
 
 
 def test_interrupted_run_resumes_without_redoing_finished_apis(
