@@ -332,3 +332,25 @@ def test_a_module_record_that_fails_is_logged_under_its_name(
         "value": "record_param_grad failed: name=Module.0.Linear.parameters_grad",
     }[broken]
     assert expected in log and "injected" in log
+
+
+def test_a_scope_opens_on_forward_names_when_only_backward_is_dumped(tmp_path: Path, debugger: Any) -> None:
+    x = torch.randn(3, requires_grad=True)
+
+    def body() -> None:
+        torch.exp(torch.tanh(torch.sin(x))).sum().backward()
+
+    # the window opens at tanh's forward and closes at sin's backward, the last record of the step
+    section = {
+        "scope": ["Torch.tanh.0.forward", "Torch.sin.0.backward"],
+        "list": [],
+        "data_mode": ["backward"],
+    }
+    data = run(tmp_path, debugger, body, statistics=section)["data"]
+    expected = [
+        "Tensor.sum.0.backward",
+        "Torch.exp.0.backward",
+        "Torch.sin.0.backward",
+        "Torch.tanh.0.backward",
+    ]
+    assert sorted(data) == expected

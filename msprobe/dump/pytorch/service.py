@@ -240,7 +240,8 @@ class TorchDumpService:
         mode = self.config.data_mode
         fwd = mode.direction(FORWARD)
         record: dict[str, Any] | None = None
-        if fwd and s.filter.check(name) and mode.side("input"):
+        in_ok = s.filter.check(name)  # always: a scope's range opens and closes on the names it sees
+        if fwd and in_ok and mode.side("input"):
             if type(func) is types.FunctionType:
                 rec_args, rec_kwargs = recover_call_args(func, args, kwargs, bound=prefix == "Tensor")
             else:
