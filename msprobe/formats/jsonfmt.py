@@ -89,8 +89,8 @@ def _tensor_summary(o: Summary, ind: int, keys: tuple[str, ...]) -> str:
         if len(_heads) < 4096:
             _heads[key] = head
     text = (
-        head + _scalar(o["Max"], ind) + joints[4] + _scalar(o["Min"], ind) + joints[5]
-        + _scalar(o["Mean"], ind) + joints[6] + _scalar(o["Norm"], ind) + joints[7]
+        head + _scalar(o["Max"], ind + 1) + joints[4] + _scalar(o["Min"], ind + 1) + joints[5]
+        + _scalar(o["Mean"], ind + 1) + joints[6] + _scalar(o["Norm"], ind + 1) + joints[7]
         + _value_text("requires_grad", o["requires_grad"], ind)
     )  # fmt: skip
     nl = ",\n" + " " * (ind + 1)

@@ -51,7 +51,14 @@ def test_jsonfmt_is_json_dumps_indent_1(value: object, level: int) -> None:
 
 @given(
     st.lists(st.integers(0, 2**31), max_size=4),
-    st.one_of(st.floats(allow_nan=True), st.none(), st.booleans(), st.integers()),
+    st.one_of(
+        st.floats(allow_nan=True),
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.lists(st.integers(), max_size=2),  # anything else a value may be: nested at its depth
+        st.dictionaries(st.sampled_from("ab"), st.integers(), max_size=2),
+    ),
     st.booleans(),
 )
 def test_jsonfmt_summary_template(shape: list[int], stat: object, md5: bool) -> None:
