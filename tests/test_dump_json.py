@@ -144,7 +144,7 @@ def test_compare_rows_law(names: list[str]) -> None:
         (".".join(p[:-3]), ".".join(p[1:-4]), p[-3]) if len(p := n.split(".")) in (6, 7) else None
         for n in names
     ]
-    assert rn.output_rows_parts(names) == expected == [rn.output_row_parts(n) for n in names]
+    assert [rn.output_row_parts(n) for n in names] == expected
     valid, api, api_type, bare, direction = rn.output_rows_columns(names)
     assert valid == [e is not None for e in expected]
     assert list(zip(api, bare, direction)) == [e or ("", "", "") for e in expected]

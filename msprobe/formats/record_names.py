@@ -221,11 +221,6 @@ def output_row_parts(name: str) -> tuple[str, str, str] | None:
     return None if m is None else (m["api"], m["bare"], m["dir"])
 
 
-def output_rows_parts(names: Iterable[str]) -> list[tuple[str, str, str] | None]:
-    """:func:`output_row_parts` of many names."""
-    return [output_row_parts(name) for name in names]
-
-
 def output_rows_columns(
     names: Iterable[str],
 ) -> tuple[list[bool], list[str], list[str], list[str], list[str]]:
