@@ -226,10 +226,6 @@ class SummaryCache:
         if isinstance(t, torch.Tensor) and t.layout == torch.strided:
             self.layouts.forget_storage(t.untyped_storage().data_ptr())
 
-    def clear(self) -> None:
-        self._entries.clear()
-        self.layouts.clear()
-
     def prune(self) -> None:
         """At a step's end keep only live parameters: a parameter written by ``optimizer.step()``
         (recorded as ``Tensor.add_``'s output) is not summarised again as the next forward's input.

@@ -286,6 +286,3 @@ class TensorWriter:
 
     def forget(self, t: torch.Tensor) -> None:
         self._written.forget(t)
-
-    def clear(self) -> None:
-        self._written.clear()
