@@ -155,12 +155,23 @@ def test_summaries_attached_before_and_after_resolve_get_the_values() -> None:
     batch, slot = StatsBatch(), Slot(md5=False)
     early: dict[str, object] = {"Max": None, "Min": None, "Mean": None, "Norm": None}
     slot.attach(early)
-    batch.add(torch.tensor([1.0, -2.0]), slot)
-    assert early["Max"] is None  # on the device until the batch is resolved
+    batch.add(torch.tensor([True, False]), slot)  # a queued kind, even on the CPU
+    assert early["Max"] is None and len(batch) == 1  # queued until the batch is resolved
     batch.resolve()
     late: dict[str, object] = {"Max": None, "Min": None, "Mean": None, "Norm": None}
     slot.attach(late)
-    assert early == late == {"Max": 1.0, "Min": -2.0, "Mean": -0.5, "Norm": float(np.float32(math.sqrt(5.0)))}
+    assert early == late == {"Max": True, "Min": False, "Mean": None, "Norm": None}
+
+
+def test_a_cpu_float_tensor_is_summarised_at_once() -> None:
+    from msprobe.dump.pytorch.stats import Slot
+
+    batch, slot = StatsBatch(), Slot(md5=False)
+    summary: dict[str, object] = {"Max": None, "Min": None, "Mean": None, "Norm": None}
+    slot.attach(summary)
+    batch.add(torch.tensor([1.0, -2.0]), slot)
+    assert len(batch) == 0  # nothing left to fetch
+    assert summary == {"Max": 1.0, "Min": -2.0, "Mean": -0.5, "Norm": float(np.float32(math.sqrt(5.0)))}
 
 
 def _summary(

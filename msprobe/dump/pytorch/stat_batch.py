@@ -3,13 +3,14 @@
 Why: taking Max/Min/Mean/Norm with ``.item()`` makes four host-device synchronisations per tensor,
 thousands a step, and each one stalls the host until the device has caught up. Here the reductions
 are launched on the tensor's device when it is captured and their results stay there, one small
-vector per tensor; stream order makes a later in-place write into the tensor harmless (on the CPU
-the kernels simply run at once). :meth:`StatsBatch.resolve` then joins the results of every pending
-tensor, one ``torch.cat`` and one copy to the host per device and kind of value (floats, integers),
-whatever the number of tensors, and hands the values to the waiting summaries. md5 of a device
-tensor is a non-blocking copy to the host at capture, checksummed at resolve.
+vector per tensor; stream order makes a later in-place write into the tensor harmless.
+:meth:`StatsBatch.resolve` then joins the results of every pending tensor, one ``torch.cat`` and one
+copy to the host per device and kind of value (floats, integers), whatever the number of tensors,
+and hands the values to the waiting summaries. md5 of a device tensor is a non-blocking copy to the
+host at capture, checksummed at resolve. The common CPU case (a float tensor) reads its four values
+at once instead: there a kernel has finished when it returns, and reading is cheaper than queuing.
 
-One code path for CPU, CUDA and NPU tensors, with upstream 8.1.1's dtype rules; the values are
+One code path for every device, with upstream 8.1.1's dtype rules; the values are
 torch's own ``max``/``min``/``mean``/``linalg.vector_norm`` of the tensor, which the tests check.
 """
 
@@ -22,9 +23,10 @@ import torch
 
 from msprobe.dump.pytorch.stats import NONE4, Slot, Stats, data_ptr, tensor_md5
 
-_FOUR, _SUM_FOUR, _BOOL, _ABS3, _SCALAR, _ABS_SCALAR, _INT_SCALAR = range(7)
+_FOUR, _BOOL, _ABS3, _SCALAR, _ABS_SCALAR, _INT_SCALAR = range(6)
 _NATIVE = frozenset((torch.float32, torch.float16, torch.bfloat16))
 _vector_norm = torch.linalg.vector_norm
+_AMINMAX_MAX_NUMEL = 1 << 14  # up to here one aminmax costs less than amax + amin (CPU)
 MD5_COPY_BYTES = 256 << 20  # host memory held by md5 copies of device tensors that fills a batch
 
 
@@ -47,8 +49,7 @@ class StatsBatch:
     __slots__ = ("_copies", "_copy_bytes", "_jobs", "_values")
 
     def __init__(self) -> None:
-        # slot, kind, device, index of its first value, (count, dtype) when a sum stands for the mean
-        self._jobs: list[tuple[Slot, int, Any, int, tuple[int, torch.dtype] | None]] = []
+        self._jobs: list[tuple[Slot, int, Any, int]] = []  # slot, kind, device, its first value
         self._values: dict[Any, _Values] = {}
         self._copies: list[tuple[Slot, torch.Tensor, Any]] = []  # md5: host copy, source device
         self._copy_bytes = 0
@@ -91,10 +92,17 @@ class StatsBatch:
 
     def _four(self, d: torch.Tensor, slot: Slot) -> None:
         if d.device.type == "cpu":
-            # torch's CPU mean is the float32 sum divided by the count, rounded to the dtype (the sum
-            # alone is several times cheaper there); amax and amin are cheaper than aminmax
-            values = (d.amax(), d.amin(), d.sum(dtype=torch.float32), _vector_norm(d))
-            self._push(slot, _SUM_FOUR, d.device, values, (d.numel(), d.dtype))
+            # On the CPU a value is ready when its kernel returns (``.item()`` waits for nothing), so
+            # the slot is filled at once. torch's CPU mean is the float32 sum divided by the count,
+            # rounded to the dtype (the sum alone is several times cheaper there); aminmax is the
+            # cheaper of the two ways to max and min on small tensors, amax + amin on large ones.
+            n = d.numel()
+            if n <= _AMINMAX_MAX_NUMEL:
+                mn, mx = torch.aminmax(d)
+            else:
+                mx, mn = d.amax(), d.amin()
+            mean = _rounded(d.sum(dtype=torch.float32).item() / n, d.dtype)
+            slot.set_stats((mx.item(), mn.item(), mean, _vector_norm(d).item()))
         else:
             mn, mx = torch.aminmax(d)
             self._push(slot, _FOUR, d.device, (mx, mn, d.mean(), _vector_norm(d)))
@@ -105,7 +113,6 @@ class StatsBatch:
         kind: int,
         device: Any,
         values: tuple[torch.Tensor, ...],
-        mean_of: tuple[int, torch.dtype] | None = None,
     ) -> None:
         """One vector of a tensor's 0-dim results (stacking a few thousand 0-dim tensors at the
         batch costs more than one small stack per tensor here)."""
@@ -114,11 +121,11 @@ class StatsBatch:
             bucket = self._values[device] = _Values()
         vector = torch.stack(values) if len(values) > 1 else values[0].reshape(1)
         if kind == _INT_SCALAR:
-            self._jobs.append((slot, kind, device, bucket.n_ints, None))
+            self._jobs.append((slot, kind, device, bucket.n_ints))
             bucket.ints.append(vector)
             bucket.n_ints += len(values)
         else:
-            self._jobs.append((slot, kind, device, bucket.n_floats, mean_of))
+            self._jobs.append((slot, kind, device, bucket.n_floats))
             bucket.floats.append(vector)
             bucket.n_floats += len(values)
 
@@ -151,16 +158,13 @@ class StatsBatch:
                 fetched[(device, True)] = torch.cat(bucket.ints).cpu().tolist()
         for slot, host, _ in copies:
             slot.set_digest(tensor_md5(host))
-        for slot, kind, device, at, mean_of in jobs:
-            slot.set_stats(_stats(kind, fetched[(device, kind == _INT_SCALAR)], at, mean_of))
+        for slot, kind, device, at in jobs:
+            slot.set_stats(_stats(kind, fetched[(device, kind == _INT_SCALAR)], at))
 
 
-def _stats(kind: int, values: list[Any], at: int, mean_of: tuple[int, torch.dtype] | None) -> Stats:
+def _stats(kind: int, values: list[Any], at: int) -> Stats:
     if kind == _FOUR:
         return (values[at], values[at + 1], values[at + 2], values[at + 3])
-    if kind == _SUM_FOUR and mean_of is not None:
-        mean = _rounded(values[at + 2] / mean_of[0], mean_of[1])
-        return (values[at], values[at + 1], mean, values[at + 3])
     if kind == _BOOL:
         return (bool(values[at]), bool(values[at + 1]), None, None)
     if kind == _ABS3:
