@@ -7,8 +7,8 @@ Two models, one thread each:
   of records over small tensors, where the host cost per record decides (as on an NPU or GPU, where
   kernels run asynchronously and the host is the bottleneck). Needs ``transformers``.
 
-Each configuration runs in its own fresh process; configurations alternate (round-robin, the order
-rotated every round) so drifting machine load and the place in the order hit all of them alike.
+Each configuration runs in its own fresh process; configurations alternate (round-robin, in a new
+shuffled order every round) so drifting machine load and the place in the order hit all of them alike.
 Per configuration it prints the ratio of medians, the host time the dump adds per record
 (microseconds) and, in tensor mode, the bytes written per step.
 ``--code NAME=PATH`` (repeatable) runs every configuration also with the msprobe of another checkout
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -239,10 +240,11 @@ def main() -> int:
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     env.pop("MSPROBE_PT_WRITER", None)  # each configuration says which .pt writer
     for r in range(args.rounds):
-        # the order rotates every round: a place in the order has its own bias (the process after
-        # another one inherits its page cache and CPU state), which no configuration may keep
-        k = r % len(runs)
-        for m, c, n in runs[k:] + runs[:k]:
+        # a new order every round (seeded): a place in the order has its own bias (a process
+        # inherits the page cache and CPU state of the one before it), which no configuration keeps
+        order = list(runs)
+        random.Random(r).shuffle(order)
+        for m, c, n in order:
             out = tempfile.mkdtemp(prefix="msprobe_bench_")
             cfg = CONFIGS[n]
             try:
