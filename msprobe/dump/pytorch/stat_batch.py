@@ -10,7 +10,7 @@ and hands the values to the waiting summaries. md5 of a device tensor is a non-b
 host at capture, checksummed at resolve. The common CPU case (a float tensor) reads its four values
 at once instead: there a kernel has finished when it returns, and reading is cheaper than queuing.
 
-One code path for every device, with upstream 8.1.1's dtype rules; the values are
+The same reductions on every device, with upstream 8.1.1's dtype rules; the values are
 torch's own ``max``/``min``/``mean``/``linalg.vector_norm`` of the tensor, which the tests check.
 """
 
