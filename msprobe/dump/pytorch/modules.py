@@ -14,6 +14,7 @@ naming and numbering state, so they stay in one class.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +33,16 @@ from msprobe.formats.record_names import BACKWARD, FORWARD
 Active = Callable[[], bool]
 Hook = Callable[..., Any]
 _Hooks = tuple[Hook, Hook]  # forward pre/post
+
+
+class _BackwardCall:
+    """One module call's backward: its record name and, once begun, (parent, grad_output)."""
+
+    __slots__ = ("begun", "name")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.begun: list[tuple[str | None, list[Any]]] = []
 
 
 class ModuleDumper:
@@ -54,6 +65,10 @@ class ModuleDumper:
         self._param_records: dict[int, list[tuple[str, str]]] = {}  # id(parameter) -> (record, name)
         self._captures: list[module_backward.Capture] = []  # this step's, released at its end
         self._parents = ScopeParents(recorder, self.forward_stack)
+        # wrapped once (``no_compile`` wrappers are not free); a call's own state is bound by partial
+        self._begin_hook = no_compile(self._backward_begin)
+        self._end_hook = no_compile(self._backward_end)
+        self._param_grad_hook = no_compile(self._param_grad)
 
     # -- registration -----------------------------------------------------------------------------
     def register(self, model: Any) -> None:
@@ -153,34 +168,38 @@ class ModuleDumper:
 
     def _watch_backward(self, forward: str, output: Any, inputs: module_backward.Inputs | None) -> None:
         """Record ``forward``'s backward as ``...backward.N`` (the forward's N) when it runs."""
-        name = forward.replace(f".{FORWARD}.", f".{BACKWARD}.")
-        begun: list[tuple[str | None, list[Any]]] = []  # (parent, grad_output) once begun
-
-        def begin(grad_output: list[Any]) -> None:
-            if self._off():
-                return
-            begun.append((self.backward_stack[-1] if self.backward_stack else None, grad_output))
-            self.backward_stack.append(name)
-
-        def end(grad_input: list[Any]) -> None:
-            if not begun:
-                return
-            parent, grad_output = begun.pop()
-            if self.backward_stack:
-                self.backward_stack.pop()
-            store = self.rec.store
-            if store is None:
-                return
-            record = self.rec.filter.check(name)
-            store.put_construct(name, parent)
-            if record:
-                outs = [g for g in grad_output if g is not None]
-                self._guarded(self._record_backward, name, grad_input, outs)
-
+        call = _BackwardCall(forward.replace(f".{FORWARD}.", f".{BACKWARD}."))
         with DisableTorchFunction():
-            capture = module_backward.watch(output, inputs, no_compile(begin), no_compile(end))
+            capture = module_backward.watch(
+                output,
+                inputs,
+                functools.partial(self._begin_hook, call),
+                functools.partial(self._end_hook, call),
+            )
         if capture is not None:
             self._captures.append(capture)
+
+    def _backward_begin(self, call: _BackwardCall, grad_output: list[Any]) -> None:
+        if self._off():
+            return
+        call.begun.append((self.backward_stack[-1] if self.backward_stack else None, grad_output))
+        self.backward_stack.append(call.name)
+
+    def _backward_end(self, call: _BackwardCall, grad_input: list[Any]) -> None:
+        if not call.begun:
+            return
+        parent, grad_output = call.begun.pop()
+        if self.backward_stack:
+            self.backward_stack.pop()
+        store = self.rec.store
+        if store is None:
+            return
+        name = call.name
+        record = self.rec.filter.check(name)
+        store.put_construct(name, parent)
+        if record:
+            outs = [g for g in grad_output if g is not None]
+            self._guarded(self._record_backward, name, grad_input, outs)
 
     def _release_captures(self) -> None:
         """Calls whose backward did not run (yet): their hooks go, with what they hold."""
@@ -249,18 +268,15 @@ class ModuleDumper:
             owners = self._param_records.get(id(t))
             if owners is None:
                 owners = self._param_records[id(t)] = []
-                self.handles.append(t.register_hook(self._param_hook(owners)))
+                self.handles.append(t.register_hook(functools.partial(self._param_grad_hook, owners)))
             if (record, p) not in owners:
                 owners.append((record, p))
 
-    def _param_hook(self, owners: list[tuple[str, str]]) -> Callable[[torch.Tensor], None]:
-        def hook(grad: torch.Tensor) -> None:
-            if self._off():
-                return
-            for record, pname in owners:
-                self._guarded(self._record_param_grad, record, pname, grad)
-
-        return no_compile(hook)
+    def _param_grad(self, owners: list[tuple[str, str]], grad: torch.Tensor) -> None:
+        if self._off():
+            return
+        for record, pname in owners:
+            self._guarded(self._record_param_grad, record, pname, grad)
 
     def _record_param_grad(self, record: str, pname: str, grad: torch.Tensor) -> None:
         value = self._grad_records.get(record)
