@@ -64,10 +64,10 @@ class StatsBatch:
 
     def add(self, t: torch.Tensor, slot: Slot) -> None:
         """Queue the statistics (and, for an md5 slot, the checksum) of ``t`` for ``slot``."""
-        d = t.detach()
+        d = t.detach() if t.requires_grad else t  # no graph from our reductions, no numpy refusal
         if slot.md5:
             self._md5(d, slot)
-        if d.dtype in _NATIVE and d.dim() > 0 and d.layout == torch.strided and d.device.type != "meta":
+        if d.dtype in _NATIVE and d.dim() > 0 and d.layout == torch.strided and not d.is_meta:
             if d.numel() == 0:
                 slot.set_stats(NONE4)
             else:
@@ -91,7 +91,7 @@ class StatsBatch:
             self._four(d.float(), slot)  # integers, float64 and float8: as float32 (upstream 8.1.1)
 
     def _four(self, d: torch.Tensor, slot: Slot) -> None:
-        if d.device.type == "cpu":
+        if d.is_cpu:
             # On the CPU a value is ready when its kernel returns (``.item()`` waits for nothing), so
             # the slot is filled at once. torch's CPU mean is the float32 sum divided by the count,
             # rounded to the dtype (the sum alone is several times cheaper there); aminmax is the

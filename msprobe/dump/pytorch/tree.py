@@ -56,4 +56,6 @@ def tensors(value: Any) -> Iterator[torch.Tensor]:
 
 
 def first_tensor(value: Any) -> torch.Tensor | None:
+    if isinstance(value, torch.Tensor):  # most outputs: no generator
+        return value
     return next(tensors(value), None)
