@@ -14,18 +14,34 @@ same name replaces the value but keeps the first position), ``{"n": name, "s": i
 from __future__ import annotations
 
 import json
+import logging
 import os
 from typing import Any
 
+try:
+    import fcntl
+except ImportError:  # not on POSIX: no writer outlives the training process there
+    fcntl = None  # type: ignore[assignment]
+
 JOURNAL_NAME = ".msprobe_journal.jsonl"
+log = logging.getLogger("msprobe")
 
 
 class Journal:
-    """Append-only, unbuffered: every append is one ``write(2)``, in the kernel when it returns."""
+    """Append-only, unbuffered: every append is one ``write(2)``, in the kernel when it returns.
 
-    def __init__(self, path: str) -> None:
+    ``lock=True``: an exclusive ``flock`` is held until :meth:`close` (or the writer's exit), for a
+    writer that may outlive the training process (:mod:`msprobe.dump.encoder_process`); readers wait
+    for it (:func:`read_journal`)."""
+
+    def __init__(self, path: str, lock: bool = False) -> None:
         self.path = path
         self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
+        if lock and fcntl is not None:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX)
+            except OSError:
+                pass  # a file system without locks: a rebuild must wait for the writer by itself
 
     def append(self, entry: dict[str, Any]) -> None:
         self.append_raw(json.dumps(entry, separators=(",", ":")))
@@ -57,13 +73,18 @@ class Journal:
 def read_journal(path: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
     """Return ``(header, data, stack, construct)`` rebuilt from a journal file.
 
-    A torn last line (the process died mid-write) is ignored; every complete line is used.
+    A torn last line (the process died mid-write) is ignored; every complete line is used. A journal
+    still locked by its writer (an encoder process finishing the batches it was handed) is read once
+    the writer is done. A line repeated (a batch journaled again after its encoder process died) counts
+    once.
     """
     header: dict[str, Any] = {}
     data: dict[str, Any] = {}
     stacks: dict[int, tuple[list[str], list[str]]] = {}
+    stacked: set[tuple[int, str]] = set()
     construct: dict[str, Any] = {}
     with open(path, encoding="utf-8") as fh:
+        _wait_for_writer(fh.fileno(), path)
         for line in fh:
             if not line.endswith("\n"):
                 break
@@ -77,10 +98,25 @@ def read_journal(path: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, A
                 sid = int(entry["s"])
                 if sid not in stacks:
                     stacks[sid] = ([], list(entry.get("f", [])))
-                stacks[sid][0].append(entry["n"])
+                if (sid, entry["n"]) not in stacked:
+                    stacked.add((sid, entry["n"]))
+                    stacks[sid][0].append(entry["n"])
             elif "c" in entry:
                 construct[entry["c"]] = entry.get("p")
             elif "h" in entry:
                 header = dict(entry["h"])
     stack = {str(i): [names, frames] for i, (names, frames) in sorted(stacks.items())}
     return header, data, stack, construct
+
+
+def _wait_for_writer(fd: int, path: str) -> None:
+    """Block until no process holds the journal's write lock."""
+    if fcntl is None:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        log.warning("msprobe: waiting for the process still writing %s", path)
+        fcntl.flock(fd, fcntl.LOCK_SH)
+    except OSError:
+        return  # a file system without locks: read what is there

@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from msprobe.dump import encoder_process
 from msprobe.dump.config import DumpConfig
 from msprobe.dump.error_log import ErrorLog
 from msprobe.dump.filters import RecordFilter
@@ -104,6 +105,7 @@ class DumpSession:
                 self.header(),
                 data_file,
                 keep_data=self.config.task != "structure",
+                encoder=encoder_process.shared(),
                 **self.store_batching,
             )
             store.on_error = self.record_error

@@ -11,17 +11,27 @@ records and appends them to the journal in one write. A batch is written when
 So a SIGKILL loses at most the records stored since the last batch write: fewer than
 ``BATCH_RECORDS``, all stored within ``BATCH_SECONDS`` before the last one. ``batch_records=1`` writes
 every record before the call that made it returns.
+
+Given an :class:`~msprobe.dump.encoder_process.EncoderProcess`, the store hands each batch over to
+it as a pickle instead (the helper encodes, journals and writes the files; a batch handed over
+counts as written). It also hands over every :data:`HANDOFF_RECORDS` records while no value is
+pending on a device (fetching one would wait for the device), so that little is left to encode when
+``stop()`` waits for the files. The pickled batches of the step are kept: if the helper fails, the
+store encodes them itself.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pickle
 import time
 from collections.abc import Callable
 from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any, Protocol
 
+from msprobe.dump import encoder_process
+from msprobe.dump.encoder_process import Encoded, EncoderError, EncoderProcess
 from msprobe.dump.exceptions import FileCheckException
 from msprobe.dump.journal import JOURNAL_NAME, Journal, read_journal
 from msprobe.formats import jsonfmt
@@ -37,6 +47,7 @@ from msprobe.formats.dump_json import (
 DIR_MODE = 0o750
 BATCH_RECORDS = 256
 BATCH_SECONDS = 0.1
+HANDOFF_RECORDS = 32  # with an encoder process: records handed over at once when nothing is pending
 
 
 class PendingValues(Protocol):
@@ -44,6 +55,9 @@ class PendingValues(Protocol):
 
     @property
     def full(self) -> bool: ...
+
+    @property
+    def on_device(self) -> bool: ...
 
     def resolve(self) -> None: ...
 
@@ -63,6 +77,7 @@ class RankStore:
         keep_data: bool = True,
         batch_records: int = BATCH_RECORDS,
         batch_seconds: float = BATCH_SECONDS,
+        encoder: EncoderProcess | None = None,
     ) -> None:
         self.rank_dir = rank_dir
         self.keep_data = keep_data  # task "structure": data stays {}, stack/construct are filled
@@ -86,6 +101,8 @@ class RankStore:
         # (what, record or "", error): a batch that cannot fetch a value or encode a record reports
         # it and writes the rest (the user's call that stored it has long returned)
         self.on_error: Callable[[str, str, BaseException], None] | None = None
+        self.encoder = encoder  # None: records are encoded here
+        self._handed: list[bytes] = []  # the pickled batches handed to the encoder process
 
     def open(self, with_tensor_dir: bool) -> None:
         """Create the rank folder and its journal; a folder the OS refuses is one user-facing line
@@ -94,12 +111,22 @@ class RankStore:
             make_dirs(self.rank_dir)
             if with_tensor_dir:
                 make_dirs(os.path.join(self.rank_dir, TENSOR_DIR))
-            self.journal = Journal(os.path.join(self.rank_dir, JOURNAL_NAME))
+            path = os.path.join(self.rank_dir, JOURNAL_NAME)
+            if self.encoder is None:
+                self.journal = Journal(path)
         except OSError as exc:
             raise FileCheckException(
                 f"cannot write the dump folder {self.rank_dir}: {exc.strerror}"
             ) from None
-        self.journal.append({"h": self.header})
+        header_line = json.dumps({"h": self.header}, separators=(",", ":"))
+        if self.encoder is not None:
+            try:
+                self._answered(self.encoder.request(encoder_process.OPEN, (path, header_line)))
+            except EncoderError as exc:
+                self._encode_here(str(exc))
+        else:
+            assert self.journal is not None
+            self.journal.append_raw(header_line)
         self.flush()
 
     def put(self, name: str, value: Any) -> None:
@@ -116,6 +143,11 @@ class RankStore:
             len(pending) >= self.batch_records
             or now - self._oldest >= self.batch_seconds
             or (self.pending_values is not None and self.pending_values.full)
+            or (
+                self.encoder is not None
+                and len(pending) >= HANDOFF_RECORDS
+                and (self.pending_values is None or not self.pending_values.on_device)
+            )
         ):
             self.write_batch()
 
@@ -128,17 +160,73 @@ class RankStore:
                 self._report("statistics", "", exc)
         pending, self._pending = self._pending, []
         lines, self._lines = self._lines, []
+        if self.encoder is not None:
+            if pending or lines:
+                self._hand_over(lines, pending)
+            return
+        self._encode(lines, pending)
+
+    def _encode(self, lines: list[str], pending: list[tuple[str, Any]]) -> None:
         records = self.records
         for name, value in pending:
             try:
-                text = jsonfmt.dumps(value, RECORD_INDENT)
+                text = value.text if type(value) is Encoded else jsonfmt.dumps(value, RECORD_INDENT)
             except Exception as exc:
                 self._report("encode", name, exc)
                 continue
             records[name] = text
-            lines.append('{"d":' + encode_basestring_ascii(name) + ',"v":' + text.replace("\n", "") + "}")
+            lines.append(encoder_process.record_line(name, text))
         if lines and self.journal is not None:
             self.journal.append_lines(lines)
+
+    def _hand_over(self, lines: list[str], pending: list[tuple[str, Any]]) -> None:
+        """One batch to the encoder process, pickled (a value that cannot be is encoded here)."""
+        try:
+            payload = pickle.dumps((lines, pending), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:
+            picklable = [r for r in map(self._picklable, pending) if r is not None]
+            payload = pickle.dumps((lines, picklable), protocol=pickle.HIGHEST_PROTOCOL)
+        self._handed.append(payload)
+        assert self.encoder is not None
+        try:
+            self.encoder.send(encoder_process.BATCH, payload)
+        except EncoderError as exc:
+            self._encode_here(str(exc))
+
+    def _picklable(self, record: tuple[str, Any]) -> tuple[str, Any] | None:
+        """The record itself, or with its value encoded here; None if it cannot be encoded at all."""
+        try:
+            pickle.dumps(record[1], protocol=pickle.HIGHEST_PROTOCOL)
+            return record
+        except Exception:
+            pass
+        try:
+            return record[0], Encoded(jsonfmt.dumps(record[1], RECORD_INDENT))
+        except Exception as exc:
+            self._report("encode", record[0], exc)
+            return None
+
+    def _answered(self, answer: tuple[Any, list[encoder_process.ErrorInfo]]) -> Any:
+        """The reply of the encoder process; the errors it reports go to ``on_error``."""
+        reply, errors = answer
+        for info in errors:
+            self._report(info[0], info[1], encoder_process.as_exception(info))
+        return reply
+
+    def _encode_here(self, why: str) -> None:
+        """The encoder process failed: encode every batch handed to it here, and from now on."""
+        assert self.encoder is not None
+        encoder_process.given_up(self.encoder, why)
+        self.encoder = None
+        try:
+            self.journal = Journal(os.path.join(self.rank_dir, JOURNAL_NAME))
+        except OSError as exc:
+            self._report("journal", "", exc)
+        if self.journal is not None:
+            self.journal.append({"h": self.header})
+        handed, self._handed = self._handed, []
+        for payload in handed:  # lines journaled twice read as once (journal.read_journal)
+            self._encode(*pickle.loads(payload))
 
     def _report(self, what: str, name: str, exc: BaseException) -> None:
         if self.on_error is None:
@@ -148,6 +236,15 @@ class RankStore:
     def value(self, name: str) -> Any:
         """The stored value of a record (decoded; for tests and updates)."""
         self.write_batch()
+        if self.encoder is not None:
+            try:
+                text = self._answered(self.encoder.request(encoder_process.VALUE, name))
+            except EncoderError as exc:
+                self._encode_here(str(exc))
+            else:
+                if text is None:
+                    raise KeyError(name)
+                return json.loads(text)
         return json.loads(self.records[name])
 
     def put_stack(self, name: str, frames: tuple[str, ...]) -> None:
@@ -182,18 +279,26 @@ class RankStore:
             return
         self._dirty = False
         full = self.data_file == DUMP_JSON
-        write_rank_files(
-            self.rank_dir,
-            self.header,
-            self.records.items(),
-            self.stack_json() if full else None,
-            self.construct if full else None,
-            self.data_file,
-        )
+        stack = self.stack_json() if full else None
+        construct = self.construct if full else None
+        if self.encoder is not None:
+            msg = (self.rank_dir, self.header, stack, construct, self.data_file)
+            try:
+                self._answered(self.encoder.request(encoder_process.FLUSH, msg))
+                return
+            except EncoderError as exc:
+                self._encode_here(str(exc))
+        write_rank_files(self.rank_dir, self.header, self.records.items(), stack, construct, self.data_file)
 
     def close(self) -> None:
         """Final flush; the journal is removed only after the json files are safely written."""
         self.flush()
+        if self.encoder is not None:
+            try:
+                self._answered(self.encoder.request(encoder_process.CLOSE, True))
+            except EncoderError as exc:  # the files are written: only the journal is left
+                self._encode_here(str(exc))
+            self._handed = []
         if self.journal is not None:
             self.journal.close(remove=True)
             self.journal = None

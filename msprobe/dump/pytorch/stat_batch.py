@@ -58,6 +58,11 @@ class StatsBatch:
         return len(self._jobs) + len(self._copies)
 
     @property
+    def on_device(self) -> bool:
+        """Some pending value is on a device: fetching it now would wait for the device."""
+        return bool(self._copies) or any(d.type != "cpu" for d in self._values)
+
+    @property
     def full(self) -> bool:
         """So much host memory is held by md5 copies that the batch should be resolved now."""
         return self._copy_bytes >= MD5_COPY_BYTES
