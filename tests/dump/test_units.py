@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from msprobe.dump.api_families import FAMILIES, load_api_list, parse_api_list
@@ -163,15 +163,75 @@ def test_summaries_attached_before_and_after_resolve_get_the_values() -> None:
     assert early == late == {"Max": True, "Min": False, "Mean": None, "Norm": None}
 
 
-def test_a_cpu_float_tensor_is_summarised_at_once() -> None:
+def test_a_small_cpu_tensor_is_copied_at_capture_and_summarised_with_its_group() -> None:
     from msprobe.dump.pytorch.stats import Slot
 
-    batch, slot = StatsBatch(), Slot(md5=False)
+    batch, slot, other = StatsBatch(), Slot(md5=False), Slot(md5=False)
     summary: dict[str, object] = {"Max": None, "Min": None, "Mean": None, "Norm": None}
     slot.attach(summary)
-    batch.add(torch.tensor([1.0, -2.0]), slot)
-    assert len(batch) == 0  # nothing left to fetch
+    t = torch.tensor([1.0, -2.0])
+    batch.add(t, slot)
+    batch.add(torch.tensor([3.0, 4.0]), other)
+    t.mul_(100)  # an in-place write after the capture does not reach the record
+    assert len(batch) == 2 and summary["Max"] is None
+    batch.resolve()
+    assert len(batch) == 0
     assert summary == {"Max": 1.0, "Min": -2.0, "Mean": -0.5, "Norm": float(np.float32(math.sqrt(5.0)))}
+    assert other.stats == (4.0, 3.0, 3.5, 5.0)
+
+
+def test_large_and_strided_cpu_tensors_are_summarised_at_once() -> None:
+    from msprobe.dump.pytorch.stat_batch import GROUP_MAX_NUMEL
+    from msprobe.dump.pytorch.stats import Slot
+
+    for t in (torch.ones(GROUP_MAX_NUMEL + 1), torch.ones(4, 3).t()):
+        batch, slot = StatsBatch(), Slot(md5=False)
+        batch.add(t, slot)
+        assert len(batch) == 0 and slot.stats is not None and slot.stats[0] == 1.0
+
+
+def test_copies_held_for_groups_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from msprobe.dump.pytorch import stat_batch
+    from msprobe.dump.pytorch.stats import Slot
+
+    monkeypatch.setattr(stat_batch, "GROUP_BYTES", 3 * 4 * 100)  # three tensors of 100 float32
+    batch, slots = StatsBatch(), [Slot(md5=False) for _ in range(4)]
+    for i, slot in enumerate(slots):
+        batch.add(torch.full((100,), float(i)), slot)
+    assert [s.done for s in slots] == [True, True, True, False]  # the third copy filled the budget
+    batch.resolve()
+    assert [s.stats[0] for s in slots if s.stats is not None] == [0.0, 1.0, 2.0, 3.0]
+
+
+@settings(deadline=None)
+@given(
+    st.lists(special_floats, min_size=1, max_size=3 * 257),
+    st.sampled_from([(1,), (2,), (3,), (257,)]),
+    st.sampled_from([torch.float32, torch.float16, torch.bfloat16]),
+    st.integers(1, 5),
+    st.sampled_from([1, 2]),
+)
+def test_a_group_gives_every_tensor_torchs_own_statistics(
+    values: list[float], inner: tuple[int, ...], dtype: torch.dtype, k: int, threads: int
+) -> None:
+    """Rows of one matrix reduce to the bits of each tensor's own full reduction."""
+    from msprobe.dump.pytorch.stats import Slot
+
+    n = max(1, len(values) // inner[0]) * inner[0]
+    base = torch.tensor((values * (n // len(values) + 1))[:n], dtype=torch.float32).to(dtype)
+    tensors = [(base * (i + 1)).reshape(-1, *inner) for i in range(k)]
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        batch, slots = StatsBatch(), [Slot(md5=False) for _ in tensors]
+        for t, slot in zip(tensors, slots):
+            batch.add(t, slot)
+        batch.resolve()
+        for t, slot in zip(tensors, slots):
+            ref = (t.amax().item(), t.amin().item(), t.mean().item(), torch.linalg.vector_norm(t).item())
+            assert slot.stats is not None and _same_stats(slot.stats, ref), (t, slot.stats, ref)
+    finally:
+        torch.set_num_threads(previous)
 
 
 def _summary(

@@ -7,8 +7,15 @@ vector per tensor; stream order makes a later in-place write into the tensor har
 :meth:`StatsBatch.resolve` then joins the results of every pending tensor, one ``torch.cat`` and one
 copy to the host per device and kind of value (floats, integers), whatever the number of tensors,
 and hands the values to the waiting summaries. md5 of a device tensor is a non-blocking copy to the
-host at capture, checksummed at resolve. The common CPU case (a float tensor) reads its four values
-at once instead: there a kernel has finished when it returns, and reading is cheaper than queuing.
+host at capture, checksummed at resolve.
+
+On the CPU a reduction costs its dispatch more than its arithmetic on the small tensors a model
+records by the hundred, so a small contiguous float tensor is copied at capture (one operation: the
+copy is what a later in-place write cannot reach) and summarised at resolve with the other copies of
+its dtype and shape, as the rows of one matrix: four reductions for the whole group. A row's reduction
+reads the same elements in the same order as the full reduction of the tensor (a contiguous row of at
+most :data:`GROUP_MAX_NUMEL` elements is never split between threads), so the values are the same
+bits, which the tests check. Larger or strided CPU tensors are summarised at once.
 
 The same reductions on every device, with upstream 8.1.1's dtype rules; the values are
 torch's own ``max``/``min``/``mean``/``linalg.vector_norm`` of the tensor, which the tests check.
@@ -22,11 +29,14 @@ import numpy as np
 import torch
 
 from msprobe.dump.pytorch.stats import NONE4, Slot, Stats, data_ptr, tensor_md5
+from msprobe.dump.pytorch.torch_compat import DisableTorchFunction
 
 _FOUR, _BOOL, _ABS3, _SCALAR, _ABS_SCALAR, _INT_SCALAR = range(6)
 _NATIVE = frozenset((torch.float32, torch.float16, torch.bfloat16))
 _vector_norm = torch.linalg.vector_norm
 _AMINMAX_MAX_NUMEL = 1 << 14  # up to here one aminmax costs less than amax + amin (CPU)
+GROUP_MAX_NUMEL = 1 << 14  # CPU tensors up to this size are summarised in groups (below torch's grain)
+GROUP_BYTES = 64 << 20  # copies held for groups that make the groups be summarised at once
 MD5_COPY_BYTES = 256 << 20  # host memory held by md5 copies of device tensors that fills a batch
 
 
@@ -46,16 +56,19 @@ class _Values:
 class StatsBatch:
     """Slots waiting for their statistics (and md5), and the device tensors holding them."""
 
-    __slots__ = ("_copies", "_copy_bytes", "_jobs", "_values")
+    __slots__ = ("_copies", "_copy_bytes", "_group_bytes", "_groups", "_jobs", "_values")
 
     def __init__(self) -> None:
         self._jobs: list[tuple[Slot, int, Any, int]] = []  # slot, kind, device, its first value
         self._values: dict[Any, _Values] = {}
         self._copies: list[tuple[Slot, torch.Tensor, Any]] = []  # md5: host copy, source device
         self._copy_bytes = 0
+        # small CPU float tensors by (dtype, shape): their slots and copies
+        self._groups: dict[tuple[torch.dtype, torch.Size], tuple[list[Slot], list[torch.Tensor]]] = {}
+        self._group_bytes = 0
 
     def __len__(self) -> int:
-        return len(self._jobs) + len(self._copies)
+        return len(self._jobs) + len(self._copies) + sum(len(g[0]) for g in self._groups.values())
 
     @property
     def on_device(self) -> bool:
@@ -97,11 +110,22 @@ class StatsBatch:
 
     def _four(self, d: torch.Tensor, slot: Slot) -> None:
         if d.is_cpu:
+            n = d.numel()
+            if n <= GROUP_MAX_NUMEL and d.is_contiguous():
+                key = (d.dtype, d.shape)
+                group = self._groups.get(key)
+                if group is None:
+                    group = self._groups[key] = ([], [])
+                group[0].append(slot)
+                group[1].append(d.clone())
+                self._group_bytes += n * d.element_size()
+                if self._group_bytes >= GROUP_BYTES:
+                    self._summarise_groups()
+                return
             # On the CPU a value is ready when its kernel returns (``.item()`` waits for nothing), so
             # the slot is filled at once. torch's CPU mean is the float32 sum divided by the count,
             # rounded to the dtype (the sum alone is several times cheaper there); aminmax is the
             # cheaper of the two ways to max and min on small tensors, amax + amin on large ones.
-            n = d.numel()
             if n <= _AMINMAX_MAX_NUMEL:
                 mn, mx = torch.aminmax(d)
             else:
@@ -144,8 +168,28 @@ class StatsBatch:
         self._copies.append((slot, host, d.device))
         self._copy_bytes += host.numel() * host.element_size()
 
+    def _summarise_groups(self) -> None:
+        """The statistics of every grouped CPU tensor: four reductions over each group's rows."""
+        groups, self._groups, self._group_bytes = self._groups, {}, 0
+        for (dtype, _), (slots, copies) in groups.items():
+            rows = torch.stack(copies).view(len(copies), -1)
+            mx, mn = rows.amax(dim=1), rows.amin(dim=1)  # (aminmax over rows is not vectorised)
+            sums = rows.sum(dim=1, dtype=torch.float32)
+            values = torch.stack((mx.float(), mn.float(), sums, _vector_norm(rows, dim=1).float())).tolist()
+            n = rows.shape[1]
+            for slot, mx_, mn_, sum_, norm in zip(slots, *values):
+                slot.set_stats((mx_, mn_, _rounded(sum_ / n, dtype), norm))
+
     def resolve(self) -> None:
         """Fetch every pending value (one transfer per device and kind) and fill the slots."""
+        if not self._groups and not self._jobs and not self._copies:
+            return
+        with DisableTorchFunction():  # called where the dump's function mode may be on
+            self._resolve()
+
+    def _resolve(self) -> None:
+        if self._groups:
+            self._summarise_groups()
         if not self._jobs and not self._copies:
             return
         jobs, values, copies = self._jobs, self._values, self._copies
