@@ -164,7 +164,9 @@ def serve(inp: int, out: int) -> None:
 
 def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is for the training: drain, then leave
-    serve(sys.stdin.fileno(), sys.stdout.fileno())
+    answers = os.dup(sys.stdout.fileno())
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # a stray print must not break an answer
+    serve(sys.stdin.fileno(), answers)
     return 0
 
 

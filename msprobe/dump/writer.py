@@ -111,7 +111,7 @@ class RankStore:
             make_dirs(self.rank_dir)
             if with_tensor_dir:
                 make_dirs(os.path.join(self.rank_dir, TENSOR_DIR))
-            path = os.path.join(self.rank_dir, JOURNAL_NAME)
+            path = os.path.abspath(os.path.join(self.rank_dir, JOURNAL_NAME))  # the helper's cwd may differ
             if self.encoder is None:
                 self.journal = Journal(path)
         except OSError as exc:
@@ -282,7 +282,7 @@ class RankStore:
         stack = self.stack_json() if full else None
         construct = self.construct if full else None
         if self.encoder is not None:
-            msg = (self.rank_dir, self.header, stack, construct, self.data_file)
+            msg = (os.path.abspath(self.rank_dir), self.header, stack, construct, self.data_file)
             try:
                 self._answered(self.encoder.request(encoder_process.FLUSH, msg))
                 return
