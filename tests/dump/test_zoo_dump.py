@@ -38,8 +38,9 @@ API_KNOWN_DIFFERENT = re.compile(
     r"|(Functional|Torch)\.dropout\.\d+\.(forward|backward)$"
 )
 # BERT's parameters 8 and 24 are the key biases: AdamW turns their noise gradients (see NOISE) into
-# updates of ~1e-7 (noise over eps), as different as the noise
-BERT_KEY_BIAS_UPDATES = re.compile(r"Tensor\.(lerp_|addcmul_|addcdiv_)\.(8|24)\.forward$")
+# updates of ~1e-7 (noise over eps), as different as the noise, and into a denominator of eps plus
+# the noise's root (add_), whose last digits are the noise's (1e-4 of eps apart between two CPUs)
+BERT_KEY_BIAS_UPDATES = re.compile(r"Tensor\.(lerp_|addcmul_|addcdiv_|add_)\.(8|24)\.forward$")
 
 
 def _dump(tmp_path: Path, name: str, level: str = "mix", steps: int = 1) -> Path:
