@@ -258,8 +258,8 @@ def shared() -> EncoderProcess | None:
     """This process's helper, started on first use; None where records are encoded in process
     (``MSPROBE_DUMP_ENCODER=inline``, or the helper could not be started or has died)."""
     global _shared, _failed_pid
-    if os.environ.get(ENV_VAR, "process") == "inline":
-        return None
+    if os.environ.get(ENV_VAR, "process") == "inline" or os.name != "posix":
+        return None  # (elsewhere pipes cannot be waited on with select)
     helper = _shared
     if helper is not None and helper.alive and helper.pid == os.getpid():
         return helper
@@ -296,7 +296,8 @@ def _after_fork_in_child() -> None:
 
 
 atexit.register(_stop_shared)
-os.register_at_fork(after_in_child=_after_fork_in_child)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 if __name__ == "__main__":
