@@ -52,6 +52,7 @@ REPLY_TIMEOUT_S = 300.0  # a flush of a very large step writes big files; a help
 _FRAME = struct.Struct(">IB")  # payload length, message kind
 OPEN, BATCH, FLUSH, CLOSE, VALUE = b"OBFCV"
 ErrorInfo = tuple[str, str, str, str]  # (what, record, exception type, message)
+NO_STORE = "\0no rank folder open"  # the answer when OPEN failed: the training process takes over
 
 
 class Encoded:
@@ -138,20 +139,26 @@ def serve(inp: int, out: int) -> None:
                     lines, records = msg
                     current.batch(lines, records, errors)
                 continue
-            if kind == OPEN:
+            if kind == OPEN:  # answered with the next request (the training process flushes at once)
                 if current is not None:
                     current.journal.close(remove=False)
+                current = None
                 current = _RankFiles(*msg)
-            elif kind == FLUSH and current is not None:
+                continue
+            if current is None:
+                reply = NO_STORE
+            elif kind == FLUSH:
                 rank_dir, header, stack, construct, data_file = msg
                 write_rank_files(rank_dir, header, current.records.items(), stack, construct, data_file)
-            elif kind == CLOSE and current is not None:
+            elif kind == CLOSE:
                 current.journal.close(remove=msg)
                 current = None
-            elif kind == VALUE and current is not None:
+            elif kind == VALUE:
                 reply = current.records.get(msg)
         except Exception as exc:
             errors.append(("write", "", type(exc).__name__, str(exc)))
+            if kind == OPEN:
+                continue
         try:
             answer = pickle.dumps((reply, errors), protocol=pickle.HIGHEST_PROTOCOL)
             _write_all(out, _FRAME.pack(len(answer), kind) + answer)

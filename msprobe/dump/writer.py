@@ -120,8 +120,8 @@ class RankStore:
             ) from None
         header_line = json.dumps({"h": self.header}, separators=(",", ":"))
         if self.encoder is not None:
-            try:
-                self._answered(self.encoder.request(encoder_process.OPEN, (path, header_line)))
+            try:  # answered with the flush below
+                self.encoder.send(encoder_process.OPEN, pickle.dumps((path, header_line)))
             except EncoderError as exc:
                 self._encode_here(str(exc))
         else:
@@ -211,6 +211,8 @@ class RankStore:
         reply, errors = answer
         for info in errors:
             self._report(info[0], info[1], encoder_process.as_exception(info))
+        if reply == encoder_process.NO_STORE:
+            raise EncoderError("the encoder process could not open the journal")
         return reply
 
     def _encode_here(self, why: str) -> None:

@@ -204,5 +204,21 @@ def test_inline_setting_and_forked_children_use_no_helper(monkeypatch: pytest.Mo
     if pid == 0:  # the forked child must not write into its parent's pipe
         os._exit(0 if encoder_process._shared is None and not helper.alive else 1)
     assert os.waitpid(pid, 0)[1] == 0
-    assert helper.alive and helper.request(encoder_process.VALUE, "none") == (None, [])
+    assert helper.alive and helper.request(encoder_process.VALUE, "none") == (encoder_process.NO_STORE, [])
     helper.stop()
+
+
+def test_a_helper_that_cannot_open_the_journal_hands_the_store_back(
+    tmp_path: Path, helper: EncoderProcess
+) -> None:
+    (tmp_path / JOURNAL_NAME).mkdir()  # neither process can write a journal here
+    errors: list[tuple[str, str]] = []
+    store = RankStore(str(tmp_path), dict(HEADER), encoder=helper)
+    store.on_error = lambda what, name, exc: errors.append((what, type(exc).__name__))
+    store.open(with_tensor_dir=False)
+    assert store.encoder is None and not helper.alive
+    assert ("write", "IsADirectoryError") in errors and ("journal", "IsADirectoryError") in errors
+    records = _records(3)
+    _fill(store, records)
+    store.flush()
+    assert list(json.loads((tmp_path / "dump.json").read_text())["data"]) == [n for n, _ in records]

@@ -12,7 +12,7 @@ host at capture, checksummed at resolve.
 On the CPU a reduction costs its dispatch more than its arithmetic on the small tensors a model
 records by the hundred, so a small contiguous float tensor is copied at capture (one operation: the
 copy is what a later in-place write cannot reach) and summarised at resolve with the other copies of
-its dtype and shape, as the rows of one matrix: four reductions for the whole group. A row's reduction
+its dtype and size, as the rows of one matrix: four reductions for the whole group. A row's reduction
 reads the same elements in the same order as the full reduction of the tensor (a contiguous row of at
 most :data:`GROUP_MAX_NUMEL` elements is never split between threads), so the values are the same
 bits, which the tests check. Larger or strided CPU tensors are summarised at once.
@@ -63,8 +63,8 @@ class StatsBatch:
         self._values: dict[Any, _Values] = {}
         self._copies: list[tuple[Slot, torch.Tensor, Any]] = []  # md5: host copy, source device
         self._copy_bytes = 0
-        # small CPU float tensors by (dtype, shape): their slots and copies
-        self._groups: dict[tuple[torch.dtype, torch.Size], tuple[list[Slot], list[torch.Tensor]]] = {}
+        # small CPU float tensors by dtype and size: their slots and flat copies
+        self._groups: dict[tuple[torch.dtype, int], tuple[list[Slot], list[torch.Tensor]]] = {}
         self._group_bytes = 0
 
     def __len__(self) -> int:
@@ -112,12 +112,12 @@ class StatsBatch:
         if d.is_cpu:
             n = d.numel()
             if n <= GROUP_MAX_NUMEL and d.is_contiguous():
-                key = (d.dtype, d.shape)
+                key = (d.dtype, n)
                 group = self._groups.get(key)
                 if group is None:
                     group = self._groups[key] = ([], [])
                 group[0].append(slot)
-                group[1].append(d.clone())
+                group[1].append(d.clone().view(-1))
                 self._group_bytes += n * d.element_size()
                 if self._group_bytes >= GROUP_BYTES:
                     self._summarise_groups()
@@ -172,7 +172,7 @@ class StatsBatch:
         """The statistics of every grouped CPU tensor: four reductions over each group's rows."""
         groups, self._groups, self._group_bytes = self._groups, {}, 0
         for (dtype, _), (slots, copies) in groups.items():
-            rows = torch.stack(copies).view(len(copies), -1)
+            rows = torch.stack(copies)
             mx, mn = rows.amax(dim=1), rows.amin(dim=1)  # (aminmax over rows is not vectorised)
             sums = rows.sum(dim=1, dtype=torch.float32)
             values = torch.stack((mx.float(), mn.float(), sums, _vector_norm(rows, dim=1).float())).tolist()
