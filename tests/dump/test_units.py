@@ -219,7 +219,8 @@ def test_a_group_gives_every_tensor_torchs_own_statistics(
 
     n = max(1, len(values) // inner[0]) * inner[0]
     base = torch.tensor((values * (n // len(values) + 1))[:n], dtype=torch.float32).to(dtype)
-    tensors = [(base * (i + 1)).reshape(-1, *inner) for i in range(k)]
+    # one size, two shapes (a group may mix them)
+    tensors = [(base * (i + 1)).reshape(-1, *inner) if i % 2 else base * (i + 1) for i in range(k)]
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:

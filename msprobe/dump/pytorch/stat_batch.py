@@ -63,7 +63,7 @@ class StatsBatch:
         self._values: dict[Any, _Values] = {}
         self._copies: list[tuple[Slot, torch.Tensor, Any]] = []  # md5: host copy, source device
         self._copy_bytes = 0
-        # small CPU float tensors by dtype and size: their slots and flat copies
+        # small CPU float tensors by dtype and size: their slots and copies
         self._groups: dict[tuple[torch.dtype, int], tuple[list[Slot], list[torch.Tensor]]] = {}
         self._group_bytes = 0
 
@@ -117,7 +117,7 @@ class StatsBatch:
                 if group is None:
                     group = self._groups[key] = ([], [])
                 group[0].append(slot)
-                group[1].append(d.clone().view(-1))
+                group[1].append(d.clone())
                 self._group_bytes += n * d.element_size()
                 if self._group_bytes >= GROUP_BYTES:
                     self._summarise_groups()
@@ -172,7 +172,11 @@ class StatsBatch:
         """The statistics of every grouped CPU tensor: four reductions over each group's rows."""
         groups, self._groups, self._group_bytes = self._groups, {}, 0
         for (dtype, _), (slots, copies) in groups.items():
-            rows = torch.stack(copies)
+            shape = copies[0].shape
+            if all(c.shape == shape for c in copies):
+                rows = torch.stack(copies).view(len(copies), -1)
+            else:  # tensors of one size in several shapes (a view per copy only here)
+                rows = torch.stack([c.view(-1) for c in copies])
             mx, mn = rows.amax(dim=1), rows.amin(dim=1)  # (aminmax over rows is not vectorised)
             sums = rows.sum(dim=1, dtype=torch.float32)
             values = torch.stack((mx.float(), mn.float(), sums, _vector_norm(rows, dim=1).float())).tolist()
