@@ -308,4 +308,7 @@ if hasattr(os, "register_at_fork"):
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # serve from the module under its own name, so that unpickled Encoded values are its Encoded
+    from msprobe.dump import encoder_process
+
+    raise SystemExit(encoder_process.main())

@@ -136,14 +136,18 @@ def test_errors_are_reported_and_the_other_records_written(tmp_path: Path, helpe
     store.put("a.b.0.forward", {"output": [1]})
     store.put("a.b.1.forward", {"output": [{1, 2}]})  # pickled, but no json: the helper's error
     store.put("a.b.2.forward", {"output": [object()]})  # not even pickled: encoded (and refused) here
-    store.put("a.b.3.forward", {"output": [2]})
+
+    class Local(dict):  # type: ignore[type-arg]
+        """A local class cannot be pickled: the record is encoded here and handed over as text."""
+
+    store.put("a.b.3.forward", {"output": [2, Local(a=1)]})
     store.flush()
     assert sorted(errors) == [
         ("encode", "a.b.1.forward", "TypeError"),
         ("encode", "a.b.2.forward", "TypeError"),
     ]
     data = json.loads((tmp_path / "dump.json").read_text())["data"]
-    assert data == {"a.b.0.forward": {"output": [1]}, "a.b.3.forward": {"output": [2]}}
+    assert data == {"a.b.0.forward": {"output": [1]}, "a.b.3.forward": {"output": [2, {"a": 1}]}}
 
 
 def test_a_dead_helper_loses_nothing(
