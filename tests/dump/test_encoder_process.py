@@ -226,3 +226,44 @@ def test_a_helper_that_cannot_open_the_journal_hands_the_store_back(
     _fill(store, records)
     store.flush()
     assert list(json.loads((tmp_path / "dump.json").read_text())["data"]) == [n for n, _ in records]
+
+
+_LOCKED_WRITER = """
+import sys
+from msprobe.dump.journal import Journal
+journal = Journal(sys.argv[1], lock=True)
+journal.append_raw('{"d":"Torch.a.0.forward","v":{}}')
+print("locked", flush=True)
+sys.stdin.readline()  # the test says when to write the last line and leave
+journal.append_raw('{"d":"Torch.b.0.forward","v":{}}')
+"""
+
+
+def test_reading_a_journal_waits_for_its_writer(tmp_path: Path) -> None:
+    import threading
+
+    path = tmp_path / JOURNAL_NAME
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    writer = subprocess.Popen(
+        [sys.executable, "-c", _LOCKED_WRITER, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert writer.stdout is not None and writer.stdin is not None
+    try:
+        assert writer.stdout.readline().strip() == "locked"
+        read: list[list[str]] = []
+        reader = threading.Thread(target=lambda: read.append(list(read_journal(str(path))[1])))
+        reader.start()
+        reader.join(timeout=0.5)  # a reader that ignored the lock would be done by now
+        assert reader.is_alive(), "read the journal while its writer held the lock"
+        writer.stdin.write("go\n")
+        writer.stdin.close()
+        assert writer.wait(timeout=60) == 0
+        reader.join(timeout=60)
+        assert read == [["Torch.a.0.forward", "Torch.b.0.forward"]]
+    finally:
+        writer.kill()
+        writer.wait()
