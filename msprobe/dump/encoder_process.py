@@ -38,12 +38,12 @@ import signal
 import struct
 import subprocess
 import sys
+from collections.abc import Callable
 from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
 from msprobe.dump.journal import Journal
-from msprobe.formats import jsonfmt
-from msprobe.formats.dump_json import RECORD_INDENT, write_rank_files
+from msprobe.formats.dump_json import encode_record, write_rank_files
 
 log = logging.getLogger("msprobe")
 
@@ -69,6 +69,25 @@ def record_line(name: str, text: str) -> str:
     return '{"d":' + encode_basestring_ascii(name) + ',"v":' + text.replace("\n", "") + "}"
 
 
+def encode_records(
+    records: list[tuple[str, Any]],
+    texts: dict[str, str],
+    lines: list[str],
+    failed: Callable[[str, Exception], None],
+) -> None:
+    """Encode ``records`` (an :class:`Encoded` value is already text) into ``texts`` and their
+    journal lines onto ``lines``; a record that cannot be encoded goes to ``failed`` and is left out.
+    The one encoding loop of the helper and of a store encoding in process."""
+    for name, value in records:
+        try:
+            text = value.text if type(value) is Encoded else encode_record(value)
+        except Exception as exc:
+            failed(name, exc)
+            continue
+        texts[name] = text
+        lines.append(record_line(name, text))
+
+
 def as_exception(info: ErrorInfo) -> BaseException:
     """An error the helper reported, as an exception of the same builtin type where there is one."""
     _, _, kind, message = info
@@ -91,14 +110,10 @@ class _RankFiles:
         self.records: dict[str, str] = {}
 
     def batch(self, lines: list[str], records: list[tuple[str, Any]], errors: list[ErrorInfo]) -> None:
-        for name, value in records:
-            try:
-                text = value.text if type(value) is Encoded else jsonfmt.dumps(value, RECORD_INDENT)
-            except Exception as exc:
-                errors.append(("encode", name, type(exc).__name__, str(exc)))
-                continue
-            self.records[name] = text
-            lines.append(record_line(name, text))
+        def failed(name: str, exc: Exception) -> None:
+            errors.append(("encode", name, type(exc).__name__, str(exc)))
+
+        encode_records(records, self.records, lines, failed)
         self.journal.append_lines(lines)
 
 

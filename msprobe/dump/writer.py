@@ -31,13 +31,11 @@ from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any, Protocol
 
 from msprobe.dump import encoder_process
-from msprobe.dump.encoder_process import Encoded, EncoderError, EncoderProcess
+from msprobe.dump.encoder_process import Encoded, EncoderError, EncoderProcess, encode_records
 from msprobe.dump.exceptions import FileCheckException
 from msprobe.dump.journal import JOURNAL_NAME, Journal, read_journal
-from msprobe.formats import jsonfmt
 from msprobe.formats.dump_json import (
     DUMP_JSON,
-    RECORD_INDENT,
     TENSOR_DIR,
     encode_record,
     stack_json,
@@ -167,15 +165,7 @@ class RankStore:
         self._encode(lines, pending)
 
     def _encode(self, lines: list[str], pending: list[tuple[str, Any]]) -> None:
-        records = self.records
-        for name, value in pending:
-            try:
-                text = value.text if type(value) is Encoded else jsonfmt.dumps(value, RECORD_INDENT)
-            except Exception as exc:
-                self._report("encode", name, exc)
-                continue
-            records[name] = text
-            lines.append(encoder_process.record_line(name, text))
+        encode_records(pending, self.records, lines, lambda name, exc: self._report("encode", name, exc))
         if lines and self.journal is not None:
             self.journal.append_lines(lines)
 
@@ -201,7 +191,7 @@ class RankStore:
         except Exception:
             pass
         try:
-            return record[0], Encoded(jsonfmt.dumps(record[1], RECORD_INDENT))
+            return record[0], Encoded(encode_record(record[1]))
         except Exception as exc:
             self._report("encode", record[0], exc)
             return None
