@@ -27,7 +27,8 @@ def _float(o: float) -> str:
 
 
 class Summary(dict):  # type: ignore[type-arg]
-    """A flat dict of scalars plus a ``shape`` list of ints (a tensor summary): rendered by template."""
+    """A flat dict of scalars plus a ``shape`` list of ints: rendered by template. A plain dict whose
+    first keys are a tensor summary's is rendered by the same template."""
 
     __slots__ = ()
 
@@ -59,7 +60,7 @@ _joints: dict[int, tuple[str, ...]] = {}  # the text between its values, per ind
 
 def _summary(o: Summary, ind: int) -> str:
     keys = tuple(o)
-    if keys[:8] == _TENSOR_KEYS and type(o["shape"]) is list:
+    if _is_tensor_summary(o, keys):
         return _tensor_summary(o, ind, keys)
     key = (ind, keys)
     tmpl = _templates.get(key)
@@ -72,7 +73,15 @@ def _summary(o: Summary, ind: int) -> str:
     return tmpl.format(*[_value_text(k, v, ind) for k, v in o.items()])
 
 
-def _tensor_summary(o: Summary, ind: int, keys: tuple[str, ...]) -> str:
+def _is_tensor_summary(o: dict[str, Any], keys: tuple[str, ...]) -> bool:
+    """The eight tensor keys first, with the types the cached head text is keyed by."""
+    if keys[:8] != _TENSOR_KEYS or type(o["type"]) is not str or type(o["dtype"]) is not str:
+        return False
+    shape = o["shape"]
+    return type(shape) is list and all(type(n) is int for n in shape)
+
+
+def _tensor_summary(o: dict[str, Any], ind: int, keys: tuple[str, ...]) -> str:
     """The common summary (the eight tensor keys first) without a format call: the text up to Max
     is cached by indent, type, dtype and shape."""
     shape = o["shape"]
@@ -177,6 +186,11 @@ def _enc(o: Any, ind: int, out: list[str]) -> None:
         if not o:
             out.append("{}")
             return
+        if "Max" in o:  # a tensor summary (a plain dict pickles several times faster than Summary)
+            keys = tuple(o)
+            if _is_tensor_summary(o, keys):
+                out.append(_tensor_summary(o, ind, keys))
+                return
         nl = _newline(ind + 1)
         sep = "{" + nl
         for k, v in o.items():

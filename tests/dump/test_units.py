@@ -60,12 +60,19 @@ def test_jsonfmt_is_json_dumps_indent_1(value: object, level: int) -> None:
         st.dictionaries(st.sampled_from("ab"), st.integers(), max_size=2),
     ),
     st.booleans(),
+    st.sampled_from([jsonfmt.Summary, dict]),
+    st.sampled_from(["torch.Tensor", 3, None, ["torch.Tensor"]]),
+    st.sampled_from([None, [1.5], ["a"], [[2]], "2x3"]),
 )
-def test_jsonfmt_summary_template(shape: list[int], stat: object, md5: bool) -> None:
-    s = jsonfmt.Summary(
-        type="torch.Tensor",
+def test_jsonfmt_summary_template(
+    shape: list[int], stat: object, md5: bool, kind: type, type_: object, odd_shape: object
+) -> None:
+    """Tensor summaries, a Summary or a plain dict with the tensor keys, are written as json.dumps
+    writes them, also where the values are not what a tensor summary holds."""
+    s = kind(
+        type=type_,
         dtype="torch.float32",
-        shape=shape,
+        shape=shape if odd_shape is None else odd_shape,
         Max=stat,
         Min=stat,
         Mean=stat,

@@ -18,7 +18,6 @@ from msprobe.dump.pytorch.stats import SummaryCache
 from msprobe.dump.pytorch.tensor_io import TensorWriter
 from msprobe.dump.pytorch.torch_compat import DisableTorchFunction, set_grad_enabled_raw
 from msprobe.dump.pytorch.tree import SEQUENCE, branches
-from msprobe.formats.jsonfmt import Summary
 from msprobe.formats.record_names import data_file_name
 
 MAX_DEPTH = 50
@@ -164,31 +163,31 @@ class Encoder:
         return [self.value(g, record, side, (i,)) for i, g in enumerate(grads)]
 
 
-_SUMMARIES: dict[tuple[torch.dtype, torch.Size], Summary] = {}  # by dtype and shape, values to come
+_SUMMARIES: dict[tuple[torch.dtype, torch.Size], dict[str, Any]] = {}  # by dtype and shape
 
 
-def _tensor_summary(t: torch.Tensor) -> Summary:
+def _tensor_summary(t: torch.Tensor) -> dict[str, Any]:
     """A tensor's statistics object, values to come, without md5/data_name (those follow, in this
     key order); copied from one made once per dtype and shape (the ``shape`` list is shared and never
-    changed)."""
+    changed). A plain dict: records are pickled to the encoder process, and pickle writes a dict
+    subclass such as :class:`~msprobe.formats.jsonfmt.Summary` several times slower; the JSON writer
+    knows a tensor summary by its keys."""
     key = (t.dtype, t.shape)
     proto = _SUMMARIES.get(key)
     if proto is None:
-        proto = Summary(
-            {
-                "type": "torch.Tensor",
-                "dtype": str(t.dtype),
-                "shape": list(t.shape),
-                "Max": None,
-                "Min": None,
-                "Mean": None,
-                "Norm": None,
-                "requires_grad": False,
-            }
-        )
+        proto = {
+            "type": "torch.Tensor",
+            "dtype": str(t.dtype),
+            "shape": list(t.shape),
+            "Max": None,
+            "Min": None,
+            "Mean": None,
+            "Norm": None,
+            "requires_grad": False,
+        }
         if len(_SUMMARIES) < 4096:
             _SUMMARIES[key] = proto
-    out = Summary(proto)
+    out = dict(proto)
     if t.requires_grad:
         out["requires_grad"] = True
     return out
