@@ -15,7 +15,7 @@ from msprobe.dump.api_families import FAMILIES, load_api_list, parse_api_list
 from msprobe.dump.filters import DataMode, RecordFilter
 from msprobe.dump.naming import CallCounter
 from msprobe.dump.pytorch.stat_batch import StatsBatch, tensor_stats
-from msprobe.dump.pytorch.stats import Stats, SummaryCache, tensor_md5
+from msprobe.dump.pytorch.stats import Stats, SummaryCache, coalesced_layout, element_sequence, tensor_md5
 from msprobe.errors import MsprobeError
 from msprobe.formats import jsonfmt
 from msprobe.formats.record_names import (
@@ -362,6 +362,26 @@ def test_api_list_file() -> None:
         parse_api_list("functional:\nrelu\n", "f")
     with pytest.raises(MsprobeError, match=r"f:1: expected '  - api_name'"):
         parse_api_list("  - relu\n", "f")
+
+
+@given(st.lists(st.integers(0, 4), min_size=0, max_size=4), st.data())
+def test_element_sequence_of_contiguous_tensor_is_its_coalesced_layout(
+    shape: list[int], data: st.DataObject
+) -> None:
+    """The contiguous shortcut gives the key the general coalescing gives, for any shape (size-1 and
+    empty dimensions included), also for a contiguous view at an offset."""
+    base = torch.zeros(int(np.prod(shape)) + 3)
+    offset = data.draw(st.integers(0, 3))
+    t = base[offset : offset + int(np.prod(shape))].view(shape)
+    assert t.is_contiguous()
+    key = element_sequence(t)
+    assert key is not None
+    assert key == (
+        t.untyped_storage().data_ptr(),
+        offset,
+        t.dtype,
+        coalesced_layout(tuple(t.shape), t.stride()),
+    )
 
 
 def test_summary_cache_shares_stats_of_same_element_sequence() -> None:

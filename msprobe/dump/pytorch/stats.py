@@ -37,14 +37,22 @@ def element_sequence(t: torch.Tensor) -> tuple[Any, ...] | None:
     statistics and md5 are identical (torch's reductions coalesce dimensions the same way)."""
     if t.layout != torch.strided or t.device.type == "meta":
         return None
-    dims = [(n, st) for n, st in zip(t.shape, t.stride()) if n != 1]
+    n = t.numel()
+    # the common case first: a contiguous tensor is one run of its elements
+    runs = ((n, 1),) if n > 1 and t.is_contiguous() else coalesced_layout(t.shape, t.stride())
+    return (t.untyped_storage().data_ptr(), t.storage_offset(), t.dtype, runs)
+
+
+def coalesced_layout(shape: tuple[int, ...], stride: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """(size, stride) runs, innermost first: size-1 dimensions dropped, a dimension merged into the
+    run inside it where its stride continues that run."""
     merged: list[tuple[int, int]] = []
-    for n, st in reversed(dims):
+    for n, st in reversed([(n, st) for n, st in zip(shape, stride) if n != 1]):
         if merged and st == merged[-1][0] * merged[-1][1]:
             merged[-1] = (n * merged[-1][0], merged[-1][1])
         else:
             merged.append((n, st))
-    return (t.untyped_storage().data_ptr(), t.storage_offset(), t.dtype, tuple(merged))
+    return tuple(merged)
 
 
 _LAYOUT_MIN_NUMEL = 4096  # below this, summarising is cheaper than the layout key
