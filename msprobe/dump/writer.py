@@ -64,6 +64,20 @@ def make_dirs(path: str) -> None:
     os.makedirs(path, mode=DIR_MODE, exist_ok=True)
 
 
+_FRAMES_TEXTS: dict[tuple[str, ...], str] = {}  # a stack's frames as a journal's JSON list
+
+
+def _frames_text(frames: tuple[str, ...]) -> str:
+    """``json.dumps(list(frames), separators=(",", ":"))``, kept: the same call sites run every step."""
+    text = _FRAMES_TEXTS.get(frames)
+    if text is None:
+        text = json.dumps(list(frames), separators=(",", ":"))
+        if len(_FRAMES_TEXTS) >= 4096:
+            _FRAMES_TEXTS.clear()
+        _FRAMES_TEXTS[frames] = text
+    return text
+
+
 class RankStore:
     """In-memory content + journal of ``{dump_path}/step{N}/rank{R}/``."""
 
@@ -249,8 +263,9 @@ class RankStore:
             self._stack_names.append([])
         self._stack_names[sid].append(name)
         self._dirty = True
-        if new:
-            self._lines.append(json.dumps({"n": name, "s": sid, "f": list(frames)}, separators=(",", ":")))
+        if new:  # json.dumps({"n": name, "s": sid, "f": list(frames)}, separators=(",", ":"))
+            head = '{"n":' + encode_basestring_ascii(name) + ',"s":' + str(sid) + ',"f":'
+            self._lines.append(head + _frames_text(frames) + "}")
         else:  # the same line, without json.dumps: most records repeat an earlier stack
             self._lines.append('{"n":' + encode_basestring_ascii(name) + ',"s":' + str(sid) + "}")
 
