@@ -181,11 +181,14 @@ class StatsBatch:
             else:  # tensors of one size in several shapes (a view per copy only here)
                 rows = torch.stack([c.view(-1) for c in copies])
             mx, mn = rows.amax(dim=1), rows.amin(dim=1)  # (aminmax over rows is not vectorised)
-            sums = rows.sum(dim=1, dtype=torch.float32)
-            values = torch.stack((mx.float(), mn.float(), sums, _vector_norm(rows, dim=1).float())).tolist()
-            n = rows.shape[1]
-            for slot, mx_, mn_, sum_, norm in zip(slots, *values):
-                slot.set_stats((mx_, mn_, _rounded(sum_ / n, dtype), norm))
+            # torch's CPU mean: the float32 sum divided by the count in float32, rounded to the dtype
+            means = rows.sum(dim=1, dtype=torch.float32).div_(rows.shape[1])
+            norms = _vector_norm(rows, dim=1)
+            if dtype != torch.float32:
+                mx, mn, means, norms = mx.float(), mn.float(), means.to(dtype).float(), norms.float()
+            values = torch.stack((mx, mn, means, norms)).tolist()
+            for slot, stats in zip(slots, zip(*values)):
+                slot.set_stats(stats)
 
     def resolve(self) -> None:
         """Fetch every pending value (one transfer per device and kind) and fill the slots."""
