@@ -187,34 +187,14 @@ def test_a_small_cpu_tensor_is_copied_at_capture_and_summarised_with_its_group()
     assert other.stats == (4.0, 3.0, 3.5, 5.0)
 
 
-def test_large_and_sliced_cpu_tensors_are_summarised_at_once() -> None:
+def test_large_and_strided_cpu_tensors_are_summarised_at_once() -> None:
     from msprobe.dump.pytorch.stat_batch import GROUP_MAX_NUMEL
     from msprobe.dump.pytorch.stats import Slot
 
-    for t in (torch.ones(GROUP_MAX_NUMEL + 1), torch.ones(4, 6)[:, ::2], torch.ones(4, 6)[:, :3]):
+    for t in (torch.ones(GROUP_MAX_NUMEL + 1), torch.ones(4, 3).t()):
         batch, slot = StatsBatch(), Slot(md5=False)
         batch.add(t, slot)
         assert len(batch) == 0 and slot.stats is not None and slot.stats[0] == 1.0
-
-
-def test_a_transposed_tensor_is_grouped_in_memory_order() -> None:
-    """A transpose is dense in memory: grouped, and its row is its memory, the order torch's own
-    reduction reads it in (summed in its logical order, these values round differently on the CPUs
-    we tried, so a copy in logical order fails this test)."""
-    from msprobe.dump.pytorch.stats import Slot
-
-    t = (torch.randn(64, 48, generator=torch.Generator().manual_seed(0)) * 1000).t()
-    batch, slot = StatsBatch(), Slot(md5=False)
-    batch.add(t, slot)
-    batch.add(torch.ones(48, 64), Slot(md5=False))
-    assert len(batch) == 2 and slot.stats is None
-    batch.resolve()
-    assert slot.stats == (
-        t.amax().item(),
-        t.amin().item(),
-        t.mean().item(),
-        torch.linalg.vector_norm(t).item(),
-    )
 
 
 def test_copies_held_for_groups_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -246,14 +226,8 @@ def test_a_group_gives_every_tensor_torchs_own_statistics(
 
     n = max(1, len(values) // inner[0]) * inner[0]
     base = torch.tensor((values * (n // len(values) + 1))[:n], dtype=torch.float32).to(dtype)
-    # one size, three shapes (a group may mix them): flat, 2-D, and 2-D transposed (dense in memory,
-    # not contiguous: grouped in memory order)
-    shaped = [
-        lambda b: b,
-        lambda b: b.reshape(-1, *inner),
-        lambda b: b.reshape(-1, *inner).t(),
-    ]
-    tensors = [shaped[i % 3](base * (i + 1)) for i in range(k)]
+    # one size, two shapes (a group may mix them)
+    tensors = [(base * (i + 1)).reshape(-1, *inner) if i % 2 else base * (i + 1) for i in range(k)]
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:

@@ -10,14 +10,12 @@ and hands the values to the waiting summaries. md5 of a device tensor is a non-b
 host at capture, checksummed at resolve.
 
 On the CPU a reduction costs its dispatch more than its arithmetic on the small tensors a model
-records by the hundred, so a small float tensor whose elements are dense in memory (contiguous, or
-permuted as by a transpose) is copied at capture (one operation: the copy is what a later in-place
-write cannot reach) and summarised at resolve with the other copies of its dtype and size, as the
-rows of one matrix in memory order: four reductions for the whole group. A row's reduction reads the
-same elements in the same order as the full reduction of the tensor (which walks a dense tensor in
-memory order; a row of at most :data:`GROUP_MAX_NUMEL` elements is never split between threads), so
-the values are the same bits, which the tests check. Larger CPU tensors, and views that skip
-elements (slices), are summarised at once.
+records by the hundred, so a small contiguous float tensor is copied at capture (one operation: the
+copy is what a later in-place write cannot reach) and summarised at resolve with the other copies of
+its dtype and size, as the rows of one matrix: four reductions for the whole group. A row's reduction
+reads the same elements in the same order as the full reduction of the tensor (a contiguous row of at
+most :data:`GROUP_MAX_NUMEL` elements is never split between threads), so the values are the same
+bits, which the tests check. Larger or strided CPU tensors are summarised at once.
 
 The same reductions on every device, with upstream 8.1.1's dtype rules; the values are
 torch's own ``max``/``min``/``mean``/``linalg.vector_norm`` of the tensor, which the tests check.
@@ -113,14 +111,13 @@ class StatsBatch:
     def _four(self, d: torch.Tensor, slot: Slot) -> None:
         if d.is_cpu:
             n = d.numel()
-            copy = _dense_copy(d) if n <= GROUP_MAX_NUMEL else None
-            if copy is not None:
+            if n <= GROUP_MAX_NUMEL and d.is_contiguous():
                 key = (d.dtype, n)
                 group = self._groups.get(key)
                 if group is None:
                     group = self._groups[key] = ([], [])
                 group[0].append(slot)
-                group[1].append(copy)
+                group[1].append(d.clone())
                 self._group_bytes += n * d.element_size()
                 if self._group_bytes >= GROUP_BYTES:
                     self._summarise_groups()
@@ -219,19 +216,6 @@ class StatsBatch:
             slot.set_digest(tensor_md5(host))
         for slot, kind, device, at in jobs:
             slot.set_stats(_stats(kind, fetched[(device, kind == _INT_SCALAR)], at))
-
-
-def _dense_copy(d: torch.Tensor) -> torch.Tensor | None:
-    """A copy of ``d`` whose elements lie in the order torch's full reduction of ``d`` reads them:
-    ``d`` itself if contiguous; for a permutation of a dense tensor (a transpose) its memory, flat (a
-    reduction walks a dense tensor in memory order, whatever its shape). None for a view that skips
-    elements (a slice): its reduction runs over several dimensions, not one row."""
-    if d.is_contiguous():
-        return d.clone()
-    copy = d.clone()  # keeps the strides of a dense tensor, makes any other contiguous
-    if copy.stride() != d.stride():
-        return None
-    return copy.as_strided((copy.numel(),), (1,))
 
 
 def _stats(kind: int, values: list[Any], at: int) -> Stats:
