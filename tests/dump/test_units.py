@@ -197,6 +197,24 @@ def test_large_and_strided_cpu_tensors_are_summarised_at_once() -> None:
         assert len(batch) == 0 and slot.stats is not None and slot.stats[0] == 1.0
 
 
+@settings(deadline=None, max_examples=30)
+@given(
+    st.sampled_from([torch.float32, torch.float16, torch.bfloat16]),
+    st.integers(0, 3 * (1 << 14)),
+    st.sampled_from([None, math.nan, math.inf, -math.inf, -0.0]),
+)
+def test_a_large_cpu_tensor_gets_torchs_own_statistics(
+    dtype: torch.dtype, at: int, special: float | None
+) -> None:
+    """Above the group size: summarised at once, with torch's own max, min, mean and norm (a NaN or
+    an infinity anywhere included)."""
+    t = torch.randn(3 * (1 << 14) + 1, generator=torch.Generator().manual_seed(at)).to(dtype)
+    if special is not None:
+        t[at] = special
+    ref = (t.max().item(), t.min().item(), t.mean().item(), torch.linalg.vector_norm(t).item())
+    assert _same_stats(tensor_stats(t), ref)
+
+
 def test_copies_held_for_groups_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     from msprobe.dump.pytorch import stat_batch
     from msprobe.dump.pytorch.stats import Slot
