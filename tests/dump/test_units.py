@@ -15,7 +15,14 @@ from msprobe.dump.api_families import FAMILIES, load_api_list, parse_api_list
 from msprobe.dump.filters import DataMode, RecordFilter
 from msprobe.dump.naming import CallCounter
 from msprobe.dump.pytorch.stat_batch import StatsBatch, tensor_stats
-from msprobe.dump.pytorch.stats import Stats, SummaryCache, coalesced_layout, element_sequence, tensor_md5
+from msprobe.dump.pytorch.stats import (
+    Stats,
+    SummaryCache,
+    coalesced_layout,
+    element_sequence,
+    memory_order_layout,
+    tensor_md5,
+)
 from msprobe.errors import MsprobeError
 from msprobe.formats import jsonfmt
 from msprobe.formats.record_names import (
@@ -409,11 +416,72 @@ def test_summary_cache_shares_stats_of_same_element_sequence() -> None:
     _summary(cache, x, False, added)
     v = x.view(8, 8, 128)  # same elements, same order: no new summary
     assert _summary(cache, v, False, added)[0] == tensor_stats(v)
-    t = x.t()  # other order (Mean/Norm would sum differently): summarised
-    _summary(cache, t, False, added)
+    t = x.t()  # read in memory order by torch's reductions: the same statistics
+    assert _summary(cache, t, False, added)[0] == tensor_stats(t)
+    _summary(cache, x[:, ::2], False, added)  # other elements: summarised
     x.add_(1)  # version bump: the view is summarised again
     _summary(cache, x.view(-1), False, added)
-    assert [tuple(t.shape) for t in added] == [(64, 128), (128, 64), (8192,)]
+    assert [tuple(t.shape) for t in added] == [(64, 128), (64, 64), (8192,)]
+
+
+def test_summary_cache_md5_of_a_transpose_is_its_own() -> None:
+    """md5 is of the bytes in logical order: a transposed view is checksummed anew."""
+    added: list[torch.Tensor] = []
+    cache = SummaryCache()
+    x = torch.randn(64, 128)
+    _summary(cache, x, True, added)
+    stats, digest = _summary(cache, x.t(), True, added)
+    assert digest == tensor_md5(x.t()) != tensor_md5(x)
+    assert stats == tensor_stats(x.t())
+    assert [tuple(t.shape) for t in added] == [(64, 128), (128, 64)]
+
+
+def test_summary_cache_memory_order_only_on_torchs_reduction_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A device whose kernels may reduce a logical-order copy (torch_npu) summarises a transpose anew."""
+    from msprobe.dump.pytorch import stats
+
+    monkeypatch.setattr(stats, "_MEMORY_ORDER_DEVICES", frozenset({"cuda"}))
+    added: list[torch.Tensor] = []
+    cache = SummaryCache()
+    x = torch.randn(64, 128)
+    _summary(cache, x, False, added)
+    assert _summary(cache, x.t(), False, added)[0] == tensor_stats(x.t())
+    assert [tuple(t.shape) for t in added] == [(64, 128), (128, 64)]
+
+
+def test_memory_order_of_an_expanded_tensor_is_none() -> None:
+    """Dimensions sharing a stride read elements more than once: no memory-order key, the logical
+    one instead."""
+    e = torch.randn(1, 4096).expand(3, 4096)
+    assert memory_order_layout(tuple(e.shape), e.stride()) is None
+    assert element_sequence(e, memory_order=True) is None
+    assert element_sequence(e) is not None
+
+
+@settings(deadline=None, max_examples=60)
+@given(
+    st.lists(st.integers(1, 9), min_size=2, max_size=4),
+    st.sampled_from([torch.float32, torch.float16, torch.bfloat16]),
+    st.data(),
+)
+def test_views_with_one_memory_order_have_torchs_same_statistics(
+    shape: list[int], dtype: torch.dtype, data: st.DataObject
+) -> None:
+    """What the memory-order key shares is sound: any two permutations of a (possibly sliced)
+    tensor have one memory-order key, and torch's own statistics of the two are the same bits."""
+    gen = torch.Generator().manual_seed(data.draw(st.integers(0, 2**31)))
+    base = (torch.randn(*[n * 3 for n in shape], generator=gen) * 37.0 + 5.0).to(dtype)
+    index = tuple(slice(data.draw(st.integers(0, 2)), None, data.draw(st.integers(1, 3))) for _ in shape)
+    x = base[index]
+    perms = st.permutations(list(range(len(shape))))
+    a, b = x.permute(data.draw(perms)), x.permute(data.draw(perms))
+    key = element_sequence(a, memory_order=True)
+    assert key is not None and key == element_sequence(b, memory_order=True)
+
+    def torchs(t: torch.Tensor) -> tuple[float, ...]:
+        return (t.amax().item(), t.amin().item(), t.mean().item(), torch.linalg.vector_norm(t).item())
+
+    assert torchs(a) == torchs(b)
 
 
 def test_core_imports_no_torch() -> None:

@@ -8,6 +8,7 @@ counter, which every in-place op bumps.
 
 from __future__ import annotations
 
+import itertools
 import weakref
 import zlib
 from typing import Any
@@ -30,24 +31,52 @@ def tensor_md5(t: torch.Tensor) -> str:
     return f"{zlib.crc32(arr.reshape(-1).view(np.uint8)):08x}"  # type: ignore[arg-type]
 
 
-def element_sequence(t: torch.Tensor) -> tuple[Any, ...] | None:
+def element_sequence(t: torch.Tensor, memory_order: bool = False) -> tuple[Any, ...] | None:
     """What a full reduction of ``t`` reads, in order: storage address, offset, dtype and the
     coalesced (size, stride) layout. Two tensors with the same key and the same live storage hold the
     same elements in the same order (``x.view(...)`` of ``x``, a grad and its reshape), so their
-    statistics and md5 are identical (torch's reductions coalesce dimensions the same way)."""
+    statistics and md5 are identical (torch's reductions coalesce dimensions the same way).
+
+    ``memory_order``: the order a reduction reads them in. torch's reductions walk a tensor's
+    dimensions by ascending stride (``x.t().sum()`` reads what ``x.sum()`` reads, in the same order),
+    so a transposed or permuted view of a summarised tensor has its statistics, but not its md5
+    (the bytes of ``x.t().contiguous()`` differ)."""
     if t.layout != torch.strided or t.device.type == "meta":
         return None
     n = t.numel()
     # the common case first: a contiguous tensor is one run of its elements
-    runs = ((n, 1),) if n > 1 and t.is_contiguous() else coalesced_layout(t.shape, t.stride())
+    if n > 1 and t.is_contiguous():
+        runs: tuple[tuple[int, int], ...] | None = ((n, 1),)
+    elif memory_order:
+        runs = memory_order_layout(t.shape, t.stride())
+    else:
+        runs = coalesced_layout(t.shape, t.stride())
+    if runs is None:
+        return None
     return (t.untyped_storage().data_ptr(), t.storage_offset(), t.dtype, runs)
 
 
 def coalesced_layout(shape: tuple[int, ...], stride: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
     """(size, stride) runs, innermost first: size-1 dimensions dropped, a dimension merged into the
     run inside it where its stride continues that run."""
+    return _coalesced(reversed([(n, st) for n, st in zip(shape, stride) if n != 1]))
+
+
+def memory_order_layout(
+    shape: tuple[int, ...], stride: tuple[int, ...]
+) -> tuple[tuple[int, int], ...] | None:
+    """:func:`coalesced_layout` of the dimensions sorted by stride (memory order); None for an
+    expanded tensor (a zero stride, or two dimensions sharing one: elements read more than once, in
+    no one order)."""
+    dims = sorted((st, n) for n, st in zip(shape, stride) if n != 1)
+    if (dims and dims[0][0] == 0) or any(a[0] == b[0] for a, b in itertools.pairwise(dims)):
+        return None
+    return _coalesced((n, st) for st, n in dims)
+
+
+def _coalesced(dims: Any) -> tuple[tuple[int, int], ...]:
     merged: list[tuple[int, int]] = []
-    for n, st in reversed([(n, st) for n, st in zip(shape, stride) if n != 1]):
+    for n, st in dims:
         if merged and st == merged[-1][0] * merged[-1][1]:
             merged[-1] = (n * merged[-1][0], merged[-1][1])
         else:
@@ -167,8 +196,17 @@ class LayoutMemo:
         self._by_layout.clear()
 
 
-def layout_key(t: torch.Tensor) -> tuple[Any, ...] | None:
-    return element_sequence(t) if t.numel() >= _LAYOUT_MIN_NUMEL else None
+# Devices whose reductions are torch's TensorIterator ones (dimensions walked by ascending stride);
+# other backends (torch_npu) may copy a strided tensor to logical order before reducing it.
+_MEMORY_ORDER_DEVICES = frozenset(("cpu", "cuda"))
+
+
+def layout_key(t: torch.Tensor, md5: bool) -> tuple[Any, ...] | None:
+    """The element sequence of a tensor worth it: its statistics read it in memory order (on the
+    devices where torch reduces that way), its md5 in logical order."""
+    if t.numel() < _LAYOUT_MIN_NUMEL:
+        return None
+    return element_sequence(t, memory_order=not md5 and t.device.type in _MEMORY_ORDER_DEVICES)
 
 
 class SummaryCache:
@@ -204,7 +242,7 @@ class SummaryCache:
         cached = self._cached(t, version, md5)
         if cached is not None:
             return cached, False
-        layout = layout_key(t)
+        layout = layout_key(t, md5)
         if layout is not None:
             same = self.layouts.find(layout, version, md5)
             if same is not None:
