@@ -189,13 +189,16 @@ class ApiTracer(TorchFunctionMode):
             # recorded, and reads nothing of ours (no guard on our state, no recompilation)
             return func(*args, **(kwargs or {}))
         kwargs = kwargs or {}
-        if in_compiled_code():
-            # called by torch.compile's runtime or inductor's kernels: not a model call
-            return func(*args, **kwargs)
         try:
             key = self.table.get(func)
         except TypeError:
             key = None
+        if key is None and type(func) is not types.FunctionType:
+            # an unlisted builtin (a property getter, ``item``): run as is, the common case first
+            return func(*args, **kwargs)
+        if in_compiled_code():
+            # called by torch.compile's runtime or inductor's kernels: not a model call
+            return func(*args, **kwargs)
         if key is not None:
             return self.handler(key, func, args, kwargs)
         original = getattr(func, "_msprobe_original_of_wrapper", None)

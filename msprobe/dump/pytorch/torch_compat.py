@@ -121,13 +121,14 @@ def in_compiled_code() -> bool:
     """Whether the Python frame that made the call being handled (two frames up: our handler's
     caller) is torch.compile's machinery or code inductor generated: AOT autograd's runtime
     wrappers, inductor's kernels calling extern ops (``mm(..., out=buf)``). Decided once per code
-    object."""
+    object (kept by id: hashing a code object hashes its constants, every time)."""
     code = sys._getframe(2).f_code
-    hit = _compiler_code.get(code)
-    if hit is None:
-        filename = code.co_filename
-        hit = filename.startswith(_COMPILER_DIRS) or filename.startswith(_inductor_cache_dir())
-        _compiler_code[code] = hit
+    known = _compiler_code.get(id(code))
+    if known is not None and known[0] is code:
+        return known[1]
+    filename = code.co_filename
+    hit = filename.startswith(_COMPILER_DIRS) or filename.startswith(_inductor_cache_dir())
+    _compiler_code[id(code)] = (code, hit)  # holds the code object: its id is not reused
     return hit
 
 
@@ -136,7 +137,7 @@ _COMPILER_DIRS = tuple(
     os.path.join(_TORCH_DIR, *sub) + os.sep
     for sub in (("_dynamo",), ("_inductor",), ("_functorch", "_aot_autograd"))
 )
-_compiler_code: dict[Any, bool] = {}
+_compiler_code: dict[int, tuple[Any, bool]] = {}
 
 
 @functools.cache
