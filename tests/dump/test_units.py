@@ -151,7 +151,11 @@ def test_one_batch_of_many_tensors_gives_each_its_own_statistics(
 ) -> None:
     from msprobe.dump.pytorch.stats import Slot
 
-    tensors = _tensors_of_every_kind(arrays, dtype)
+    # and small tensors of the other float dtypes: groups of several dtypes resolved together
+    others = [d for d in (torch.float32, torch.float16, torch.bfloat16) if d != dtype]
+    tensors = _tensors_of_every_kind(arrays, dtype) + [
+        torch.tensor(a, dtype=d) for a in arrays for d in others
+    ]
     batch = StatsBatch()
     slots = [Slot(md5=True) for _ in tensors]
     for t, slot in zip(tensors, slots):
@@ -161,6 +165,9 @@ def test_one_batch_of_many_tensors_gives_each_its_own_statistics(
     for t, slot in zip(tensors, slots):
         assert slot.done and slot.stats is not None and _same_stats(slot.stats, tensor_stats(t)), t
         assert slot.digest == tensor_md5(t)
+        if t.dtype in (torch.float32, torch.float16, torch.bfloat16) and t.dim() > 0 and t.numel():
+            own = (t.amax().item(), t.amin().item(), t.mean().item(), torch.linalg.vector_norm(t).item())
+            assert _same_stats(slot.stats, own), t  # torch's own, not only a batch of one's
 
 
 def test_summaries_attached_before_and_after_resolve_get_the_values() -> None:

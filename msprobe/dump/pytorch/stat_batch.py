@@ -167,21 +167,31 @@ class StatsBatch:
     def _summarise_groups(self) -> None:
         """The statistics of every grouped CPU tensor: four reductions over each group's rows."""
         groups, self._groups, self._group_bytes = self._groups, {}, 0
+        results: list[torch.Tensor] = []  # per group: its rows' max, min, mean and norm
+        all_slots: list[list[Slot]] = []
         for (dtype, _), (slots, copies) in groups.items():
             shape = copies[0].shape
             if all(c.shape == shape for c in copies):
                 rows = torch.stack(copies).view(len(copies), -1)
             else:  # tensors of one size in several shapes (a view per copy only here)
                 rows = torch.stack([c.view(-1) for c in copies])
-            mx, mn = rows.amax(dim=1), rows.amin(dim=1)  # (aminmax over rows is not vectorised)
             # torch's CPU mean: the float32 sum divided by the count in float32, rounded to the dtype
             means = rows.sum(dim=1, dtype=torch.float32).div_(rows.shape[1])
-            norms = _vector_norm(rows, dim=1)
             if dtype != torch.float32:
-                mx, mn, means, norms = mx.float(), mn.float(), means.to(dtype).float(), norms.float()
-            values = torch.stack((mx, mn, means, norms)).tolist()
-            for slot, stats in zip(slots, zip(*values)):
-                slot.set_stats(stats)
+                means = means.to(dtype)
+            # (aminmax over rows is not vectorised)
+            results += (rows.amax(dim=1), rows.amin(dim=1), means, _vector_norm(rows, dim=1))
+            all_slots.append(slots)
+        if not results:
+            return
+        # every group's values in one transfer to Python (torch.cat widens float16/bfloat16 exactly)
+        values = torch.cat(results).tolist()
+        at = 0
+        for slots in all_slots:
+            k = len(slots)
+            for i, slot in enumerate(slots, at):
+                slot.set_stats((values[i], values[i + k], values[i + 2 * k], values[i + 3 * k]))
+            at += 4 * k
 
     def resolve(self) -> None:
         """Fetch every pending value (one transfer per device and kind) and fill the slots."""
