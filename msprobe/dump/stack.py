@@ -20,6 +20,7 @@ _cache: dict[tuple[CodeType, int], str | None] = {}  # (code, line) -> frame tex
 # (id(code), f_lasti) -> (code, frame text): keyed by id because hashing a code object hashes its
 # constants every time (slow for torch's big functions)
 _by_offset: dict[tuple[int, int], tuple[CodeType, str | None]] = {}
+_own_code: dict[int, CodeType] = {}  # id -> code object of msprobe's own functions met in a walk
 STACK_FAILED = ("The call stack retrieval failed.",)
 
 
@@ -31,7 +32,9 @@ def _format(code: CodeType, lineno: int) -> str | None:
         pass
     path = code.co_filename
     text: str | None = None
-    if not any(own in path for own in _OWN):
+    if any(own in path for own in _OWN):
+        _own_code[id(code)] = code  # held: its id is not reused
+    else:
         src = linecache.getline(path, lineno).strip()
         if src:
             text = f"File {path}, line {lineno}, in {code.co_name}, \n {src}"
@@ -67,8 +70,12 @@ def capture_stack(
         memo = _memos.get(skip_files)
         if memo is None:
             memo = _memos[skip_files] = {}
+        own = _own_code
         while f is not None:
             code = f.f_code
+            if own.get(id(code)) is code and code is not skip_code:
+                f = f.f_back  # ours (the recorder's own frames, most of every walk): dropped
+                continue
             lasti = f.f_lasti
             if skip_code is None:
                 hit = memo.get(id(f))
