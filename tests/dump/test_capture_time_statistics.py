@@ -369,3 +369,58 @@ def test_a_scalar_written_in_place_after_capture_keeps_its_value(tmp_path: Path,
     assert data["Tensor.add_.0.forward"]["output"][0]["Max"] == 1
     assert data["Tensor.mul_.0.forward"]["input_args"][0]["Max"] == 0.5
     assert data["Torch.mul.0.forward"]["input_args"][1]["Max"] == 2.0
+
+
+class _Attention(nn.Module):
+    """Attention over tensors large enough for the summary cache's element-sequence key: views,
+    splits, transposes and permutes of summarised tensors, forward and backward."""
+
+    def __init__(self, d: int = 64, heads: int = 4) -> None:
+        super().__init__()
+        self.d, self.heads = d, heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).split(d, dim=-1)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        att = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        y = self.proj(att.transpose(1, 2).reshape(b, t, d))
+        return (y.permute(2, 0, 1) * 2.0).permute(1, 2, 0) + x.transpose(0, 2).transpose(0, 2)
+
+
+@pytest.mark.parametrize(("level", "summary_mode"), [("L1", "statistics"), ("mix", "md5")])
+def test_shared_summaries_equal_summaries_taken_anew(
+    tmp_path: Path, debugger: Any, monkeypatch: pytest.MonkeyPatch, level: str, summary_mode: str
+) -> None:
+    """A summary the cache shares (the same tensor unchanged, a view, a transpose) is the one taken
+    anew: the dump with the cache equals the dump with every tensor summarised on its own."""
+    from msprobe.dump.pytorch import stats
+    from msprobe.pytorch import PrecisionDebugger
+
+    shared = []
+    find = stats.LayoutMemo.find
+
+    def counted(self: Any, *args: Any) -> Any:
+        slot = find(self, *args)
+        shared.append(slot is not None)
+        return slot
+
+    monkeypatch.setattr(stats.LayoutMemo, "find", counted)
+    section = {"statistics": {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": summary_mode}}
+    dumps = []
+    for name in ("cached", "anew"):
+        if name == "anew":
+            monkeypatch.setattr(stats.SummaryCache, "slot", lambda self, t, md5: (stats.Slot(md5), True))
+        torch.manual_seed(0)
+        net = _Attention()
+        x = torch.randn(2, 64, 64, requires_grad=True)
+        dbg = debugger(level=level, dump_path=str(tmp_path / name), **section)
+        dbg.start(model=net)
+        net(x).square().mean().backward()
+        dbg.stop()
+        dumps.append((tmp_path / name / "step0" / "rank" / "dump.json").read_text())
+        PrecisionDebugger._shutdown()
+    assert sum(shared) >= 4  # views and transposes of summarised tensors did share a summary
+    assert dumps[0] == dumps[1]
