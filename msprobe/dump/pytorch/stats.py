@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import weakref
 import zlib
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -74,7 +75,7 @@ def memory_order_layout(
     return _coalesced((n, st) for st, n in dims)
 
 
-def _coalesced(dims: Any) -> tuple[tuple[int, int], ...]:
+def _coalesced(dims: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
     merged: list[tuple[int, int]] = []
     for n, st in dims:
         if merged and st == merged[-1][0] * merged[-1][1]:
