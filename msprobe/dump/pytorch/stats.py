@@ -54,7 +54,16 @@ def element_sequence(t: torch.Tensor, memory_order: bool = False) -> tuple[Any, 
         runs = coalesced_layout(t.shape, t.stride())
     if runs is None:
         return None
-    return (t.untyped_storage().data_ptr(), t.storage_offset(), t.dtype, runs)
+    ptr = storage_ptr(t)
+    return None if ptr is None else (ptr, t.storage_offset(), t.dtype, runs)
+
+
+def storage_ptr(t: torch.Tensor) -> int | None:
+    """The address of ``t``'s storage; None for a tensor without one of its own (a wrapper subclass)."""
+    try:
+        return int(t.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError):
+        return None
 
 
 def coalesced_layout(shape: tuple[int, ...], stride: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
@@ -173,11 +182,7 @@ class LayoutMemo:
             return None
         other = same[0]()
         # alive, unchanged, and on the very same storage: then the address cannot be a reuse
-        if (
-            other is not None
-            and other._version == version == same[1]
-            and other.untyped_storage().data_ptr() == layout[0]
-        ):
+        if other is not None and other._version == version == same[1] and storage_ptr(other) == layout[0]:
             return same[2]
         return None
 
@@ -271,7 +276,9 @@ class SummaryCache:
         """Drop ``t``: collectives write into tensors without bumping their version counter."""
         self._entries.pop(id(t), None)
         if isinstance(t, torch.Tensor) and t.layout == torch.strided:
-            self.layouts.forget_storage(t.untyped_storage().data_ptr())
+            ptr = storage_ptr(t)
+            if ptr is not None:
+                self.layouts.forget_storage(ptr)
 
     def prune(self) -> None:
         """At a step's end keep only live parameters: a parameter written by ``optimizer.step()``

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from msprobe.dump.pytorch.stats import version_of
+from msprobe.dump.pytorch.stats import storage_ptr, version_of
 from msprobe.dump.pytorch.torch_compat import PyTorchFileWriter, storage_alignment, storage_persistent_id
 
 FILE_MODE = 0o640
@@ -129,13 +129,6 @@ def _memory(t: torch.Tensor) -> tuple[Any, ...] | None:
         return None  # sparse and other storage-less layouts
 
 
-def _storage_ptr(t: torch.Tensor) -> int | None:
-    try:
-        return int(t.untyped_storage().data_ptr())
-    except (RuntimeError, NotImplementedError):
-        return None
-
-
 def _layout(t: torch.Tensor) -> Layout | None:
     """What the file of a plain dense tensor holds, read off its memory: storage address, offset,
     dtype, shape, strides, device. Conjugate, negative and quantized views read the same memory as
@@ -149,7 +142,7 @@ def _layout(t: torch.Tensor) -> Layout | None:
         or t.is_neg()
     ):
         return None
-    ptr = _storage_ptr(t)
+    ptr = storage_ptr(t)
     if ptr is None:
         return None
     return (ptr, t.storage_offset(), t.dtype, tuple(t.shape), t.stride(), t.device)
@@ -204,7 +197,7 @@ class WrittenFiles:
         if (
             other is None
             or other._version != version
-            or _storage_ptr(other) != layout[0]  # other's memory swapped (``other.data = ...``)
+            or storage_ptr(other) != layout[0]  # other's memory swapped (``other.data = ...``)
             or not _share_version_counter(t, other)
         ):
             return None
@@ -214,7 +207,7 @@ class WrittenFiles:
     def remember(self, t: torch.Tensor, name: str, by_layout: bool = True) -> None:
         """``t`` is in file ``name`` as it is now (``by_layout``: also for views of it)."""
         version = version_of(t)
-        storage = _storage_ptr(t)
+        storage = storage_ptr(t)
         if version is None or storage is None:
             return
         try:
@@ -235,7 +228,7 @@ class WrittenFiles:
     def forget(self, t: torch.Tensor) -> None:
         """Drop ``t`` and everything on its memory (written without a version bump)."""
         self._by_key.pop(id(t), None)
-        storage = _storage_ptr(t)
+        storage = storage_ptr(t)
         for key in self._keys_on_storage.pop(storage, ()) if storage is not None else ():
             self._by_key.pop(key, None)
 
