@@ -90,3 +90,59 @@ def test_two_gloo_ranks(tmp_path: Path) -> None:
 def test_rank_filter(tmp_path: Path) -> None:
     step = run_pair(tmp_path, [1])
     assert sorted(os.listdir(step)) == ["rank1"]
+
+
+DTENSOR_WORKER = textwrap.dedent(
+    """
+    import sys, torch, torch.distributed as dist
+    import torch.nn.functional as F
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor, init_device_mesh
+    from msprobe.pytorch import PrecisionDebugger
+    rank = int(sys.argv[1])
+    dbg = PrecisionDebugger(config_path=sys.argv[2])
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    mesh = init_device_mesh("cpu", (2,))
+    gen = torch.Generator().manual_seed(0)
+    weight = torch.nn.Parameter(distribute_tensor(torch.randn(128, 64, generator=gen), mesh, [Shard(0)]))
+    x = distribute_tensor(torch.randn(32, 64, generator=gen), mesh, [Replicate()])
+    dbg.start()
+    F.linear(x, weight).square().mean().backward()
+    dbg.stop()
+    dist.destroy_process_group()
+    """
+)
+
+
+def test_dtensors_are_recorded_as_this_ranks_shard(tmp_path: Path) -> None:
+    """FSDP2 / tensor parallel: a DTensor is summarised as the shard its rank holds (no collective),
+    forward and backward, with nothing in the error log."""
+    import torch
+
+    out = tmp_path / "dump"
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"task": "statistics", "dump_path": str(out), "level": "L1"}))
+    env = dict(os.environ, PYTHONPATH=str(REPO), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", DTENSOR_WORKER, str(r), str(cfg)],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for r in (0, 1)
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    gen = torch.Generator().manual_seed(0)
+    full = torch.randn(128, 64, generator=gen)
+    for rank in (0, 1):
+        rank_dir = out / "step0" / f"rank{rank}"
+        assert not (rank_dir / "dump_error_info.log").exists()
+        data = json.loads((rank_dir / "dump.json").read_text())["data"]
+        shard = full[64 * rank : 64 * (rank + 1)]
+        weight = data["Functional.linear.0.forward"]["input_args"][1]
+        assert weight["shape"] == [64, 64] and weight["requires_grad"] is True
+        own = [shard.amax().item(), shard.amin().item(), shard.mean().item(), shard.norm().item()]
+        assert [weight["Max"], weight["Min"], weight["Mean"], weight["Norm"]] == own
+        assert data["Functional.linear.0.backward"]["input"][0]["Max"] is not None

@@ -104,6 +104,16 @@ def test_direct_parameters_equal_named_parameters_non_recursive() -> None:
     assert tc.direct_parameters(Custom(2, 2))[0][0] == "only"
 
 
+def test_local_shard() -> None:
+    """Plain tensors and parameters are their own shard; DTensor keeps its shard in the slot read
+    (a run on two ranks is in test_distributed)."""
+    from torch.distributed.tensor import DTensor
+
+    t, p = torch.ones(2), torch.nn.Parameter(torch.ones(2))
+    assert tc.local_shard(t) is t and tc.local_shard(p) is p
+    assert "_local_tensor" in DTensor.__slots__
+
+
 def test_eval_frame_hooks() -> None:
     get_callback, skip_code = tc.eval_frame_hooks()
     assert get_callback is not None and skip_code is not None

@@ -16,7 +16,7 @@ from msprobe.dump.exceptions import MsprobeException
 from msprobe.dump.pytorch.stat_batch import StatsBatch, tensor_stats
 from msprobe.dump.pytorch.stats import SummaryCache
 from msprobe.dump.pytorch.tensor_io import TensorWriter
-from msprobe.dump.pytorch.torch_compat import DisableTorchFunction, set_grad_enabled_raw
+from msprobe.dump.pytorch.torch_compat import DisableTorchFunction, local_shard, set_grad_enabled_raw
 from msprobe.dump.pytorch.tree import SEQUENCE, branches
 from msprobe.formats.record_names import data_file_name
 
@@ -69,15 +69,16 @@ class Encoder:
 
     # -- tensors ----------------------------------------------------------------------------------
     def tensor(self, t: torch.Tensor, record: str, side: str, path: Path) -> dict[str, Any]:
-        slot, fresh = self.cache.slot(t, self.md5)
+        local = local_shard(t)  # a DTensor: this rank's shard
+        slot, fresh = self.cache.slot(local, self.md5)
         if fresh:
-            self.batch.add(t, slot)
-        out = _tensor_summary(t)
+            self.batch.add(local, slot)
+        out = _tensor_summary(local, t.requires_grad)
         if self.md5:
             out["md5"] = None
         slot.attach(out)
         if self.writer is not None and (self.save_filter is None or self.save_filter(record)):
-            out["data_name"] = self.writer.save(t, data_file_name(record, side, path))
+            out["data_name"] = self.writer.save(local, data_file_name(record, side, path))
         return out
 
     def ndarray(self, a: np.ndarray, record: str, side: str, path: Path) -> dict[str, Any]:
@@ -166,7 +167,7 @@ class Encoder:
 _SUMMARIES: dict[tuple[torch.dtype, torch.Size], dict[str, Any]] = {}  # by dtype and shape
 
 
-def _tensor_summary(t: torch.Tensor) -> dict[str, Any]:
+def _tensor_summary(t: torch.Tensor, requires_grad: bool) -> dict[str, Any]:
     """A tensor's statistics object, values to come, without md5/data_name (those follow, in this
     key order); copied from one made once per dtype and shape (the ``shape`` list is shared and never
     changed). A plain dict: records are pickled to the encoder process, and pickle writes a dict
@@ -188,7 +189,7 @@ def _tensor_summary(t: torch.Tensor) -> dict[str, Any]:
         if len(_SUMMARIES) < 4096:
             _SUMMARIES[key] = proto
     out = dict(proto)
-    if t.requires_grad:
+    if requires_grad:
         out["requires_grad"] = True
     return out
 

@@ -95,6 +95,25 @@ def direct_parameters(mod: torch.nn.Module) -> list[tuple[str, torch.nn.Paramete
     return out
 
 
+# -- distributed tensors ----------------------------------------------------------------------------
+
+
+def local_shard(t: torch.Tensor) -> torch.Tensor:
+    """A DTensor's shard on this rank, as a plain tensor (what ``to_local()`` returns, read from
+    ``DTensor._local_tensor`` without an autograd node); any other tensor as it is. A DTensor has no
+    storage of its own and its results cannot be read on the host (``tolist``), and its global
+    values would need a collective: a rank's dump holds its own shard."""
+    if type(t) is torch.Tensor:
+        return t
+    local = getattr(t, "_local_tensor", None)
+    if isinstance(local, torch.Tensor):
+        return local
+    to_local = getattr(t, "to_local", None)  # a torch that keeps the shard elsewhere
+    if callable(to_local) and type(t).__name__ == "DTensor":
+        return to_local()  # type: ignore[no-any-return]
+    return t
+
+
 # -- torch.compile ----------------------------------------------------------------------------------
 
 
