@@ -170,6 +170,67 @@ def test_one_batch_of_many_tensors_gives_each_its_own_statistics(
             assert _same_stats(slot.stats, own), t  # torch's own, not only a batch of one's
 
 
+class _Boxed(torch.Tensor):
+    """A wrapper tensor subclass whose results stay wrapped: ``tolist`` refuses them (as DTensor's)."""
+
+    inner: torch.Tensor
+
+    @staticmethod
+    def __new__(cls, inner: torch.Tensor) -> _Boxed:
+        t = torch.Tensor._make_wrapper_subclass(  # type: ignore[attr-defined]
+            cls, inner.shape, strides=inner.stride(), dtype=inner.dtype, device=inner.device
+        )
+        t.inner = inner
+        return t  # type: ignore[no-any-return]
+
+    __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        from torch.utils._pytree import tree_map
+
+        unwrap = lambda x: x.inner if isinstance(x, _Boxed) else x  # noqa: E731
+        out = func(*tree_map(unwrap, args), **tree_map(unwrap, kwargs or {}))
+        return tree_map(lambda x: _Boxed(x) if isinstance(x, torch.Tensor) else x, out)
+
+
+def test_a_wrapper_subclass_tensor_is_summarised_apart_from_its_group() -> None:
+    """A wrapper subclass's copy would turn its group's rows into its own kind: it is summarised on
+    its own, and its group-mates keep their values."""
+    from msprobe.dump.pytorch.stats import Slot
+
+    tensors = [torch.randn(4, 3), _Boxed(torch.randn(4, 3)), torch.randn(12)]
+    batch, slots = StatsBatch(), [Slot(md5=False) for _ in tensors]
+    for t, slot in zip(tensors, slots):
+        batch.add(t, slot)
+    batch.resolve()
+    for t, slot in zip(tensors, slots):
+        inner = t.inner if isinstance(t, _Boxed) else t
+        assert slot.stats == tensor_stats(inner)
+
+
+def test_values_that_cannot_be_read_spoil_no_other_slot() -> None:
+    """Queued results that stay wrapped on the host (a device tensor subclass) get null statistics and
+    the batch reports it once, after every other slot has its values: before, all stayed null."""
+    from msprobe.dump.pytorch import stat_batch
+    from msprobe.dump.pytorch.stats import NONE4, Slot
+
+    plain = [torch.tensor([True, False]), torch.tensor(7), torch.tensor(2.5), torch.randn(5)]
+    batch, slots = StatsBatch(), [Slot(md5=False) for _ in plain]
+    for t, slot in zip(plain, slots):
+        batch.add(t, slot)
+    boxed = _Boxed(torch.tensor([True, True]))
+    wrapped = Slot(md5=False)
+    batch._push(wrapped, stat_batch._BOOL, torch.device("cpu"), (boxed.any(), boxed.all()))  # as a device's
+    with pytest.raises(RuntimeError, match="tolist"):
+        batch.resolve()
+    for t, slot in zip(plain, slots):
+        assert slot.done and slot.stats == tensor_stats(t)
+    assert wrapped.stats == NONE4
+    batch.resolve()  # reported once
+    assert len(batch) == 0
+
+
 def test_summaries_attached_before_and_after_resolve_get_the_values() -> None:
     from msprobe.dump.pytorch.stats import Slot
 

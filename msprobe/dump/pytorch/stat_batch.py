@@ -33,6 +33,7 @@ from msprobe.dump.pytorch.torch_compat import DisableTorchFunction
 
 _FOUR, _BOOL, _ABS3, _SCALAR, _ABS_SCALAR, _INT_SCALAR = range(6)
 _NATIVE = frozenset((torch.float32, torch.float16, torch.bfloat16))
+_PLAIN = (torch.Tensor, torch.nn.Parameter)  # a subclass's copy could turn its group's rows into one
 _vector_norm = torch.linalg.vector_norm
 GROUP_MAX_NUMEL = 1 << 14  # CPU tensors up to this size are summarised in groups (below torch's grain)
 GROUP_BYTES = 64 << 20  # copies held for groups that make the groups be summarised at once
@@ -55,7 +56,7 @@ class _Values:
 class StatsBatch:
     """Slots waiting for their statistics (and md5), and the device tensors holding them."""
 
-    __slots__ = ("_copies", "_copy_bytes", "_group_bytes", "_groups", "_jobs", "_values")
+    __slots__ = ("_copies", "_copy_bytes", "_failure", "_group_bytes", "_groups", "_jobs", "_values")
 
     def __init__(self) -> None:
         self._jobs: list[tuple[Slot, int, Any, int]] = []  # slot, kind, device, its first value
@@ -65,6 +66,7 @@ class StatsBatch:
         # small CPU float tensors by dtype and size: their slots and copies
         self._groups: dict[tuple[torch.dtype, int], tuple[list[Slot], list[torch.Tensor]]] = {}
         self._group_bytes = 0
+        self._failure: Exception | None = None  # raised by the next resolve, once every slot is filled
 
     def __len__(self) -> int:
         return len(self._jobs) + len(self._copies) + sum(len(g[0]) for g in self._groups.values())
@@ -110,7 +112,7 @@ class StatsBatch:
     def _four(self, d: torch.Tensor, slot: Slot) -> None:
         if d.is_cpu:
             n = d.numel()
-            if n <= GROUP_MAX_NUMEL and d.is_contiguous():
+            if n <= GROUP_MAX_NUMEL and d.is_contiguous() and type(d) in _PLAIN:
                 key = (d.dtype, n)
                 group = self._groups.get(key)
                 if group is None:
@@ -170,22 +172,17 @@ class StatsBatch:
         results: list[torch.Tensor] = []  # per group: its rows' max, min, mean and norm
         all_slots: list[list[Slot]] = []
         for (dtype, _), (slots, copies) in groups.items():
-            shape = copies[0].shape
-            if all(c.shape == shape for c in copies):
-                rows = torch.stack(copies).view(len(copies), -1)
-            else:  # tensors of one size in several shapes (a view per copy only here)
-                rows = torch.stack([c.view(-1) for c in copies])
-            # torch's CPU mean: the float32 sum divided by the count in float32, rounded to the dtype
-            means = rows.sum(dim=1, dtype=torch.float32).div_(rows.shape[1])
-            if dtype != torch.float32:
-                means = means.to(dtype)
-            # (aminmax over rows is not vectorised)
-            results += (rows.amax(dim=1), rows.amin(dim=1), means, _vector_norm(rows, dim=1))
+            try:
+                results += _group_statistics(dtype, copies)
+            except Exception as exc:  # a tensor subclass without these operations: this group only
+                self._failure = self._failure or exc
+                for slot in slots:
+                    slot.set_stats(NONE4)
+                continue
             all_slots.append(slots)
         if not results:
             return
-        # every group's values in one transfer to Python (torch.cat widens float16/bfloat16 exactly)
-        values = torch.cat(results).tolist()
+        values = self._host_values(results)  # every group's values in one transfer to Python
         at = 0
         for slots in all_slots:
             k = len(slots)
@@ -193,9 +190,27 @@ class StatsBatch:
                 slot.set_stats((values[i], values[i + k], values[i + 2 * k], values[i + 3 * k]))
             at += 4 * k
 
+    def _host_values(self, vectors: list[torch.Tensor]) -> list[Any]:
+        """The values of ``vectors`` as Python numbers, in one transfer to the host (``torch.cat``
+        widens float16/bfloat16 exactly). When that fails (a tensor subclass whose results stay
+        wrapped on the host: ``tolist`` refuses them), vector by vector, None for the ones that fail:
+        one such tensor spoils no other record's values."""
+        try:
+            return torch.cat(vectors).cpu().tolist()  # type: ignore[no-any-return]
+        except Exception:
+            pass
+        out: list[Any] = []
+        for v in vectors:
+            try:
+                out += v.cpu().tolist()
+            except Exception as exc:
+                self._failure = self._failure or exc
+                out += [None] * v.numel()
+        return out
+
     def resolve(self) -> None:
         """Fetch every pending value (one transfer per device and kind) and fill the slots."""
-        if not self._groups and not self._jobs and not self._copies:
+        if not self._groups and not self._jobs and not self._copies and self._failure is None:
             return
         with DisableTorchFunction():  # called where the dump's function mode may be on
             self._resolve()
@@ -203,8 +218,13 @@ class StatsBatch:
     def _resolve(self) -> None:
         if self._groups:
             self._summarise_groups()
-        if not self._jobs and not self._copies:
-            return
+        if self._jobs or self._copies:
+            self._fetch()
+        failure, self._failure = self._failure, None
+        if failure is not None:  # every slot has its values (None where they failed): now report
+            raise failure
+
+    def _fetch(self) -> None:
         jobs, values, copies = self._jobs, self._values, self._copies
         self._jobs, self._values, self._copies, self._copy_bytes = [], {}, [], 0
         # results may come from several streams (a backward pass runs on the forward's streams): the
@@ -215,16 +235,21 @@ class StatsBatch:
         fetched: dict[tuple[Any, bool], list[Any]] = {}
         for device, bucket in values.items():
             if bucket.floats:
-                fetched[(device, False)] = torch.cat(bucket.floats).cpu().tolist()
+                fetched[(device, False)] = self._host_values(bucket.floats)
             if bucket.ints:
-                fetched[(device, True)] = torch.cat(bucket.ints).cpu().tolist()
+                fetched[(device, True)] = self._host_values(bucket.ints)
         for slot, host, _ in copies:
-            slot.set_digest(tensor_md5(host))
+            try:
+                slot.set_digest(tensor_md5(host))
+            except Exception as exc:
+                self._failure = self._failure or exc
         for slot, kind, device, at in jobs:
             slot.set_stats(_stats(kind, fetched[(device, kind == _INT_SCALAR)], at))
 
 
 def _stats(kind: int, values: list[Any], at: int) -> Stats:
+    if values[at] is None:  # not readable on the host (see StatsBatch._host_values)
+        return NONE4
     if kind == _FOUR:
         return (values[at], values[at + 1], values[at + 2], values[at + 3])
     if kind == _BOOL:
@@ -233,6 +258,21 @@ def _stats(kind: int, values: list[Any], at: int) -> Stats:
         return (values[at], values[at + 1], values[at + 2], None)
     v = values[at]
     return (v, v, v, None) if kind == _ABS_SCALAR else (v, v, v, v)
+
+
+def _group_statistics(dtype: torch.dtype, copies: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    """Max, min, mean and norm of each of ``copies`` (one size), as rows of one matrix."""
+    shape = copies[0].shape
+    if all(c.shape == shape for c in copies):
+        rows = torch.stack(copies).view(len(copies), -1)
+    else:  # tensors of one size in several shapes (a view per copy only here)
+        rows = torch.stack([c.view(-1) for c in copies])
+    # torch's CPU mean: the float32 sum divided by the count in float32, rounded to the dtype
+    means = rows.sum(dim=1, dtype=torch.float32).div_(rows.shape[1])
+    if dtype != torch.float32:
+        means = means.to(dtype)
+    # (aminmax over rows is not vectorised)
+    return rows.amax(dim=1), rows.amin(dim=1), means, _vector_norm(rows, dim=1)
 
 
 def _rounded(v: float, dtype: torch.dtype) -> float:
