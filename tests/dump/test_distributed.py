@@ -146,3 +146,55 @@ def test_dtensors_are_recorded_as_this_ranks_shard(tmp_path: Path) -> None:
         own = [shard.amax().item(), shard.amin().item(), shard.mean().item(), shard.norm().item()]
         assert [weight["Max"], weight["Min"], weight["Mean"], weight["Norm"]] == own
         assert data["Functional.linear.0.backward"]["input"][0]["Max"] is not None
+
+
+FSDP2_WORKER = textwrap.dedent(
+    """
+    import sys, torch, torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+    from msprobe.pytorch import PrecisionDebugger
+    from tests import zoo
+    rank = int(sys.argv[1])
+    dbg = PrecisionDebugger(config_path=sys.argv[2])
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    torch.manual_seed(0)
+    model = zoo.build("llama")
+    for layer in model.model.layers:
+        fully_shard(layer)
+    fully_shard(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    ids, labels = zoo.batch()
+    dbg.start(model=model)
+    model(input_ids=ids, labels=labels).loss.backward()
+    opt.step()
+    dbg.stop()
+    dist.destroy_process_group()
+    """
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("level", ["L1", "mix"])
+def test_fsdp2_llama_step_is_dumped_on_every_rank(tmp_path: Path, level: str) -> None:
+    """A transformers Llama sharded with FSDP2 (DTensor parameters, AdamW on their shards): every
+    rank dumps the whole step, optimizer included, with nothing in the error log."""
+    out = tmp_path / "dump"
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"task": "statistics", "dump_path": str(out), "level": level}))
+    env = dict(os.environ, PYTHONPATH=str(REPO), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", FSDP2_WORKER, str(r), str(cfg)], env=env, stderr=subprocess.PIPE, text=True
+        )
+        for r in (0, 1)
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    for rank in (0, 1):
+        rank_dir = out / "step0" / f"rank{rank}"
+        assert not (rank_dir / "dump_error_info.log").exists()
+        data = json.loads((rank_dir / "dump.json").read_text())["data"]
+        assert any(name.startswith("Functional.embedding.0.forward") for name in data)
+        updates = [v for name, v in data.items() if name.startswith("Tensor.lerp_.")]  # AdamW's
+        assert updates and all(v["output"][0]["Max"] is not None for v in updates)
