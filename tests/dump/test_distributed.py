@@ -43,14 +43,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def run_pair(tmp_path: Path, ranks: list[int]) -> Path:
+def run_ranks(tmp_path: Path, worker: str, **config: object) -> Path:
+    """``worker`` on two gloo ranks, dumping with ``config``; the step0 folder of the dump."""
     out = tmp_path / "dump"
     cfg = tmp_path / "config.json"
-    cfg.write_text(json.dumps({"task": "statistics", "dump_path": str(out), "rank": ranks, "level": "L1"}))
+    cfg.write_text(json.dumps({"task": "statistics", "dump_path": str(out), **config}))
     env = dict(os.environ, PYTHONPATH=str(REPO), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", WORKER, str(r), str(cfg)], env=env, stderr=subprocess.PIPE, text=True
+            [sys.executable, "-c", worker, str(r), str(cfg)], env=env, stderr=subprocess.PIPE, text=True
         )
         for r in (0, 1)
     ]
@@ -58,6 +59,10 @@ def run_pair(tmp_path: Path, ranks: list[int]) -> Path:
         _, err = p.communicate(timeout=300)
         assert p.returncode == 0, err
     return out / "step0"
+
+
+def run_pair(tmp_path: Path, ranks: list[int]) -> Path:
+    return run_ranks(tmp_path, WORKER, rank=ranks, level="L1")
 
 
 @pytest.mark.slow
@@ -118,26 +123,11 @@ def test_dtensors_are_recorded_as_this_ranks_shard(tmp_path: Path) -> None:
     forward and backward, with nothing in the error log."""
     import torch
 
-    out = tmp_path / "dump"
-    cfg = tmp_path / "config.json"
-    cfg.write_text(json.dumps({"task": "statistics", "dump_path": str(out), "level": "L1"}))
-    env = dict(os.environ, PYTHONPATH=str(REPO), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", DTENSOR_WORKER, str(r), str(cfg)],
-            env=env,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for r in (0, 1)
-    ]
-    for p in procs:
-        _, err = p.communicate(timeout=300)
-        assert p.returncode == 0, err
+    step = run_ranks(tmp_path, DTENSOR_WORKER, level="L1")
     gen = torch.Generator().manual_seed(0)
     full = torch.randn(128, 64, generator=gen)
     for rank in (0, 1):
-        rank_dir = out / "step0" / f"rank{rank}"
+        rank_dir = step / f"rank{rank}"
         assert not (rank_dir / "dump_error_info.log").exists()
         data = json.loads((rank_dir / "dump.json").read_text())["data"]
         shard = full[64 * rank : 64 * (rank + 1)]
@@ -178,21 +168,9 @@ FSDP2_WORKER = textwrap.dedent(
 def test_fsdp2_llama_step_is_dumped_on_every_rank(tmp_path: Path, level: str) -> None:
     """A transformers Llama sharded with FSDP2 (DTensor parameters, AdamW on their shards): every
     rank dumps the whole step, optimizer included, with nothing in the error log."""
-    out = tmp_path / "dump"
-    cfg = tmp_path / "config.json"
-    cfg.write_text(json.dumps({"task": "statistics", "dump_path": str(out), "level": level}))
-    env = dict(os.environ, PYTHONPATH=str(REPO), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", FSDP2_WORKER, str(r), str(cfg)], env=env, stderr=subprocess.PIPE, text=True
-        )
-        for r in (0, 1)
-    ]
-    for p in procs:
-        _, err = p.communicate(timeout=300)
-        assert p.returncode == 0, err
+    step = run_ranks(tmp_path, FSDP2_WORKER, level=level)
     for rank in (0, 1):
-        rank_dir = out / "step0" / f"rank{rank}"
+        rank_dir = step / f"rank{rank}"
         assert not (rank_dir / "dump_error_info.log").exists()
         data = json.loads((rank_dir / "dump.json").read_text())["data"]
         assert any(name.startswith("Functional.embedding.0.forward") for name in data)
