@@ -130,7 +130,7 @@ class RankStore:
             raise FileCheckException(
                 f"cannot write the dump folder {self.rank_dir}: {exc.strerror}"
             ) from None
-        header_line = json.dumps({"h": self.header}, separators=(",", ":"))
+        header_line = self._header_line()
         if self.encoder is not None:
             try:  # answered with the flush below
                 self.encoder.send(encoder_process.OPEN, pickle.dumps((path, header_line)))
@@ -229,10 +229,13 @@ class RankStore:
         except OSError as exc:
             self._report("journal", "", exc)
         if self.journal is not None:
-            self.journal.append({"h": self.header})
+            self.journal.append_raw(self._header_line())
         handed, self._handed = self._handed, []
         for payload in handed:  # lines journaled twice read as once (journal.read_journal)
             self._encode(*pickle.loads(payload))
+
+    def _header_line(self) -> str:
+        return json.dumps({"h": self.header}, separators=(",", ":"))
 
     def _report(self, what: str, name: str, exc: BaseException) -> None:
         if self.on_error is None:

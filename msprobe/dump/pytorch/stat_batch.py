@@ -156,6 +156,11 @@ class StatsBatch:
             bucket.floats.append(vector)
             bucket.n_floats += len(values)
 
+    def _fail(self, exc: Exception) -> None:
+        """Keep the first failure of the batch, to raise once every slot is filled."""
+        if self._failure is None:
+            self._failure = exc
+
     def _md5(self, d: torch.Tensor, slot: Slot) -> None:
         if d.device.type == "cpu" or d.numel() == 0:
             slot.set_digest(tensor_md5(d))
@@ -175,7 +180,7 @@ class StatsBatch:
             try:
                 results += _group_statistics(dtype, copies)
             except Exception as exc:  # a tensor subclass without these operations: this group only
-                self._failure = self._failure or exc
+                self._fail(exc)
                 for slot in slots:
                     slot.set_stats(NONE4)
                 continue
@@ -204,7 +209,7 @@ class StatsBatch:
             try:
                 out += v.cpu().tolist()
             except Exception as exc:
-                self._failure = self._failure or exc
+                self._fail(exc)
                 out += [None] * v.numel()
         return out
 
@@ -242,7 +247,7 @@ class StatsBatch:
             try:
                 slot.set_digest(tensor_md5(host))
             except Exception as exc:
-                self._failure = self._failure or exc
+                self._fail(exc)
         for slot, kind, device, at in jobs:
             slot.set_stats(_stats(kind, fetched[(device, kind == _INT_SCALAR)], at))
 
