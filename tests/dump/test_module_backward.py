@@ -307,3 +307,45 @@ def test_a_finished_capture_keeps_no_gradient_alive() -> None:
     del y
     assert len(seen) == 2 and all(ref() is None for ref in seen)
     assert capture is not None  # still referenced, holding nothing
+
+
+class _UsesInputTwice(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2 + torch.pow(x, 3)  # two consumers of the input: their gradients are summed
+
+
+class _LinearThenTwice(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin, self.act = nn.Linear(4, 4), _UsesInputTwice()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(self.lin(x)).sum()
+
+
+@pytest.mark.parametrize("level", ["mix", "L0"])
+def test_summing_a_modules_input_gradients_records_no_api_call(tmp_path: Path, level: str) -> None:
+    """The module capture adds up an input's gradient contributions during the backward, with the
+    API capture on in mix: that sum is ours, not the model's, and no API record may show it."""
+    from msprobe.pytorch import PrecisionDebugger
+
+    api_names = {}
+    for lv in ("L1", level):
+        PrecisionDebugger._shutdown()
+        try:
+            dbg = PrecisionDebugger(dump_path=str(tmp_path / lv), task="statistics", level=lv)
+            torch.manual_seed(0)
+            model = _LinearThenTwice()
+            dbg.start(model=model)
+            model(torch.randn(2, 4)).backward()
+            dbg.stop()
+            dbg.step()
+        finally:
+            PrecisionDebugger._shutdown()
+        data = load_dump(tmp_path / lv / "step0" / "rank")["data"]
+        api_names[lv] = {k for k in data if not k.startswith("Module.")}
+        if lv != "L1":
+            backward = data["Module.act._UsesInputTwice.backward.0"]
+            assert len(backward["output"]) == 1  # the summed input gradient is recorded all the same
+    assert "Tensor.__add__.0.forward" in api_names["L1"]
+    assert api_names[level] == (api_names["L1"] if level == "mix" else set())

@@ -200,7 +200,8 @@ class Capture:
         if not isinstance(grad, torch.Tensor):
             return
         old = self._sums[slot]
-        self._sums[slot] = grad if old is None else old + grad
+        # torch.add, not ``+``: the dump patches Tensor.__add__ (mix), and this sum is not the model's
+        self._sums[slot] = grad if old is None else torch.add(old, grad)
 
     def _maybe_end(self) -> None:
         with self._lock:
