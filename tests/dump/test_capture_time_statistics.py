@@ -209,27 +209,31 @@ def test_mutation_table(
             assert [id(t) for t in got] == [id(t) for t in written]
 
 
-def test_summary_cache_keeps_live_unchanged_tensors_across_steps() -> None:
+def test_summary_cache_forgets_a_storage_written_through_an_alias_and_everything_when_cleared() -> None:
     from msprobe.dump.pytorch.stats import SummaryCache
     from tests.dump.test_units import _summary
 
     added: list[torch.Tensor] = []
     cache = SummaryCache()
     p = nn.Parameter(torch.ones(3, 5))
-    buf = torch.zeros(4)  # a buffer: kernels may write it without a version bump
-    gone = torch.zeros(7)
-    for t in (p, buf, gone):
+    big = torch.ones(64, 128)  # also keyed by its element sequence
+    view = big.t()
+    for t in (p, big, view):
         _summary(cache, t, False, added)
-    del gone
-    cache.prune()  # a step ends
-    assert len(cache._entries) == 1
-    assert _summary(cache, p, False, added)[0][0] == 1.0 and len(added) == 3  # type: ignore[index]
-    _summary(cache, buf, False, added)
-    assert len(added) == 4
-    with torch.no_grad():
-        p.add_(1.0)  # optimizer.step()
-    assert _summary(cache, p, False, added)[0][0] == 2.0 and len(added) == 5  # type: ignore[index]
+    assert len(added) == 2  # the transposed view shares its source's summary
+    assert _summary(cache, p, False, added)[0][0] == 1.0 and len(added) == 2  # type: ignore[index]
+    alias, big_alias = p.data, big.data  # version counters of their own
+    alias.add_(1.0)
+    big_alias.mul_(3.0)
+    assert p._version == 0 and big._version == 0  # nothing tells the cache, but the call that wrote
+    cache.forget(alias)
+    cache.forget(big_alias)
+    assert _summary(cache, p, False, added)[0][0] == 2.0 and len(added) == 3  # type: ignore[index]
+    assert _summary(cache, view, False, added)[0][0] == 3.0 and len(added) == 4  # type: ignore[index]
+    assert _summary(cache, big, False, added)[0][0] == 3.0 and len(added) == 4  # type: ignore[index]
     p.data = torch.full((3, 5), 7.0)  # new memory, no version bump
+    assert _summary(cache, p, False, added)[0][0] == 7.0 and len(added) == 5  # type: ignore[index]
+    cache.clear()  # a dump window opens
     assert _summary(cache, p, False, added)[0][0] == 7.0 and len(added) == 6  # type: ignore[index]
 
 

@@ -38,6 +38,10 @@ log = logging.getLogger("msprobe")
 
 ApiKey = tuple[str, str]  # (prefix, api name)
 CallHandler = Callable[[ApiKey, Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any]
+WriteHandler = Callable[[tuple[Any, ...], dict[str, Any]], None]
+# The table's mark of an unlisted call that writes into its arguments without bumping their version
+# counters: run as is, then reported (the dump's cache must not trust what it remembers of them).
+WRITES_ARGUMENTS: ApiKey = ("", "writes arguments")
 
 _redispatch = getattr(torch.overrides, "redispatch_function", None)
 # True only inside code dynamo traces (it folds the call to a constant); False when Python runs it.
@@ -154,6 +158,20 @@ def _add(table: dict[Any, ApiKey], fn: Any, key: ApiKey) -> None:
         pass
 
 
+def private_in_place_functions() -> list[Any]:
+    """torch's private in-place functions (``torch._fused_adamw_``, ``torch._foreach_mul_``,
+    ``torch._amp_foreach_non_finite_check_and_unscale_``): optimizers and GradScaler call them, some
+    write without bumping a version counter, and no API list holds them."""
+    out = []
+    for ns in (torch, torch.Tensor):
+        for name in dir(ns):
+            if name.startswith("_") and name.endswith("_") and not name.endswith("__"):
+                fn = getattr(ns, name, None)
+                if callable(fn):
+                    out.append(fn)
+    return out
+
+
 def _resolve_owner(owner: Any, head: str) -> Any | None:
     """``owner.head`` (dotted), importing ``owner.__name__ + '.' + head`` if it is a submodule."""
     if not head:
@@ -176,10 +194,16 @@ def _resolve_owner(owner: Any, head: str) -> Any | None:
 class ApiTracer(TorchFunctionMode):
     """Routes listed API calls to ``handler``; everything else runs untouched."""
 
-    def __init__(self, table: dict[Any, ApiKey], handler: CallHandler) -> None:
+    def __init__(
+        self, table: dict[Any, ApiKey], handler: CallHandler, on_write: WriteHandler | None = None
+    ) -> None:
         super().__init__()
         self.table = table
         self.handler = handler
+        self.on_write = on_write
+        if on_write is not None:
+            for fn in private_in_place_functions():
+                _add(table, fn, WRITES_ARGUMENTS)  # a listed one stays recorded
 
     def __torch_function__(
         self, func: Any, types_: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
@@ -196,6 +220,11 @@ class ApiTracer(TorchFunctionMode):
         if key is None and type(func) is not types.FunctionType:
             # an unlisted builtin (a property getter, ``item``): run as is, the common case first
             return func(*args, **kwargs)
+        if key is WRITES_ARGUMENTS:  # compiled code's writes too
+            out = func(*args, **kwargs)
+            assert self.on_write is not None
+            self.on_write(args, kwargs)
+            return out
         if in_compiled_code():
             # called by torch.compile's runtime or inductor's kernels: not a model call
             return func(*args, **kwargs)

@@ -1,10 +1,11 @@
 """Which calls may write into their arguments, for the summary cache.
 
 The cache (:class:`~msprobe.dump.pytorch.stats.SummaryCache`) trusts a tensor's version counter,
-which every in-place op bumps. Some calls write without bumping it: ``batch_norm``'s running
-statistics, ``embedding``'s ``max_norm`` renormalisation, families outside torch's own namespaces
-(``Distributed.*``, ``NPU.*``, custom APIs). After such a call the service forgets the arguments'
-summaries (:func:`call_mutates` true and :func:`written_tensors` unsure).
+which every in-place op bumps, but only the written tensor's own: a ``.data`` alias of it has another.
+So after a call that writes (:func:`call_mutates`) the service forgets what is cached on the memory of
+the tensors it wrote (:func:`written_tensors`), or, when that is unsure, of every argument: some calls
+write without bumping any counter (``batch_norm``'s running statistics, ``embedding``'s ``max_norm``
+renormalisation, families outside torch's own namespaces: ``Distributed.*``, ``NPU.*``, custom APIs).
 """
 
 from __future__ import annotations

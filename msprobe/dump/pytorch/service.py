@@ -78,7 +78,7 @@ class TorchDumpService:
         self.api_lists = load_api_list()
         handler = no_compile(self.on_api_call)
         self._node_hook = no_compile(self.on_backward)
-        self.tracer = ApiTracer(build_mode_table(self.api_lists), handler)
+        self.tracer = ApiTracer(build_mode_table(self.api_lists), handler, self.on_untracked_write)
         self.patcher = Patcher(handler)
         self.patcher.patch_families(self.api_lists)
         self._operators = self.patcher.patch_dunders(self.api_lists)
@@ -131,6 +131,7 @@ class TorchDumpService:
             return False  # level debug records save() calls only
         on = self.session.start(current_rank)
         if on:
+            self._forget_everything()  # written unseen since the last window, maybe without a version bump
             self._open_encoder()
             self._full_recomputation.enter()
             if self.modules_on and model is not None:
@@ -206,7 +207,7 @@ class TorchDumpService:
         self._recent_grads = None
         self.saver.reset_step()
         self.modules.reset_step()
-        self.cache.prune()
+        self.cache.clear()
         self.writer = None
         self.encoder = None
 
@@ -248,9 +249,11 @@ class TorchDumpService:
                 rec_args, rec_kwargs = args, kwargs
             record = self._inputs(name, rec_args, rec_kwargs)
         out = func(*args, **kwargs)
-        if call_mutates(prefix, api, args, kwargs) and written_tensors(prefix, api, args, kwargs) is None:
-            # batch_norm & co. write running statistics without bumping the version counter
-            self._forget_tensors([*args, *kwargs.values()])
+        if call_mutates(prefix, api, args, kwargs):
+            # what it wrote, or (batch_norm's running statistics & co., which bump no version counter)
+            # every argument: forgotten with what else lives on that memory (a ``.data`` alias)
+            written = written_tensors(prefix, api, args, kwargs)
+            self._forget_tensors([*args, *kwargs.values()] if written is None else written)
         shown = out
         if prefix in self._collective_prefixes:
             shown = self._collective_result(api, out, args, kwargs)
@@ -265,6 +268,16 @@ class TorchDumpService:
             self.cache.forget(t)
             if self.writer is not None:
                 self.writer.forget(t)
+
+    def _forget_everything(self) -> None:
+        self.cache.clear()
+        if self.writer is not None:
+            self.writer.forget_all()
+
+    def on_untracked_write(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """A call that writes its arguments without bumping their version counters (a fused
+        optimizer step, GradScaler's unscale): whatever we remember of them is stale."""
+        self._forget_tensors([*args, *kwargs.values()])
 
     @staticmethod
     def _collective_result(api: str, out: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -3,7 +3,9 @@
 A :class:`Slot` holds one tensor version's Max/Min/Mean/Norm (computed by :mod:`.stat_batch`) and
 md5. :class:`SummaryCache` avoids summarising the same unchanged tensor twice (an API's output is
 usually the next API's input): it is keyed by the tensor object and checked against its version
-counter, which every in-place op bumps.
+counter, which every in-place op bumps. Some writes bump no counter of the tensor's own (fused
+optimizers, a write through a ``.data`` alias), so the cache lives for one dump window only, and
+what is written in it is forgotten with everything else on its storage.
 """
 
 from __future__ import annotations
@@ -112,10 +114,6 @@ def data_ptr(t: torch.Tensor) -> int:
         return -1  # sparse and other storage-less layouts
 
 
-def _kept(t: torch.Tensor | None) -> bool:
-    return t is not None and isinstance(t, torch.nn.Parameter)
-
-
 class Slot:
     """The (stats, md5) of one tensor version, and the summaries waiting for them.
 
@@ -191,12 +189,8 @@ class LayoutMemo:
             self._by_layout.clear()
         self._by_layout[layout] = entry
 
-    def forget_storage(self, ptr: int) -> None:
-        for k in [k for k in self._by_layout if k[0] == ptr]:
-            del self._by_layout[k]
-
-    def keep_parameters(self) -> None:
-        self._by_layout = {k: e for k, e in self._by_layout.items() if _kept(e[0]())}
+    def forget(self, layout: tuple[Any, ...]) -> None:
+        self._by_layout.pop(layout, None)
 
     def clear(self) -> None:
         self._by_layout.clear()
@@ -217,12 +211,20 @@ def layout_key(t: torch.Tensor, md5: bool) -> tuple[Any, ...] | None:
 
 class SummaryCache:
     """Memo of summary slots per live tensor object and version, and per element sequence: an
-    unchanged tensor seen again (an API's output as the next API's input) is summarised once."""
+    unchanged tensor seen again (an API's output as the next API's input) is summarised once.
 
-    __slots__ = ("_entries", "layouts", "limit")
+    Emptied when a dump window opens (``start()``): between windows a tensor may have been written
+    without a version bump (a fused optimizer step, ``p.data.add_(...)``), unseen. Within a window,
+    :meth:`forget` drops every entry on a written tensor's storage: a ``.data`` alias has a version
+    counter of its own, so writing it leaves the original's counter, and its cached summary, as
+    they were."""
+
+    __slots__ = ("_entries", "_keys", "_on_storage", "layouts", "limit")
 
     def __init__(self, limit: int = 20000) -> None:
         self._entries: dict[int, Entry] = {}
+        self._on_storage: dict[int, list[Any]] = {}  # storage address -> its ids and layouts
+        self._keys = 0  # keys listed in _on_storage
         self.layouts = LayoutMemo(limit)
         self.limit = limit
 
@@ -241,7 +243,6 @@ class SummaryCache:
 
     def slot(self, t: torch.Tensor, md5: bool) -> tuple[Slot, bool]:
         """``(slot, fresh)``: the cached slot of ``t`` as it is now, or a new empty one (``fresh``)."""
-        key = id(t)
         version = version_of(t)
         if version is None:  # never cached
             return Slot(md5), True
@@ -252,38 +253,54 @@ class SummaryCache:
         if layout is not None:
             same = self.layouts.find(layout, version, md5)
             if same is not None:
-                self._remember(key, t, version, same, None)
+                self._remember(t, version, same, None, layout[0])
                 return same, False
+            ptr = layout[0]
+        else:
+            ptr = storage_ptr(t)
         slot = Slot(md5)
-        self._remember(key, t, version, slot, layout)
+        self._remember(t, version, slot, layout, ptr)
         return slot, True
 
     def _remember(
-        self, key: int, t: torch.Tensor, version: int, slot: Slot, layout: tuple[Any, ...] | None
+        self, t: torch.Tensor, version: int, slot: Slot, layout: tuple[Any, ...] | None, ptr: int | None
     ) -> None:
-        if len(self._entries) >= self.limit:
-            self._entries.clear()
-            self.layouts.clear()
+        if ptr is None:  # no storage of its own: nothing could tell a write into it
+            return
+        if self._keys >= self.limit:
+            self.clear()
         try:
             entry = (weakref.ref(t), version, slot, data_ptr(t))
         except TypeError:
             return
+        key = id(t)
         self._entries[key] = entry
+        keys = self._on_storage.get(ptr)
+        if keys is None:
+            keys = self._on_storage[ptr] = []
+        keys.append(key)
+        self._keys += 1
         if layout is not None:
             self.layouts.remember(layout, entry)
+            keys.append(layout)
+            self._keys += 1
 
     def forget(self, t: torch.Tensor) -> None:
-        """Drop ``t``: collectives write into tensors without bumping their version counter."""
+        """Drop ``t`` and every entry on its storage: ``t`` was written, perhaps without a version
+        bump (collectives, ``batch_norm``'s running statistics, a ``.data`` alias)."""
         self._entries.pop(id(t), None)
-        if isinstance(t, torch.Tensor) and t.layout == torch.strided:
-            ptr = storage_ptr(t)
-            if ptr is not None:
-                self.layouts.forget_storage(ptr)
+        if not isinstance(t, torch.Tensor) or t.layout != torch.strided:
+            return
+        ptr = storage_ptr(t)
+        for key in self._on_storage.pop(ptr, ()) if ptr is not None else ():
+            if type(key) is int:
+                self._entries.pop(key, None)
+            else:
+                self.layouts.forget(key)
 
-    def prune(self) -> None:
-        """At a step's end keep only live parameters: a parameter written by ``optimizer.step()``
-        (recorded as ``Tensor.add_``'s output) is not summarised again as the next forward's input.
-        Buffers are dropped: kernels such as batch_norm update running statistics without bumping
-        the version counter."""
-        self._entries = {k: e for k, e in self._entries.items() if _kept(e[0]())}
-        self.layouts.keep_parameters()
+    def clear(self) -> None:
+        """Forget everything (a dump window opens)."""
+        self._entries.clear()
+        self._on_storage.clear()
+        self._keys = 0
+        self.layouts.clear()

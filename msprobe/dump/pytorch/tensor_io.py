@@ -279,3 +279,8 @@ class TensorWriter:
 
     def forget(self, t: torch.Tensor) -> None:
         self._written.forget(t)
+
+    def forget_all(self) -> None:
+        """Every file is written again when next seen (a dump window opens: tensors may have been
+        written unseen since the last one, some without a version bump)."""
+        self._written.clear()

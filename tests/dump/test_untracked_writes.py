@@ -1,0 +1,149 @@
+"""Writes that bump no version counter of the tensor itself: a fused optimizer step, GradScaler's
+unscale, a write through a ``.data`` alias. The dump must describe every tensor as it is when
+recorded, never as it was when first summarised."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.nn as nn
+
+from tests.dump.conftest import load_dump
+
+
+def _torch_stats(t: torch.Tensor) -> list[float]:
+    d = t.detach()
+    return [d.max().item(), d.min().item(), d.mean().item(), torch.linalg.vector_norm(d).item()]
+
+
+def _stats(summary: dict[str, Any]) -> list[float]:
+    return [summary["Max"], summary["Min"], summary["Mean"], summary["Norm"]]
+
+
+def _step_data(tmp_path: Path, step: int) -> dict[str, Any]:
+    return load_dump(tmp_path / "dump" / f"step{step}" / "rank")["data"]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("level", ["L1", "mix"])
+def test_a_fused_optimizer_step_is_seen_by_the_next_steps_records(
+    tmp_path: Path, debugger: Any, level: str
+) -> None:
+    """torch's fused AdamW writes the parameters without bumping their version counters (the
+    default optimizer of transformers' Trainer)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8))  # the root module gets no record of its own
+    lin = model[0]
+    opt = torch.optim.AdamW(lin.parameters(), lr=0.1, fused=True)
+    dbg = debugger(level=level)
+    truth = []
+    for _ in range(3):
+        truth.append(lin.weight.detach().clone())
+        version = lin.weight._version
+        dbg.start(model=model)
+        model(torch.ones(2, 8)).sum().backward()
+        opt.step()
+        opt.zero_grad()
+        dbg.stop()
+        dbg.step()
+        assert lin.weight._version == version  # the write this test is about: no bump
+    assert not torch.equal(truth[0], truth[1])
+    for step, weight in enumerate(truth):
+        data = _step_data(tmp_path, step)
+        assert _stats(data["Functional.linear.0.forward"]["input_args"][1]) == _torch_stats(weight)
+        if level == "mix":
+            parameter = data["Module.0.Linear.forward.0"]["parameters"]["weight"]
+            assert _stats(parameter) == _torch_stats(weight)
+
+
+def test_a_fused_optimizer_step_inside_the_window_is_seen_by_the_next_forward(
+    tmp_path: Path, debugger: Any
+) -> None:
+    torch.manual_seed(0)
+    lin = nn.Linear(8, 8)
+    opt = torch.optim.AdamW(lin.parameters(), lr=0.1, fused=True)
+    dbg = debugger(level="L1")
+    dbg.start()
+    lin(torch.ones(2, 8)).sum().backward()
+    opt.step()
+    lin(torch.ones(2, 8))
+    dbg.stop()
+    dbg.step()
+    data = _step_data(tmp_path, 0)
+    assert _stats(data["Functional.linear.1.forward"]["input_args"][1]) == _torch_stats(lin.weight)
+
+
+def test_gradscaler_unscale_is_seen_by_the_records_after_it(tmp_path: Path, debugger: Any) -> None:
+    torch.manual_seed(0)
+    lin = nn.Linear(8, 8)
+    opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    dbg = debugger(level="L1")
+    dbg.start()
+    scaler.scale(lin(torch.ones(2, 8)).sum()).backward()
+    grad = lin.weight.grad
+    assert grad is not None
+    torch.abs(grad)
+    scaled = grad.clone()
+    scaler.unscale_(opt)
+    torch.abs(grad)
+    dbg.stop()
+    dbg.step()
+    data = _step_data(tmp_path, 0)
+    assert _stats(data["Torch.abs.0.forward"]["input_args"][0]) == _torch_stats(scaled)
+    assert _stats(data["Torch.abs.1.forward"]["input_args"][0]) == _torch_stats(grad)
+    assert _torch_stats(grad) != _torch_stats(scaled)
+
+
+@pytest.mark.parametrize("task", ["statistics", "tensor"])
+def test_a_write_through_a_data_alias_is_seen_by_the_records_after_it(
+    tmp_path: Path, debugger: Any, task: str
+) -> None:
+    """``p.data`` has a version counter of its own: writing it leaves ``p``'s as it was."""
+    torch.manual_seed(0)
+    lin = nn.Linear(8, 8)
+    alias = lin.weight.data  # taken before the window, written inside it (an EMA, a manual update)
+    dbg = debugger(level="L1", task=task)
+    dbg.start()
+    lin(torch.ones(2, 8))
+    before = lin.weight.detach().clone()
+    alias.mul_(3.0)
+    lin(torch.ones(2, 8))
+    dbg.stop()
+    dbg.step()
+    data = _step_data(tmp_path, 0)
+    first = data["Functional.linear.0.forward"]["input_args"][1]
+    second = data["Functional.linear.1.forward"]["input_args"][1]
+    assert _stats(first) == _torch_stats(before)
+    assert _stats(second) == _torch_stats(lin.weight)
+    if task == "tensor":
+        files = tmp_path / "dump" / "step0" / "rank" / "dump_tensor_data"
+        assert first["data_name"] != second["data_name"]
+        assert torch.equal(torch.load(files / first["data_name"], weights_only=True), before)
+        assert torch.equal(torch.load(files / second["data_name"], weights_only=True), lin.weight.detach())
+
+
+def test_a_write_between_two_windows_of_one_step_is_seen(tmp_path: Path, debugger: Any) -> None:
+    """Micro-batches, each in its own start()/stop(), one step(): what happens between the windows
+    is not seen, so nothing remembered from the first window is trusted in the second."""
+    torch.manual_seed(0)
+    lin = nn.Linear(8, 8)
+    dbg = debugger(level="L1", task="tensor")
+    seen = []
+    for _ in range(2):
+        dbg.start()
+        lin(torch.ones(2, 8))
+        dbg.stop()
+        seen.append(lin.weight.detach().clone())
+        lin.weight.data.add_(1.0)
+    dbg.step()
+    data = _step_data(tmp_path, 0)
+    files = tmp_path / "dump" / "step0" / "rank" / "dump_tensor_data"
+    first = data["Functional.linear.0.forward"]["input_args"][1]
+    second = data["Functional.linear.1.forward"]["input_args"][1]
+    assert first["Max"] + 1.0 == pytest.approx(second["Max"])
+    assert second["data_name"] != first["data_name"]
+    saved = torch.load(files / second["data_name"], weights_only=True)
+    assert torch.equal(saved, seen[1]) and not torch.equal(saved, seen[0])
