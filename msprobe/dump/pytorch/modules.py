@@ -32,7 +32,7 @@ from msprobe.formats.record_names import BACKWARD, FORWARD
 
 Active = Callable[[], bool]
 Hook = Callable[..., Any]
-_Hooks = tuple[Hook, Hook]  # forward pre/post
+_Hooks = tuple[Hook, Hook, Hook]  # forward pre, post, and the unwinding of a call that raised
 
 
 class _BackwardCall:
@@ -118,19 +118,23 @@ class ModuleDumper:
         self.installed = False
 
     def _attach(self, module: torch.nn.Module, hooks: _Hooks) -> None:
-        pre, post = hooks
+        pre, post, unwind = hooks
         self.handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
         self.handles.append(module.register_forward_hook(post, with_kwargs=True, prepend=True))
+        self.handles.append(module.register_forward_hook(unwind, with_kwargs=True, always_call=True))
 
     def _make_hooks(self, module: torch.nn.Module, path: str, active: Active | None = None) -> _Hooks:
         """The hooks of one module, made once (``no_compile`` wrappers are not free)."""
         prefix = f"Module.{path}.{type(module).__name__}"
         backward = self.rec.config.data_mode.direction(BACKWARD)
-        # (name, parent, passes the filter, the inputs' autograd edges at the call)
-        pending: list[tuple[str, str | None, bool, module_backward.Inputs | None]] = []
+        # per call, innermost last: (name, parent, passes the filter, the inputs' autograd edges at
+        # the call), or None for a call not recorded
+        pending: list[tuple[str, str | None, bool, module_backward.Inputs | None] | None] = []
+        posted = [False]  # post ran for the innermost call that ended: unwind has nothing to do
 
         def pre(mod: Any, args: Any, kwargs: Any) -> None:
             if self._off() or (active is not None and not active()):
+                pending.append(None)
                 return
             name = f"{prefix}.{FORWARD}.{self.rec.counter.next(prefix + '.' + FORWARD)}"
             ok = self.rec.filter.begin(name)
@@ -139,24 +143,42 @@ class ModuleDumper:
             self.forward_stack.append(name)
 
         def post(mod: Any, args: Any, kwargs: Any, output: Any) -> None:
-            if not pending:
+            if not pending:  # hooked during the call
                 return
-            name, parent, ok, inputs = pending.pop()
-            if self.forward_stack:
-                self.forward_stack.pop()
-            self.rec.filter.end(name)
-            store = self.rec.store
-            if store is None:
+            posted[0] = True
+            call = pending.pop()
+            if call is None:
                 return
-            record = ok and not self._off()
-            # construct entries in completion order, as 8.1.1 writes them
-            store.put_construct(name, parent)
-            if record:
+            name, parent, ok, inputs = call
+            if not self._end_call(name, parent):
+                return
+            if ok and not self._off():
                 self._guarded(self._record_forward, name, prefix, mod, args, kwargs, output)
             if backward:
                 self._guarded(self._watch_backward, name, output, inputs)
 
-        return no_compile(pre), no_compile(post)
+        def unwind(mod: Any, args: Any, kwargs: Any, output: Any) -> None:
+            """After post, or alone when the forward (or a hook before post) raised: then the call
+            ends without a record, and its children keep a parent in construct.json."""
+            if posted[0]:
+                posted[0] = False
+                return
+            call = pending.pop() if pending else None
+            if call is not None:
+                self._end_call(call[0], call[1])
+
+        return no_compile(pre), no_compile(post), no_compile(unwind)
+
+    def _end_call(self, name: str, parent: str | None) -> bool:
+        """A module call ends: off the stack, its construct entry stored; whether a store is open."""
+        if self.forward_stack:
+            self.forward_stack.pop()
+        self.rec.filter.end(name)
+        store = self.rec.store
+        if store is None:
+            return False
+        store.put_construct(name, parent)  # in completion order, as 8.1.1 writes them
+        return True
 
     def _inputs(self, name: str, args: Any, kwargs: Any) -> module_backward.Inputs | None:
         try:

@@ -1,0 +1,74 @@
+"""A module call that raises (an out-of-memory error caught and retried with a smaller batch, as
+accelerate's ``find_executable_batch_size`` does): the user's exception propagates unchanged, the
+failed calls leave no record, and every later call has its true parent in construct.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.nn as nn
+
+from tests.dump.conftest import load_dump
+
+
+class _Failing(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.lin(x)
+        if x.shape[0] > 2:
+            raise RuntimeError("out of memory (simulated)")
+        return y
+
+
+class _Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.block = nn.Sequential(nn.Linear(4, 4), _Failing())
+        self.head = nn.Linear(4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.block(x))
+
+
+def _dump(tmp_path: Path, debugger: Any, level: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    model = _Net()
+    dbg = debugger(level=level)
+    dbg.start(model=model)
+    with pytest.raises(RuntimeError, match="out of memory"):
+        model(torch.randn(4, 4))
+    model(torch.randn(2, 4)).sum().backward()  # the retry with a smaller batch
+    dbg.stop()
+    dbg.step()
+    rank = tmp_path / "dump" / "step0" / "rank"
+    with open(rank / "construct.json", encoding="utf-8") as fh:
+        return load_dump(rank)["data"], json.load(fh)
+
+
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_calls_after_a_module_that_raised_have_their_true_parents(
+    tmp_path: Path, debugger: Any, level: str
+) -> None:
+    data, construct = _dump(tmp_path, debugger, level)
+    # the failed calls end without a data record, their children keep an existing parent
+    assert "Module.block.1._Failing.forward.0" not in data
+    assert construct["Module.block.1._Failing.forward.0"] == "Module.block.Sequential.forward.0"
+    assert construct["Module.block.Sequential.forward.0"] is None
+    assert construct["Module.block.1.lin.Linear.forward.0"] == "Module.block.1._Failing.forward.0"
+    # the retry: true parents, none inherited from the calls that raised
+    assert construct["Module.block.Sequential.forward.1"] is None
+    assert construct["Module.head.Linear.forward.0"] is None
+    assert construct["Module.block.1._Failing.forward.1"] == "Module.block.Sequential.forward.1"
+    assert "Module.block.1._Failing.forward.1" in data and "Module.head.Linear.forward.0" in data
+    assert construct["Module.head.Linear.backward.0"] is None
+    parents = {p for p in construct.values() if p is not None}
+    assert parents <= set(construct)  # every parent named has an entry of its own
+    if level == "mix":
+        linears = sorted(k for k in construct if k.startswith("Functional.linear."))
+        assert construct["Functional.linear.4.forward"] == "Module.head.Linear.forward.0", linears
