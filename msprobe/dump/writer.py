@@ -78,6 +78,15 @@ def _frames_text(frames: tuple[str, ...]) -> str:
     return text
 
 
+def _batch_name(pending: list[tuple[str, Any]]) -> str:
+    """The records of a batch, for an error no single record can be blamed for."""
+    if not pending:
+        return "the record being made"
+    if len(pending) == 1:
+        return pending[0][0]
+    return f"one of the {len(pending)} records {pending[0][0]} to {pending[-1][0]}"
+
+
 class RankStore:
     """In-memory content + journal of ``{dump_path}/step{N}/rank{R}/``."""
 
@@ -165,12 +174,12 @@ class RankStore:
 
     def write_batch(self) -> None:
         """Fetch the pending values, encode the pending records, append them all to the journal."""
+        pending, self._pending = self._pending, []
         if self.pending_values is not None:
             try:
                 self.pending_values.resolve()
-            except Exception as exc:  # the batch's statistics stay null
-                self._report("statistics", "", exc)
-        pending, self._pending = self._pending, []
+            except Exception as exc:  # the statistics that could not be read stay null
+                self._report("statistics", _batch_name(pending), exc)
         lines, self._lines = self._lines, []
         if self.encoder is not None:
             if pending or lines:

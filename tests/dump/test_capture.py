@@ -244,6 +244,32 @@ def test_recording_failure_goes_to_error_log(
     assert "forward_output_data_collect failed: name=Torch.relu.0.forward" in log and "injected" in log
 
 
+def test_a_statistics_failure_names_the_records_of_its_batch(
+    tmp_path: Path, debugger: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Statistics are fetched per batch: a failure there cannot be pinned on one record, so the log
+    names the batch's records; the values that were read are kept."""
+    from msprobe.dump.pytorch import stat_batch
+
+    def broken(dtype: torch.dtype, copies: list[torch.Tensor]) -> Any:
+        raise RuntimeError("injected")
+
+    monkeypatch.setattr(stat_batch, "_group_statistics", broken)
+    x, big = torch.randn(3), torch.randn(1 << 15)  # grouped (fails), summarised at once (kept)
+
+    def body() -> None:
+        torch.relu(x)
+        torch.tanh(x)
+        torch.relu(big)
+
+    data = run(tmp_path, debugger, body)["data"]
+    assert data["Torch.relu.0.forward"]["output"][0]["Max"] is None
+    assert data["Torch.relu.1.forward"]["output"][0]["Max"] == torch.relu(big).max().item()
+    log = (tmp_path / RANK / "dump_error_info.log").read_text()
+    assert "statistics failed: name=one of the 3 records Torch.relu.0.forward to Torch.relu.1.forward" in log
+    assert "injected" in log
+
+
 def test_files_and_layout(tmp_path: Path, debugger: Any) -> None:
     dbg = debugger()
     x = torch.randn(3)
