@@ -128,3 +128,39 @@ def test_an_empty_file_is_one_line(tmp_path, capsys):
     err = _one_line_error(capsys, ["-npu", str(empty), "-gpu", str(good), "-o", str(tmp_path / "out")])
     assert err.startswith(f"msprobe: error: {empty}: empty file, expected a CSV with header 'API Name'")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("empty_side", ["npu", "gpu"])
+def test_a_header_only_file_is_said_first_and_fails_strict(tmp_path, capsys, empty_side):
+    """A details file with no rows (replay stopped before its first API, or a -k that matched nothing)."""
+    full = write(tmp_path / "full.csv", _model("linear", 30, "(2, 3)"))
+    empty = write(tmp_path / "header_only.csv", [])
+    npu_csv, gpu_csv = (empty, full) if empty_side == "npu" else (full, empty)
+    other = "GPU" if empty_side == "npu" else "NPU"
+    out = tmp_path / "out"
+    assert cli.main(["-npu", str(npu_csv), "-gpu", str(gpu_csv), "-o", str(out)]) == 0
+    captured = capsys.readouterr()
+    warning = (
+        f"msprobe: warning: {empty}: no output rows, only the header (was run_ut stopped before its "
+        f"first API, or did -k match nothing?): nothing compared, all 30 {other} output rows are missing"
+    )
+    assert captured.err == warning + "\n"
+    assert captured.out.startswith("compared 30 output rows of 30 APIs: 30 missing\n")
+    md = next(out.glob("*.md")).read_text(encoding="utf-8")
+    assert md.splitlines()[2] == f"**Warning: {warning.removeprefix('msprobe: warning: ')}**"
+    argv = ["-npu", str(npu_csv), "-gpu", str(gpu_csv), "-o", str(tmp_path / "strict"), "--strict"]
+    assert cli.main(argv) == 1
+
+
+def test_two_header_only_files_are_said_and_fail_strict(tmp_path, capsys):
+    npu_csv = write(tmp_path / "npu.csv", [])
+    gpu_csv = write(tmp_path / "gpu.csv", [])
+    argv = ["-npu", str(npu_csv), "-gpu", str(gpu_csv), "-o", str(tmp_path / "out")]
+    assert cli.main(argv) == 0
+    captured = capsys.readouterr()
+    assert captured.err == (
+        f"msprobe: warning: {npu_csv} and {gpu_csv}: no output rows, only the header (was run_ut stopped "
+        "before its first API, or did -k match nothing?): nothing compared\n"
+    )
+    assert captured.out.splitlines()[0] == "compared 0 output rows of 0 APIs"
+    assert cli.main([*argv[:-1], str(tmp_path / "strict"), "--strict"]) == 1
