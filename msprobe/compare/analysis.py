@@ -18,6 +18,7 @@ from msprobe.compare.verdicts import evaluate
 from msprobe.errors import MsprobeError
 
 MAX_NAMED = 5
+EMPTY_HINT = "was run_ut stopped before its first API, or did -k match nothing?"
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,19 @@ class Analysis:
     different_runs: str = ""  # why the two files look like details of different runs ("" if they do not)
 
     def warning(self) -> str:
-        """The one line said first when the files look like different runs ("" otherwise)."""
+        """The one line said first when a file has no rows or the files look like different runs ("" if not).
+
+        A file with the header only is what run_ut leaves when it is stopped before its first API or when
+        ``-k`` matches nothing: every row of the other file is ``missing``, which is no comparison at all.
+        """
+        empty = [t for t in (self.npu, self.gpu) if not len(t)]
+        if empty:
+            named = " and ".join(dict.fromkeys(str(t.path) for t in empty))
+            line = f"{named}: no output rows, only the header ({EMPTY_HINT}): nothing compared"
+            if len(empty) == 1:
+                side, full = ("GPU", self.gpu) if empty[0] is self.npu else ("NPU", self.npu)
+                line += f", all {len(full)} {side} output rows are missing"
+            return line
         if not self.different_runs:
             return ""
         return (

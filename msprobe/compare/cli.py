@@ -76,7 +76,8 @@ class CompareCommand:
         parser.add_argument(
             "--strict",
             action="store_true",
-            help="exit with status 1 when any API is judged error or the files look like different runs",
+            help="exit with status 1 when any API is judged error, a file has no rows or the files look "
+            "like different runs",
         )
         parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks")  # fmt: skip
         parser.add_argument("-V", "--version", action="version", version=package_version())
@@ -103,7 +104,7 @@ class CompareCommand:
         counts = outcome.api_counts
         summary = ", ".join(f"{counts[k]} {k.strip() or 'blank'}" for k in ORDER if counts.get(k))
         rows, apis = sum(outcome.row_counts.values()), sum(counts.values())
-        print(f"compared {rows} output rows of {apis} APIs: {summary}")
+        print(f"compared {rows} output rows of {apis} APIs" + (f": {summary}" if summary else ""))
         if outcome.flagged:
             print(
                 f"{outcome.flagged} paired rows differ in dtype or shape between NPU and GPU (see the report)"

@@ -69,8 +69,29 @@ def load_details(path: str | os.PathLike[str]) -> DetailsTable:
         # may be a file cut mid-row; the csv reader refuses such a row naming its line.
         ac.read_rows_with_lines(path, ac.RUN_UT_DETAILS_HEADER)
     frame.columns = list(ac.RUN_UT_DETAILS_HEADER)
+    _refuse_formula_names(path, frame)
     frame[LINE] = -1
     return DetailsTable(path=path, frame=frame)
+
+
+def _refuse_formula_names(path: Path, frame: pd.DataFrame) -> None:
+    """Refuse a row whose ``API Name`` a spreadsheet would run as a formula (``=...``, ``+...``, ...).
+
+    compare copies names into its CSVs; run_ut refuses to replay such a name and never writes one (every
+    real name starts with its API prefix), so such a row is a hand-made or tampered file: it is named, not
+    dropped and not written.
+    """
+    found = frame[NAME].str.contains(ac.CSV_INJECTION).to_numpy(dtype=bool)
+    if not found.any():
+        return
+    first = int(found.argmax())
+    line = ac.read_rows_with_lines(path, ac.RUN_UT_DETAILS_HEADER)[1][first]
+    more = int(found.sum()) - 1
+    others = f" (and {more} more such row{'s' if more > 1 else ''})" if more else ""
+    raise MsprobeError(
+        f"{path}:{line}: API Name {frame[NAME].iloc[first]!r} looks like a spreadsheet formula; "
+        f"refusing to compare it or write it into a CSV{others}"
+    )
 
 
 def _check_columns(path: Path) -> None:

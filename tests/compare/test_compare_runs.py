@@ -128,3 +128,89 @@ def test_an_empty_file_is_one_line(tmp_path, capsys):
     err = _one_line_error(capsys, ["-npu", str(empty), "-gpu", str(good), "-o", str(tmp_path / "out")])
     assert err.startswith(f"msprobe: error: {empty}: empty file, expected a CSV with header 'API Name'")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("empty_side", ["npu", "gpu"])
+def test_a_header_only_file_is_said_first_and_fails_strict(tmp_path, capsys, empty_side):
+    """A details file with no rows (replay stopped before its first API, or a -k that matched nothing)."""
+    full = write(tmp_path / "full.csv", _model("linear", 30, "(2, 3)"))
+    empty = write(tmp_path / "header_only.csv", [])
+    npu_csv, gpu_csv = (empty, full) if empty_side == "npu" else (full, empty)
+    other = "GPU" if empty_side == "npu" else "NPU"
+    out = tmp_path / "out"
+    assert cli.main(["-npu", str(npu_csv), "-gpu", str(gpu_csv), "-o", str(out)]) == 0
+    captured = capsys.readouterr()
+    warning = (
+        f"msprobe: warning: {empty}: no output rows, only the header (was run_ut stopped before its "
+        f"first API, or did -k match nothing?): nothing compared, all 30 {other} output rows are missing"
+    )
+    assert captured.err == warning + "\n"
+    assert captured.out.startswith("compared 30 output rows of 30 APIs: 30 missing\n")
+    md = next(out.glob("*.md")).read_text(encoding="utf-8")
+    assert md.splitlines()[2] == f"**Warning: {warning.removeprefix('msprobe: warning: ')}**"
+    argv = ["-npu", str(npu_csv), "-gpu", str(gpu_csv), "-o", str(tmp_path / "strict"), "--strict"]
+    assert cli.main(argv) == 1
+
+
+def test_two_header_only_files_are_said_and_fail_strict(tmp_path, capsys):
+    npu_csv = write(tmp_path / "npu.csv", [])
+    gpu_csv = write(tmp_path / "gpu.csv", [])
+    argv = ["-npu", str(npu_csv), "-gpu", str(gpu_csv), "-o", str(tmp_path / "out")]
+    assert cli.main(argv) == 0
+    captured = capsys.readouterr()
+    assert captured.err == (
+        f"msprobe: warning: {npu_csv} and {gpu_csv}: no output rows, only the header (was run_ut stopped "
+        "before its first API, or did -k match nothing?): nothing compared\n"
+    )
+    assert captured.out.splitlines()[0] == "compared 0 output rows of 0 APIs"
+    assert cli.main([*argv[:-1], str(tmp_path / "strict"), "--strict"]) == 1
+
+
+@pytest.mark.parametrize("side", ["-npu", "-gpu"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        '=HYPERLINK("http://x")',
+        "+cmd|' /C calc'!A0",
+        "-2+3",
+        "@SUM(A1)",
+        "%0A",
+        "＝1+1",
+        f"Torch.a;=1+1.0.{F}.0",
+    ],
+)
+def test_a_formula_api_name_is_refused_naming_file_and_line(tmp_path, capsys, side, name):
+    """run_ut never writes such a name (it refuses to replay it); compare never copies one into its CSVs."""
+    rows = [row(f"Torch.a.0.{F}.0", message="\nspans\nlines\n"), row(name), row(f"Torch.b.0.{F}.0")]
+    good = write(tmp_path / "good.csv", rows[:1])
+    bad = write(tmp_path / "bad.csv", rows)
+    argv = {"-npu": str(good), "-gpu": str(good), side: str(bad)}
+    out = tmp_path / "out"
+    err = _one_line_error(capsys, [*(x for kv in argv.items() for x in kv), "-o", str(out)])
+    assert err == (
+        f"msprobe: error: {bad}:6: API Name {name!r} looks like a spreadsheet formula; "
+        "refusing to compare it or write it into a CSV"
+    )
+    assert not out.exists()
+
+
+def test_every_formula_row_is_counted(tmp_path, capsys):
+    bad = write(tmp_path / "bad.csv", [row(f"Torch.a.0.{F}.0"), row("=1"), row("=2"), row("@3")])
+    err = _one_line_error(capsys, ["-npu", str(bad), "-gpu", str(bad), "-o", str(tmp_path / "out")])
+    assert err.endswith(f"{bad}:3: API Name '=1' looks like a spreadsheet formula; refusing to compare it or "
+                        "write it into a CSV (and 2 more such rows)")  # fmt: skip
+
+
+def test_real_names_and_negative_numbers_are_not_formulas(tmp_path):
+    """Names as dumps make them (a prefix first), '-' inside a name, and negative metric values."""
+    names = [
+        f"Tensor.__neg__.0.{F}.0",
+        f"Tensor.__rsub__.0.{B}.0",
+        f"Torch.sub.0.{F}.0",
+        f"Functional.my-op+1.0.{F}.0",
+        f"NPU.npu_fusion_attention.0.{F}.0",
+    ]
+    rows = [row(n, cells={"误差均衡性": "-0.5", "ULP误差平均值": "-inf"}) for n in names]
+    a = pair(tmp_path, rows)
+    assert a.details["API Name"].tolist() == names
+    assert a.warning() == ""

@@ -110,7 +110,7 @@ class Report:
     # API family (first segment of the name: Functional, Tensor, Torch, NPU, ...) → each API's worst
     # counted NPU/GPU ratio divided by its error bound (> 1 fails that bound)
     family_ratios: tuple[tuple[str, np.ndarray], ...] = ()
-    warning: str = ""  # the files look like details of different runs (said first), or ""
+    warning: str = ""  # a file has no rows or the files look like different runs (said first), or ""
 
 
 def _ordered(counts: dict[str, int]) -> tuple[tuple[str, int], ...]:
