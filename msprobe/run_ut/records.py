@@ -24,6 +24,7 @@ from msprobe.formats import dump_json
 from msprobe.formats.accuracy_csv import CSV_INJECTION
 from msprobe.formats.dump_json import DUMP_JSON, TENSOR_DIR
 from msprobe.formats.record_names import replay_api_type, replay_bare_name, replay_grammar_ok
+from msprobe.paths import where
 
 
 @dataclass(frozen=True)
@@ -163,6 +164,16 @@ def find_dump_files(root: Path) -> list[Path]:
     patterns = tuple(f"{folders}/{DUMP_JSON}" for folders in ("step*/rank*", "step*/proc*", "rank*", "proc*"))
     found = {p for pattern in patterns for p in root.glob(pattern) if p.is_file()}
     return sorted(found, key=_natural_key)
+
+
+def dump_files_of(root: Path, option: str) -> list[Path]:
+    """``find_dump_files`` for a path the user gave with ``option``; one line naming both if none."""
+    files = find_dump_files(root)
+    if not files:
+        raise MsprobeError(
+            f"{where(option, root)}: not a dump (no dump.json, step*/rank*/ or proc*/ folders)"
+        )
+    return files
 
 
 def _natural_key(path: Path) -> list[Any]:

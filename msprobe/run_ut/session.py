@@ -23,7 +23,7 @@ from msprobe.errors import MsprobeError
 from msprobe.paths import dump_input, output_dir
 from msprobe.run_ut.collect import RESULT_KEY, SESSION_KEY, ApiItem, DumpDirectory, DumpFile
 from msprobe.run_ut.config import RunConfig, load_config
-from msprobe.run_ut.records import api_order, find_dump_files
+from msprobe.run_ut.records import api_order, dump_files_of
 from msprobe.run_ut.results import ResultWriter, check_resume_file, find_resume_file, timestamp
 
 CRASHED = "worker crashed while replaying this API"
@@ -40,11 +40,10 @@ class ReplaySession:
         except MsprobeError as exc:
             raise pytest.UsageError(str(exc)) from None
         self.root = root.resolve()
-        files = find_dump_files(self.root)
-        if not files:
-            raise pytest.UsageError(
-                f"--msprobe-dump={given}: not a dump (no dump.json, step*/rank*/ or proc*/ folders)"
-            )
+        try:
+            files = dump_files_of(root, "--msprobe-dump=")
+        except MsprobeError as exc:
+            raise pytest.UsageError(str(exc)) from None
         self.dump_files = {p.resolve() for p in files}
         shared_config = (getattr(config, "workerinput", None) or {}).get("msprobe", {}).get("config")
         if shared_config is not None:  # a worker: the lists come from the controller, not a file

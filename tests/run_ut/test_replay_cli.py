@@ -115,3 +115,18 @@ def test_quiet_prints_one_line_per_failing_api(tmp_path: Path, capsys: pytest.Ca
     assert len(failing) == 1, lines
     assert failing[0].startswith("dump.json:0: Torch.exp.0.forward.output.0: cosine similarity")
     assert "Torch.tanh.0" not in "\n".join(lines)
+
+
+def test_folder_without_a_dump_names_the_option_typed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code = msprobe_main(["run_ut", "-api_info", str(empty), "-o", str(tmp_path / "out"), "-q"])
+    assert code == 2
+    captured = capsys.readouterr()
+    lines = [line for line in (captured.err + captured.out).splitlines() if line.strip()]
+    assert lines == [
+        f"msprobe: error: -api_info {empty}: not a dump (no dump.json, step*/rank*/ or proc*/ folders)"
+    ]
+    assert not (tmp_path / "out").exists()
