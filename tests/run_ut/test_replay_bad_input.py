@@ -60,7 +60,10 @@ def test_dotdot_data_name_is_a_broken_record(pytester: pytest.Pytester) -> None:
     result = run(pytester, dump)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
-        ["*dump.json: record 'Torch.exp.0': data_name '../../secret.pt' escapes the dump folder*"]
+        [
+            "*dump.json: record 'Torch.exp.0': input_args[[]0]: "
+            "data_name '../../secret.pt' escapes the dump folder*"
+        ]
     )
     assert not any(line.startswith("Traceback") for line in result.outlines)
 
@@ -106,7 +109,7 @@ def test_broken_records_fail_alone_and_the_rest_runs(pytester: pytest.Pytester) 
     result.stdout.fnmatch_lines(
         [
             "*record 'Torch.exp.0': 'input_args' is not a list*",
-            "*record 'Torch.sin.0': tensor shape 'x' is not a list of sizes*",
+            "*record 'Torch.sin.0': input_args[[]0]: tensor shape 'x' is not a list of sizes*",
         ]
     )
     rows = {r[0]: r for r in read_csv(csv_pair(pytester.path / "out")[0])[1:]}
@@ -136,3 +139,15 @@ def test_a_refused_global_is_named_without_torchs_advice(tmp_path: Path) -> None
         f"{tmp_path / 'global.pt'}: not a plain tensor file (weights_only=True refused it: "
         "Unsupported global: GLOBAL print was not an allowed global by default)"
     )
+
+
+def test_tensor_without_shape_fails_naming_record_argument_and_key(pytester: pytest.Pytester) -> None:
+    spec = {k: v for k, v in tensor("torch.float32", [4], -1.0, 1.0).items() if k != "shape"}
+    dump = write_dump(pytester.path / "d", {"Tensor.__mul__.0.forward": forward(spec, spec)})
+    result = run(pytester, dump)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*dump.json: record 'Tensor.__mul__.0': input_args[[]0]: tensor has no 'shape' key"]
+    )
+    row = read_csv(csv_pair(pytester.path / "out")[0])[1]
+    assert row == ["Tensor.__mul__.0", "SKIP", "SKIP", "input_args[0]: tensor has no 'shape' key"]
