@@ -37,15 +37,43 @@ def timestamp() -> str:
     return time.strftime("%Y%m%d%H%M%S")
 
 
-def payload(dump: str, api: str, index: int, result: Sequence[Any], details: Sequence[Sequence[Any]]) -> dict:
-    """The rows of one API as plain strings (they cross from an xdist worker inside its report)."""
+#: What the summary counts for an API pytest fails although its CSV verdict is not ``error``.
+BROKEN = "broken record"
+CRASHED = "crashed"
+FAILED = "failed"
+
+
+def payload(
+    dump: str,
+    api: str,
+    index: int,
+    result: Sequence[Any] | None,
+    details: Sequence[Sequence[Any]],
+    summary: str | None = None,
+) -> dict:
+    """The rows of one API as plain strings (they cross from an xdist worker inside its report).
+
+    ``result`` None: the API is counted in the summary but never written (a name that looks like a
+    formula); ``summary``: what the summary counts instead of the verdict (see :data:`BROKEN`).
+    """
     return {
         "dump": dump,
         "api": api,
         "index": index,
-        "result": [format_cell(c) for c in result],
+        "result": None if result is None else [format_cell(c) for c in result],
         "details": [[format_cell(c) for c in row] for row in details],
+        "summary": summary,
     }
+
+
+def summary_label(failed: bool, broken: bool, result: Sequence[str] | None) -> str | None:
+    """The summary's label of an API whose pytest outcome is not its verdict's: pytest fails a broken
+    record (its row says ``SKIP``) and any other API that failed without an ``error`` verdict."""
+    if broken:
+        return BROKEN
+    if failed and (result is None or api_verdict(result) != "error"):
+        return FAILED
+    return None
 
 
 def details_path_for(result_path: Path) -> Path:
@@ -107,6 +135,8 @@ class ResultWriter:
     def add(self, item: Mapping[str, Any]) -> None:
         """Record one API's rows and append them to both files now (crash-safe)."""
         self.rows[item["api"]] = dict(item)
+        if item["result"] is None:
+            return
         for path, rows in ((self.result_path, [item["result"]]), (self.details_path, item["details"])):
             with open(path, "a", encoding="utf-8", newline="") as fh:
                 csv.writer(fh).writerows(rows)
@@ -123,6 +153,8 @@ class ResultWriter:
         for row in self.old_details:
             details.setdefault(output_row_api(row[0]), []).append(row)
         for api, item in self.rows.items():
+            if item["result"] is None:
+                continue
             results[api] = item["result"]
             details[api] = item["details"]
         arrival = {api: i for i, api in enumerate(results)}
@@ -136,10 +168,11 @@ class ResultWriter:
         )
 
     def counts(self) -> dict[str, int]:
-        """One verdict per API of this run (for the terminal summary), as pytest counts it."""
+        """One verdict per API of this run (for the terminal summary), as pytest counts it: its
+        ``error`` plus the labels of :func:`summary_label` are pytest's failures."""
         out: dict[str, int] = {}
         for item in self.rows.values():
-            status = api_verdict(item["result"])
+            status = item.get("summary") or api_verdict(item["result"])
             out[status] = out.get(status, 0) + 1
         return out
 

@@ -24,7 +24,13 @@ from msprobe.paths import dump_input, output_dir
 from msprobe.run_ut.collect import RESULT_KEY, SESSION_KEY, ApiItem, DumpDirectory, DumpFile
 from msprobe.run_ut.config import RunConfig, load_config
 from msprobe.run_ut.records import api_order, dump_files_of
-from msprobe.run_ut.results import ResultWriter, check_resume_file, find_resume_file, timestamp
+from msprobe.run_ut.results import (
+    ResultWriter,
+    check_resume_file,
+    find_resume_file,
+    summary_label,
+    timestamp,
+)
 
 CRASHED = "worker crashed while replaying this API"
 WARNING_CATEGORY = "accuracy-warning"
@@ -259,6 +265,9 @@ class ReplaySession:
             rows = item.rows()
             if rows is not None:
                 rows["dump"] = self.dump_key(item.dump.path)  # host-independent (see the module doc)
+                rows["summary"] = summary_label(
+                    report.failed, item.record.problem is not None, rows["result"]
+                )
                 report.msprobe_rows = rows
                 self.replayed += 1
                 report.msprobe_warning = (
@@ -296,6 +305,7 @@ class ReplaySession:
         return self._writer_keys
 
     def _crash_rows(self, report: pytest.TestReport) -> dict | None:
+        from msprobe.run_ut import results
         from msprobe.run_ut.replay import skipped
         from msprobe.run_ut.results import payload
 
@@ -310,6 +320,7 @@ class ReplaySession:
             writer.order[api],
             result.result,
             [r.cells() for r in result.details],
+            summary=results.CRASHED,
         )
 
     def _facts(self) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from replay_dumps import FAILS_THIRD, copy_fixture, csv_pair, forward, read_csv,
 import msprobe.run_ut.replay
 import msprobe.run_ut.session  # noqa: F401
 from msprobe.formats.accuracy_csv import RUN_UT_DETAILS_HEADER, RUN_UT_RESULT_HEADER
-from msprobe.run_ut.results import ResultWriter, payload
+from msprobe.run_ut.results import ResultWriter, payload, summary_label
 
 
 def replay(dump: Path, out: Path, *extra: str) -> int:
@@ -153,6 +153,7 @@ def test_worker_crash_becomes_a_row_and_nothing_is_lost(pytester: pytest.Pyteste
     rows = {r[0]: r for r in read_csv(csv_pair(out)[0])[1:]}
     assert list(rows) == [n.rsplit(".", 1)[0] for n in FAILS_THIRD]
     assert rows["Torch.exp.0"] == ["Torch.exp.0", "SKIP", "SKIP", "worker crashed while replaying this API"]
+    result.stdout.fnmatch_lines(["msprobe: *accuracy_checking_result_*.csv (1 crashed, 4 pass)"])
 
 
 @pytest.mark.slow
@@ -184,3 +185,11 @@ def test_resume_under_xdist_deselects_the_same_items_on_every_worker(tmp_path: P
     whole = csv_pair(tmp_path / "whole")
     assert result.read_bytes() == whole[0].read_bytes()
     assert details.read_bytes() == whole[1].read_bytes()
+
+
+def test_summary_labels_what_pytest_fails_without_an_error_verdict() -> None:
+    assert summary_label(True, True, ["A.x.0", "SKIP", "SKIP", "why"]) == "broken record"
+    assert summary_label(True, False, None) == "failed"
+    assert summary_label(True, False, ["A.x.0", "Warning", " "]) == "failed"  # e.g. -W error
+    assert summary_label(True, False, ["A.x.0", "pass", "error"]) is None  # counted as its verdict
+    assert summary_label(False, False, ["A.x.0", "pass", " "]) is None
