@@ -5,7 +5,8 @@ Each API's rows arrive as a plain-data payload on its pytest report (see :func:`
 appends them at once (so an interrupted run keeps every finished API and can resume from the file),
 and at session end rewrites both files atomically sorted by the API's record index in the dump, so
 ``-n 0`` and ``-n 2`` give identical bytes. Resume: rows of an earlier result/details pair are read
-back, their APIs are not run again, and they are kept in the rewrite. Imports no torch.
+back, their APIs are not run again, and they are kept in the rewrite; a row a kill tore is dropped and
+its API runs again (:func:`finished_rows`). Imports no torch.
 
 Formats: ``msprobe.formats.accuracy_csv`` (headers, ``format_cell``, BOM, blanks).
 """
@@ -25,7 +26,7 @@ from msprobe.formats.accuracy_csv import (
     RUN_UT_DETAILS_HEADER,
     RUN_UT_RESULT_HEADER,
     format_cell,
-    read_rows,
+    read_appended_rows,
     write_rows,
 )
 from msprobe.formats.record_names import output_row_api
@@ -97,6 +98,23 @@ def _strip_trailing_blank(row: list[str]) -> list[str]:
     return row[:3] if len(row) == 4 and row[3] == "" else row
 
 
+def finished_rows(
+    result: list[list[str]], details: list[list[str]], torn_details: list[str] | None
+) -> tuple[list[list[str]], list[list[str]]]:
+    """The rows of the APIs an interrupted run finished, from its whole rows (torn last rows left out).
+
+    An API is finished when its result row is whole: ``ResultWriter.add`` writes an API's details rows
+    before its result row, so a kill leaves a torn result row, or details rows (the last one maybe
+    torn) of an API without a result row; those details are dropped and the API runs again. A torn
+    details row whose name cell is whole (a file written the other way round, or cut by hand) makes
+    its API run again too.
+    """
+    again = {output_row_api(torn_details[0])} if torn_details is not None and len(torn_details) > 1 else set()
+    rows = [_strip_trailing_blank(row) for row in result if row[0] not in again]
+    done = {row[0] for row in rows}
+    return rows, [row for row in details if output_row_api(row[0]) in done]
+
+
 @dataclass
 class ResultWriter:
     """Both CSVs of one dump.json, and the rows they hold so far."""
@@ -127,17 +145,20 @@ class ResultWriter:
 
     @classmethod
     def resume(cls, dump: Path, result_path: Path, order: Mapping[str, int]) -> ResultWriter:
+        """The writer of an interrupted run's files: its finished APIs' rows (see :func:`finished_rows`)."""
         check_resume_file(result_path)
-        old_result = [_strip_trailing_blank(r) for r in read_rows(result_path, RUN_UT_RESULT_HEADER)]
-        old_details = read_rows(details_path_for(result_path), RUN_UT_DETAILS_HEADER)
+        result, _ = read_appended_rows(result_path, RUN_UT_RESULT_HEADER)
+        details, torn_details = read_appended_rows(details_path_for(result_path), RUN_UT_DETAILS_HEADER)
+        old_result, old_details = finished_rows(result, details, torn_details)
         return cls(dump, result_path, order, old_result, old_details)
 
     def add(self, item: Mapping[str, Any]) -> None:
-        """Record one API's rows and append them to both files now (crash-safe)."""
+        """Record one API's rows and append them to both files now (crash-safe): its details rows
+        first, its result row last, so a whole result row means a finished API."""
         self.rows[item["api"]] = dict(item)
         if item["result"] is None:
             return
-        for path, rows in ((self.result_path, [item["result"]]), (self.details_path, item["details"])):
+        for path, rows in ((self.details_path, item["details"]), (self.result_path, [item["result"]])):
             with open(path, "a", encoding="utf-8", newline="") as fh:
                 csv.writer(fh).writerows(rows)
 
