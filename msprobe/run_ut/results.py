@@ -115,6 +115,20 @@ def finished_rows(
     return rows, [row for row in details if output_row_api(row[0]) in done]
 
 
+def check_same_dump(path: Path, dump: Path, names: Sequence[str], order: Mapping[str, int]) -> None:
+    """Refuse a resume file that lists APIs ``dump`` does not hold: it was written for another dump.
+
+    (A run restricted with ``-k``, ``-f`` or a white list lists fewer APIs, never others.)
+    """
+    others = list(dict.fromkeys(name for name in names if name not in order))
+    if others:
+        shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        raise MsprobeError(
+            f"{path}: lists APIs that {dump} does not hold ({shown}); it was written for another "
+            "dump, resume only from a result file of this one"
+        )
+
+
 @dataclass
 class ResultWriter:
     """Both CSVs of one dump.json, and the rows they hold so far."""
@@ -149,6 +163,7 @@ class ResultWriter:
         check_resume_file(result_path)
         result, _ = read_appended_rows(result_path, RUN_UT_RESULT_HEADER)
         details, torn_details = read_appended_rows(details_path_for(result_path), RUN_UT_DETAILS_HEADER)
+        check_same_dump(result_path, dump, [row[0] for row in result], order)
         old_result, old_details = finished_rows(result, details, torn_details)
         return cls(dump, result_path, order, old_result, old_details)
 

@@ -1,5 +1,5 @@
 """Resume: an interrupted run's CSVs, cut anywhere by a kill, resume to the rows of an uninterrupted run;
-a damaged row is refused in one line."""
+a result file of another dump or a damaged row is refused in one line."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from replay_dumps import FAILS_THIRD, csv_pair, read_csv, write_dump
+from replay_dumps import FAILS_THIRD, csv_pair, forward, read_csv, tensor, write_dump
 
 import msprobe.run_ut.replay
 import msprobe.run_ut.session  # noqa: F401
@@ -173,3 +173,35 @@ def test_the_tail_cut_by_ten_bytes_runs_that_api_again(
     path = cut_copy(tmp_path / "out", result[:-10], details)
     assert replay(dump, tmp_path / "ignored", "--msprobe-resume", str(path)) == 1  # exp.0 ran again
     assert rows_of(tmp_path / "out") == whole
+
+
+# --------------------------------------------------------------------------- another dump's file
+def test_a_result_file_of_another_dump_is_refused_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ours = write_dump(tmp_path / "ours", FAILS_THIRD)
+    other = {"Torch.tanh.0.forward": forward(tensor("torch.float32", [32], -1.0, 1.0))}
+    other |= {f"Torch.relu.{i}.forward": forward(tensor("torch.float32", [8], -1.0, 1.0)) for i in range(5)}
+    theirs = write_dump(tmp_path / "theirs", other)
+    assert replay(theirs, tmp_path / "theirs_out") == 0
+    result, details = csv_pair(tmp_path / "theirs_out")
+    before = result.read_bytes(), details.read_bytes()
+    capsys.readouterr()
+    code = replay(ours, tmp_path / "ignored", "--msprobe-resume", str(result))
+    assert code == pytest.ExitCode.USAGE_ERROR
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert err == [
+        f"ERROR: {result}: lists APIs that {ours / 'dump.json'} does not hold (Torch.relu.0, "
+        "Torch.relu.1, Torch.relu.2 and 2 more); it was written for another dump, resume only from a "
+        "result file of this one"
+    ]
+    assert (result.read_bytes(), details.read_bytes()) == before
+
+
+def test_a_result_file_of_a_run_restricted_with_k_resumes(tmp_path: Path) -> None:
+    dump = write_dump(tmp_path / "d", FAILS_THIRD)
+    assert replay(dump, tmp_path / "whole") == 1
+    assert replay(dump, tmp_path / "some", "-k", "tanh or sin") == 0
+    result, _ = csv_pair(tmp_path / "some")
+    assert replay(dump, tmp_path / "ignored", "--msprobe-resume", str(result)) == 1
+    assert rows_of(tmp_path / "some") == rows_of(tmp_path / "whole")
