@@ -15,7 +15,7 @@ import math
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -296,12 +296,22 @@ def write_text_rows(
 
     Bytes are those of ``csv.writer`` (tested against it); the text is encoded and written in one go.
     """
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
     text = "".join(_csv_lines([header])) + "".join(_csv_lines(rows))
-    with open(tmp, "wb") as fh:
-        fh.write(text.encode("utf-8-sig"))
-    os.replace(tmp, path)
+    _replace(Path(path), [text.encode("utf-8-sig")])
+
+
+def _replace(path: Path, chunks: Iterable[bytes]) -> None:
+    """Write ``path`` through ``path.tmp`` and a rename; a failed write (full disk) leaves no ``.tmp``."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            for chunk in chunks:
+                fh.write(chunk)
+        os.replace(tmp, path)
+    except BaseException:
+        with suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 _SPECIAL = (",", '"', "\r", "\n")
@@ -330,13 +340,9 @@ def write_text_columns(
         write_text_rows(path, header, list(zip(*columns)))
         return
     quoted = [_minimal_quotes(col) for col in columns]
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
     lines = [",".join(_minimal_quotes(list(header))), *map(",".join, zip(*quoted)), ""]  # "": the last \r\n
-    with open(tmp, "wb") as fh:
-        fh.write(codecs.BOM_UTF8)  # then plain UTF-8: "utf-8-sig" would copy the whole text once more
-        fh.write("\r\n".join(lines).encode("utf-8"))
-    os.replace(tmp, path)
+    # BOM, then plain UTF-8: "utf-8-sig" would copy the whole text once more
+    _replace(Path(path), [codecs.BOM_UTF8, "\r\n".join(lines).encode("utf-8")])
 
 
 def is_blank(cell: str) -> bool:

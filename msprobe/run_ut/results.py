@@ -129,6 +129,11 @@ def check_same_dump(path: Path, dump: Path, names: Sequence[str], order: Mapping
         )
 
 
+def cannot_write(path: Path, exc: OSError) -> MsprobeError:
+    """The one line for a CSV that cannot be written (a folder without write access, a full disk)."""
+    return MsprobeError(f"{path}: cannot write ({exc.strerror or exc})")
+
+
 @dataclass
 class ResultWriter:
     """Both CSVs of one dump.json, and the rows they hold so far."""
@@ -151,10 +156,17 @@ class ResultWriter:
 
     @classmethod
     def create(cls, dump: Path, out_dir: Path, ts: str, order: Mapping[str, int]) -> ResultWriter:
-        out_dir.mkdir(parents=True, exist_ok=True)
         writer = cls(dump, out_dir / f"accuracy_checking_result_{ts}.csv", order)
-        write_rows(writer.result_path, RUN_UT_RESULT_HEADER, [])
-        write_rows(writer.details_path, RUN_UT_DETAILS_HEADER, [])
+        path = out_dir
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            for path, header in (
+                (writer.result_path, RUN_UT_RESULT_HEADER),
+                (writer.details_path, RUN_UT_DETAILS_HEADER),
+            ):
+                write_rows(path, header, [])
+        except OSError as exc:
+            raise cannot_write(path, exc) from None
         return writer
 
     @classmethod
@@ -174,8 +186,11 @@ class ResultWriter:
         if item["result"] is None:
             return
         for path, rows in ((self.details_path, item["details"]), (self.result_path, [item["result"]])):
-            with open(path, "a", encoding="utf-8", newline="") as fh:
-                csv.writer(fh).writerows(rows)
+            try:
+                with open(path, "a", encoding="utf-8", newline="") as fh:
+                    csv.writer(fh).writerows(rows)
+            except OSError as exc:
+                raise cannot_write(path, exc) from None
 
     def _key(self, api: str, arrival: int) -> tuple[int, int]:
         return (self.order.get(api, len(self.order)), arrival)
@@ -195,13 +210,20 @@ class ResultWriter:
             details[api] = item["details"]
         arrival = {api: i for i, api in enumerate(results)}
         ordered = sorted(results, key=lambda api: self._key(api, arrival[api]))
-        write_rows(self.result_path, RUN_UT_RESULT_HEADER, [results[api] for api in ordered])
         ordered_details = sorted(details, key=lambda api: self._key(api, arrival.get(api, len(arrival))))
-        write_rows(
-            self.details_path,
-            RUN_UT_DETAILS_HEADER,
-            [row for api in ordered_details for row in details[api]],
-        )
+        # Details first: a failure between the two leaves the appended result file, which resumes.
+        for path, header, rows in (
+            (
+                self.details_path,
+                RUN_UT_DETAILS_HEADER,
+                [row for api in ordered_details for row in details[api]],
+            ),
+            (self.result_path, RUN_UT_RESULT_HEADER, [results[api] for api in ordered]),
+        ):
+            try:
+                write_rows(path, header, rows)
+            except OSError as exc:
+                raise cannot_write(path, exc) from None
 
     def counts(self) -> dict[str, int]:
         """One verdict per API of this run (for the terminal summary), as pytest counts it: its

@@ -101,6 +101,7 @@ class ReplaySession:
         self._writer_keys: dict[str, ResultWriter] = {}
         self._threads_before: int | None = None
         self.replayed = 0  # APIs this process replayed
+        self.write_failed = False  # a CSV could not be written during the run (reported once)
         self.worker_facts: dict[str, dict[str, Any]] = {}  # controller: what each worker reported
         if self.worker_input is None and config.option.collectonly:
             self.ts, self.done = timestamp(), {}  # --collect-only writes no CSV
@@ -297,7 +298,11 @@ class ReplaySession:
             return
         writer = self._by_key().get(rows["dump"]) or self._writer_for(report, rows["api"])
         if writer is not None:
-            writer.add(rows)
+            try:
+                writer.add(rows)
+            except MsprobeError as exc:  # the CSVs cannot be written (a full disk): stop, resumable
+                self.write_failed = True
+                raise pytest.UsageError(str(exc)) from None
 
     def _by_key(self) -> dict[str, ResultWriter]:
         if len(self._writer_keys) != len(self.writers):
@@ -328,10 +333,17 @@ class ReplaySession:
 
         return {"device": self._device or "-", "torch": str(torch.__version__), "apis": self.replayed}
 
+    @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.worker_input is None:
+            failure = None
             for writer in self.writers.values():
-                writer.finish()
+                try:
+                    writer.finish()
+                except MsprobeError as exc:  # the appended files stay as they are: they resume
+                    failure = failure or exc
+            if failure is not None and not self.write_failed:  # else that error is being reported
+                raise pytest.UsageError(str(failure))
         elif self.replayed:
             session.config.workeroutput["msprobe"] = self._facts()  # type: ignore[attr-defined]
 
