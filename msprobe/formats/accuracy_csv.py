@@ -15,7 +15,7 @@ import math
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +101,15 @@ COMPARE_DETAILS_HEADER: tuple[str, ...] = (
 #: Files whose rows may be shorter than the header (upstream writes 3-cell result rows); they are padded.
 #: A short row in any other file (every details row has all its cells) is a cut or damaged file.
 SHORT_ROWS_ALLOWED: frozenset[tuple[str, ...]] = frozenset({RUN_UT_RESULT_HEADER, COMPARE_RESULT_HEADER})
+
+#: The verdicts of replay's CSVs (8.1.1 spellings).
+VERDICTS = frozenset({"pass", "Warning", "error", "SKIP"})
+
+#: The verdict columns of replay's two CSVs and what each may hold (a blank backward: none was run).
+VERDICT_COLUMNS: dict[tuple[str, ...], tuple[tuple[int, frozenset[str]], ...]] = {
+    RUN_UT_RESULT_HEADER: ((1, VERDICTS), (2, VERDICTS | {BLANK})),
+    RUN_UT_DETAILS_HEADER: ((RUN_UT_DETAILS_HEADER.index("Status"), VERDICTS),),
+}
 
 KNOWN_HEADERS: dict[tuple[str, ...], str] = {
     RUN_UT_RESULT_HEADER: "accuracy_checking_result",
@@ -189,24 +198,66 @@ def read_rows_with_lines(
     Quoted cells may hold newlines, so a row's line is not its index + 2.
     """
     path = Path(path)
-    width = len(header)
-    pad = tuple(header) in SHORT_ROWS_ALLOWED
-    rows: list[list[str]] = []
-    starts: list[int] = []
+    raw = _raw_rows(path, header)
+    return [_checked(path, header, line_no, row) for line_no, row in raw], [line_no for line_no, _ in raw]
+
+
+def _raw_rows(path: Path, header: Sequence[str]) -> list[tuple[int, list[str]]]:
+    """Each non-empty row after the header as read, with the file line it starts on."""
+    out: list[tuple[int, list[str]]] = []
     with _reader(path, header) as reader:
         line_no = reader.line_num + 1
         for row in reader:
             if row:
-                if len(row) > width:
-                    raise MsprobeError(f"{path}:{line_no}: {len(row)} cells, the header has {width}")
-                if len(row) < width and not pad:
-                    raise MsprobeError(
-                        f"{path}:{line_no}: {len(row)} cells, the header has {width} (a cut or damaged file?)"
-                    )
-                rows.append(row + [""] * (width - len(row)))
-                starts.append(line_no)
+                out.append((line_no, row))
             line_no = reader.line_num + 1
-    return rows, starts
+    return out
+
+
+def _checked(path: Path, header: Sequence[str], line_no: int, row: list[str]) -> list[str]:
+    """A row padded to the header's width (result files only); too many or too few cells are refused."""
+    width = len(header)
+    if len(row) > width:
+        raise MsprobeError(f"{path}:{line_no}: {len(row)} cells, the header has {width}")
+    if len(row) < width and tuple(header) not in SHORT_ROWS_ALLOWED:
+        raise MsprobeError(
+            f"{path}:{line_no}: {len(row)} cells, the header has {width} (a cut or damaged file?)"
+        )
+    return row + [""] * (width - len(row))
+
+
+def ends_torn(data: bytes) -> bool:
+    """Whether a CSV's text ends inside a row: every row we write ends with a line break, outside quotes
+    (quote characters come in pairs in a whole CSV)."""
+    return not data.endswith(b"\n") or data.count(b'"') % 2 == 1
+
+
+def read_appended_rows(
+    path: str | os.PathLike[str], header: Sequence[str]
+) -> tuple[list[list[str]], list[str] | None]:
+    """The rows of a replay CSV that rows were appended to (to resume from it), and its torn last row.
+
+    A run killed while appending leaves a file whose last row is cut (see :func:`ends_torn`): that row
+    is returned apart, as far as it was read, never as a row. Every other row is checked like
+    ``read_rows`` (cell count) and must hold verdicts in its verdict columns (``VERDICT_COLUMNS``);
+    a damaged one is refused naming its line.
+    """
+    path = Path(path)
+    try:
+        torn = ends_torn(path.read_bytes())
+    except OSError:
+        torn = False  # the reader names what is wrong with the path
+    raw = _raw_rows(path, header)
+    last = raw.pop()[1] if torn and raw else None
+    rows = [_checked(path, header, line_no, row) for line_no, row in raw]
+    for (line_no, _), row in zip(raw, rows):
+        for column, allowed in VERDICT_COLUMNS.get(tuple(header), ()):
+            if row[column] not in allowed:
+                raise MsprobeError(
+                    f"{path}:{line_no}: {header[column]!r} is {row[column]!r}, not one of "
+                    f"{', '.join(sorted(allowed))} (a cut or damaged file?)"
+                )
+    return rows, last
 
 
 def _csv_lines(rows: Iterable[Sequence[str]]) -> Iterator[str]:
@@ -245,12 +296,22 @@ def write_text_rows(
 
     Bytes are those of ``csv.writer`` (tested against it); the text is encoded and written in one go.
     """
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
     text = "".join(_csv_lines([header])) + "".join(_csv_lines(rows))
-    with open(tmp, "wb") as fh:
-        fh.write(text.encode("utf-8-sig"))
-    os.replace(tmp, path)
+    _replace(Path(path), [text.encode("utf-8-sig")])
+
+
+def _replace(path: Path, chunks: Iterable[bytes]) -> None:
+    """Write ``path`` through ``path.tmp`` and a rename; a failed write (full disk) leaves no ``.tmp``."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            for chunk in chunks:
+                fh.write(chunk)
+        os.replace(tmp, path)
+    except BaseException:
+        with suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 _SPECIAL = (",", '"', "\r", "\n")
@@ -279,13 +340,9 @@ def write_text_columns(
         write_text_rows(path, header, list(zip(*columns)))
         return
     quoted = [_minimal_quotes(col) for col in columns]
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
     lines = [",".join(_minimal_quotes(list(header))), *map(",".join, zip(*quoted)), ""]  # "": the last \r\n
-    with open(tmp, "wb") as fh:
-        fh.write(codecs.BOM_UTF8)  # then plain UTF-8: "utf-8-sig" would copy the whole text once more
-        fh.write("\r\n".join(lines).encode("utf-8"))
-    os.replace(tmp, path)
+    # BOM, then plain UTF-8: "utf-8-sig" would copy the whole text once more
+    _replace(Path(path), [codecs.BOM_UTF8, "\r\n".join(lines).encode("utf-8")])
 
 
 def is_blank(cell: str) -> bool:

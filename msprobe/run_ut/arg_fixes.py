@@ -26,7 +26,8 @@ def class_index_target(record: dict[str, Any]) -> None:
         target = args[1]
         if isinstance(target.get("Min"), (int, float)) and target["Min"] <= 0:
             target["Min"] = 0
-        if target.get("dtype") == "torch.int32":
+        # Drawn as int64; a saved target stays the int32 its file holds (``as_dtype`` casts it).
+        if target.get("dtype") == "torch.int32" and not (target.get("data_name") or target.get("datapath")):
             target["dtype"] = "torch.int64"
 
 

@@ -186,6 +186,30 @@ def load_tensor(data_dir: Path, name: str) -> torch.Tensor:
     return value
 
 
+def _record_dtype(text: str) -> str:
+    """A record's dtype as torch spells it (``torch.float`` is ``torch.float32``); others unchanged."""
+    try:
+        return str(parse_dtype(text))
+    except InputError:
+        return text
+
+
+def as_recorded(tensor: torch.Tensor, spec: Mapping[str, Any], path: Path) -> torch.Tensor:
+    """A loaded data file's tensor, refused when its shape or dtype is not the record's.
+
+    One difference is accepted: numpy has no bfloat16, so a dump stores a bfloat16 tensor in a
+    ``.npy`` as float32 (exact values); it is cast back to the recorded bfloat16.
+    """
+    shape, dtype = list(spec["shape"]), _record_dtype(str(spec["dtype"]))
+    if list(tensor.shape) != shape:
+        raise InputError(f"{path}: shape {list(tensor.shape)} in the file, {shape} in the record")
+    if path.suffix == ".npy" and tensor.dtype == torch.float32 and dtype == str(torch.bfloat16):
+        return tensor.to(torch.bfloat16)
+    if str(tensor.dtype) != dtype:
+        raise InputError(f"{path}: dtype {tensor.dtype} in the file, {dtype} in the record")
+    return tensor
+
+
 def finite_range(low: float, high: float, dtype: torch.dtype) -> tuple[float, float]:
     """The range ``[lo, hi]`` the elements are drawn from; only an infinite Min (Max finite) changes.
 
@@ -261,7 +285,7 @@ class ArgBuilder:
     def tensor(self, spec: Mapping[str, Any]) -> torch.Tensor:
         name = spec.get("data_name") or spec.get("datapath")
         if name:
-            return load_tensor(self.data_dir, str(name))
+            return as_recorded(load_tensor(self.data_dir, str(name)), spec, self.data_dir / str(name))
         return random_tensor(spec, self.gen)
 
     def value(self, spec: Any, *, grad_ok: bool) -> Any:

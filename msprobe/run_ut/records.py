@@ -24,6 +24,7 @@ from msprobe.formats import dump_json
 from msprobe.formats.accuracy_csv import CSV_INJECTION
 from msprobe.formats.dump_json import DUMP_JSON, TENSOR_DIR
 from msprobe.formats.record_names import replay_api_type, replay_bare_name, replay_grammar_ok
+from msprobe.paths import where
 
 
 @dataclass(frozen=True)
@@ -60,17 +61,32 @@ class DumpFile:
     records: tuple[ApiRecord, ...]
 
 
-def _tensor_specs(value: Any) -> Iterator[Mapping[str, Any]]:
-    """Every tensor description inside an argument structure (lists and dicts walked)."""
-    if isinstance(value, Mapping):
-        if "dtype" in value and "shape" in value:
-            yield value
-        else:
-            for item in value.values():
-                yield from _tensor_specs(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _tensor_specs(item)
+#: The ``type`` of a tensor argument; a description without ``type`` is a tensor when it has dtype/shape.
+TENSOR_TYPES = ("torch.Tensor", "torch.nn.parameter.Parameter")
+
+
+def is_tensor_spec(spec: Mapping[str, Any]) -> bool:
+    kind = spec.get("type")
+    return kind in TENSOR_TYPES or (kind is None and ("dtype" in spec or "shape" in spec))
+
+
+def _tensor_specs(value: Any, where: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Every tensor description inside one argument (lists walked, as replay walks them), with its place."""
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _tensor_specs(item, f"{where}[{i}]")
+    elif isinstance(value, Mapping) and is_tensor_spec(value):
+        yield where, value
+
+
+def _arguments(args: list[Any], kwargs: Mapping[str, Any], backward: Any) -> Iterator[tuple[str, Any]]:
+    """A record's arguments, each with the name a reason gives it (``input_args[0]``, ...)."""
+    for i, arg in enumerate(args):
+        yield f"input_args[{i}]", arg
+    for key, arg in kwargs.items():
+        yield f"input_kwargs[{key!r}]", arg
+    for i, arg in enumerate([] if backward is None else backward.get("input", [])):
+        yield f"backward input[{i}]", arg
 
 
 def data_name_problem(name: Any) -> str | None:
@@ -102,16 +118,27 @@ def _record_problem(name: str, forward: Any, backward: Any) -> str | None:
             return "backward record is not a JSON object"
         if not isinstance(backward.get("input", []), list):
             return "backward 'input' is not a list"
-    for spec in _tensor_specs([args, kwargs, [] if backward is None else backward.get("input", [])]):
-        for key in ("data_name", "datapath"):
-            if key in spec and (why := data_name_problem(spec[key])):
-                return why
-        if not isinstance(spec.get("shape"), list) or not all(
-            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in spec["shape"]
-        ):
-            return f"tensor shape {spec.get('shape')!r} is not a list of sizes"
-        if not isinstance(spec.get("dtype"), str):
-            return f"tensor dtype {spec.get('dtype')!r} is not a string"
+    for argument, value in _arguments(args, kwargs, backward):
+        for place, spec in _tensor_specs(value, argument):
+            if why := _tensor_problem(spec):
+                return f"{place}: {why}"
+    return None
+
+
+def _tensor_problem(spec: Mapping[str, Any]) -> str | None:
+    """Why one tensor description cannot be replayed as written; None if it can."""
+    for key in ("data_name", "datapath"):
+        if key in spec and (why := data_name_problem(spec[key])):
+            return why
+    for key in ("dtype", "shape"):
+        if key not in spec:
+            return f"tensor has no {key!r} key"
+    if not isinstance(spec["shape"], list) or not all(
+        isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in spec["shape"]
+    ):
+        return f"tensor shape {spec['shape']!r} is not a list of sizes"
+    if not isinstance(spec["dtype"], str):
+        return f"tensor dtype {spec['dtype']!r} is not a string"
     return None
 
 
@@ -163,6 +190,16 @@ def find_dump_files(root: Path) -> list[Path]:
     patterns = tuple(f"{folders}/{DUMP_JSON}" for folders in ("step*/rank*", "step*/proc*", "rank*", "proc*"))
     found = {p for pattern in patterns for p in root.glob(pattern) if p.is_file()}
     return sorted(found, key=_natural_key)
+
+
+def dump_files_of(root: Path, option: str) -> list[Path]:
+    """``find_dump_files`` for a path the user gave with ``option``; one line naming both if none."""
+    files = find_dump_files(root)
+    if not files:
+        raise MsprobeError(
+            f"{where(option, root)}: not a dump (no dump.json, step*/rank*/ or proc*/ folders)"
+        )
+    return files
 
 
 def _natural_key(path: Path) -> list[Any]:

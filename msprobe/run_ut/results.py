@@ -5,7 +5,8 @@ Each API's rows arrive as a plain-data payload on its pytest report (see :func:`
 appends them at once (so an interrupted run keeps every finished API and can resume from the file),
 and at session end rewrites both files atomically sorted by the API's record index in the dump, so
 ``-n 0`` and ``-n 2`` give identical bytes. Resume: rows of an earlier result/details pair are read
-back, their APIs are not run again, and they are kept in the rewrite. Imports no torch.
+back, their APIs are not run again, and they are kept in the rewrite; a row a kill tore is dropped and
+its API runs again (:func:`finished_rows`). Imports no torch.
 
 Formats: ``msprobe.formats.accuracy_csv`` (headers, ``format_cell``, BOM, blanks).
 """
@@ -25,7 +26,7 @@ from msprobe.formats.accuracy_csv import (
     RUN_UT_DETAILS_HEADER,
     RUN_UT_RESULT_HEADER,
     format_cell,
-    read_rows,
+    read_appended_rows,
     write_rows,
 )
 from msprobe.formats.record_names import output_row_api
@@ -37,15 +38,43 @@ def timestamp() -> str:
     return time.strftime("%Y%m%d%H%M%S")
 
 
-def payload(dump: str, api: str, index: int, result: Sequence[Any], details: Sequence[Sequence[Any]]) -> dict:
-    """The rows of one API as plain strings (they cross from an xdist worker inside its report)."""
+#: What the summary counts for an API pytest fails although its CSV verdict is not ``error``.
+BROKEN = "broken record"
+CRASHED = "crashed"
+FAILED = "failed"
+
+
+def payload(
+    dump: str,
+    api: str,
+    index: int,
+    result: Sequence[Any] | None,
+    details: Sequence[Sequence[Any]],
+    summary: str | None = None,
+) -> dict:
+    """The rows of one API as plain strings (they cross from an xdist worker inside its report).
+
+    ``result`` None: the API is counted in the summary but never written (a name that looks like a
+    formula); ``summary``: what the summary counts instead of the verdict (see :data:`BROKEN`).
+    """
     return {
         "dump": dump,
         "api": api,
         "index": index,
-        "result": [format_cell(c) for c in result],
+        "result": None if result is None else [format_cell(c) for c in result],
         "details": [[format_cell(c) for c in row] for row in details],
+        "summary": summary,
     }
+
+
+def summary_label(failed: bool, broken: bool, result: Sequence[str] | None) -> str | None:
+    """The summary's label of an API whose pytest outcome is not its verdict's: pytest fails a broken
+    record (its row says ``SKIP``) and any other API that failed without an ``error`` verdict."""
+    if broken:
+        return BROKEN
+    if failed and (result is None or api_verdict(result) != "error"):
+        return FAILED
+    return None
 
 
 def details_path_for(result_path: Path) -> Path:
@@ -67,6 +96,42 @@ def check_resume_file(path: Path) -> str:
 def _strip_trailing_blank(row: list[str]) -> list[str]:
     """Result rows are 3 or 4 cells; ``read_rows`` pads to 4 with ``""``."""
     return row[:3] if len(row) == 4 and row[3] == "" else row
+
+
+def finished_rows(
+    result: list[list[str]], details: list[list[str]], torn_details: list[str] | None
+) -> tuple[list[list[str]], list[list[str]]]:
+    """The rows of the APIs an interrupted run finished, from its whole rows (torn last rows left out).
+
+    An API is finished when its result row is whole: ``ResultWriter.add`` writes an API's details rows
+    before its result row, so a kill leaves a torn result row, or details rows (the last one maybe
+    torn) of an API without a result row; those details are dropped and the API runs again. A torn
+    details row whose name cell is whole (a file written the other way round, or cut by hand) makes
+    its API run again too.
+    """
+    again = {output_row_api(torn_details[0])} if torn_details is not None and len(torn_details) > 1 else set()
+    rows = [_strip_trailing_blank(row) for row in result if row[0] not in again]
+    done = {row[0] for row in rows}
+    return rows, [row for row in details if output_row_api(row[0]) in done]
+
+
+def check_same_dump(path: Path, dump: Path, names: Sequence[str], order: Mapping[str, int]) -> None:
+    """Refuse a resume file that lists APIs ``dump`` does not hold: it was written for another dump.
+
+    (A run restricted with ``-k``, ``-f`` or a white list lists fewer APIs, never others.)
+    """
+    others = list(dict.fromkeys(name for name in names if name not in order))
+    if others:
+        shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        raise MsprobeError(
+            f"{path}: lists APIs that {dump} does not hold ({shown}); it was written for another "
+            "dump, resume only from a result file of this one"
+        )
+
+
+def cannot_write(path: Path, exc: OSError) -> MsprobeError:
+    """The one line for a CSV that cannot be written (a folder without write access, a full disk)."""
+    return MsprobeError(f"{path}: cannot write ({exc.strerror or exc})")
 
 
 @dataclass
@@ -91,25 +156,41 @@ class ResultWriter:
 
     @classmethod
     def create(cls, dump: Path, out_dir: Path, ts: str, order: Mapping[str, int]) -> ResultWriter:
-        out_dir.mkdir(parents=True, exist_ok=True)
         writer = cls(dump, out_dir / f"accuracy_checking_result_{ts}.csv", order)
-        write_rows(writer.result_path, RUN_UT_RESULT_HEADER, [])
-        write_rows(writer.details_path, RUN_UT_DETAILS_HEADER, [])
+        path = out_dir
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            for path, header in (
+                (writer.result_path, RUN_UT_RESULT_HEADER),
+                (writer.details_path, RUN_UT_DETAILS_HEADER),
+            ):
+                write_rows(path, header, [])
+        except OSError as exc:
+            raise cannot_write(path, exc) from None
         return writer
 
     @classmethod
     def resume(cls, dump: Path, result_path: Path, order: Mapping[str, int]) -> ResultWriter:
+        """The writer of an interrupted run's files: its finished APIs' rows (see :func:`finished_rows`)."""
         check_resume_file(result_path)
-        old_result = [_strip_trailing_blank(r) for r in read_rows(result_path, RUN_UT_RESULT_HEADER)]
-        old_details = read_rows(details_path_for(result_path), RUN_UT_DETAILS_HEADER)
+        result, _ = read_appended_rows(result_path, RUN_UT_RESULT_HEADER)
+        details, torn_details = read_appended_rows(details_path_for(result_path), RUN_UT_DETAILS_HEADER)
+        check_same_dump(result_path, dump, [row[0] for row in result], order)
+        old_result, old_details = finished_rows(result, details, torn_details)
         return cls(dump, result_path, order, old_result, old_details)
 
     def add(self, item: Mapping[str, Any]) -> None:
-        """Record one API's rows and append them to both files now (crash-safe)."""
+        """Record one API's rows and append them to both files now (crash-safe): its details rows
+        first, its result row last, so a whole result row means a finished API."""
         self.rows[item["api"]] = dict(item)
-        for path, rows in ((self.result_path, [item["result"]]), (self.details_path, item["details"])):
-            with open(path, "a", encoding="utf-8", newline="") as fh:
-                csv.writer(fh).writerows(rows)
+        if item["result"] is None:
+            return
+        for path, rows in ((self.details_path, item["details"]), (self.result_path, [item["result"]])):
+            try:
+                with open(path, "a", encoding="utf-8", newline="") as fh:
+                    csv.writer(fh).writerows(rows)
+            except OSError as exc:
+                raise cannot_write(path, exc) from None
 
     def _key(self, api: str, arrival: int) -> tuple[int, int]:
         return (self.order.get(api, len(self.order)), arrival)
@@ -123,23 +204,33 @@ class ResultWriter:
         for row in self.old_details:
             details.setdefault(output_row_api(row[0]), []).append(row)
         for api, item in self.rows.items():
+            if item["result"] is None:
+                continue
             results[api] = item["result"]
             details[api] = item["details"]
         arrival = {api: i for i, api in enumerate(results)}
         ordered = sorted(results, key=lambda api: self._key(api, arrival[api]))
-        write_rows(self.result_path, RUN_UT_RESULT_HEADER, [results[api] for api in ordered])
         ordered_details = sorted(details, key=lambda api: self._key(api, arrival.get(api, len(arrival))))
-        write_rows(
-            self.details_path,
-            RUN_UT_DETAILS_HEADER,
-            [row for api in ordered_details for row in details[api]],
-        )
+        # Details first: a failure between the two leaves the appended result file, which resumes.
+        for path, header, rows in (
+            (
+                self.details_path,
+                RUN_UT_DETAILS_HEADER,
+                [row for api in ordered_details for row in details[api]],
+            ),
+            (self.result_path, RUN_UT_RESULT_HEADER, [results[api] for api in ordered]),
+        ):
+            try:
+                write_rows(path, header, rows)
+            except OSError as exc:
+                raise cannot_write(path, exc) from None
 
     def counts(self) -> dict[str, int]:
-        """One verdict per API of this run (for the terminal summary), as pytest counts it."""
+        """One verdict per API of this run (for the terminal summary), as pytest counts it: its
+        ``error`` plus the labels of :func:`summary_label` are pytest's failures."""
         out: dict[str, int] = {}
         for item in self.rows.values():
-            status = api_verdict(item["result"])
+            status = item.get("summary") or api_verdict(item["result"])
             out[status] = out.get(status, 0) + 1
         return out
 

@@ -23,8 +23,14 @@ from msprobe.errors import MsprobeError
 from msprobe.paths import dump_input, output_dir
 from msprobe.run_ut.collect import RESULT_KEY, SESSION_KEY, ApiItem, DumpDirectory, DumpFile
 from msprobe.run_ut.config import RunConfig, load_config
-from msprobe.run_ut.records import api_order, find_dump_files
-from msprobe.run_ut.results import ResultWriter, check_resume_file, find_resume_file, timestamp
+from msprobe.run_ut.records import api_order, dump_files_of
+from msprobe.run_ut.results import (
+    ResultWriter,
+    check_resume_file,
+    find_resume_file,
+    summary_label,
+    timestamp,
+)
 
 CRASHED = "worker crashed while replaying this API"
 WARNING_CATEGORY = "accuracy-warning"
@@ -40,11 +46,10 @@ class ReplaySession:
         except MsprobeError as exc:
             raise pytest.UsageError(str(exc)) from None
         self.root = root.resolve()
-        files = find_dump_files(self.root)
-        if not files:
-            raise pytest.UsageError(
-                f"--msprobe-dump={given}: not a dump (no dump.json, step*/rank*/ or proc*/ folders)"
-            )
+        try:
+            files = dump_files_of(root, "--msprobe-dump=")
+        except MsprobeError as exc:
+            raise pytest.UsageError(str(exc)) from None
         self.dump_files = {p.resolve() for p in files}
         shared_config = (getattr(config, "workerinput", None) or {}).get("msprobe", {}).get("config")
         if shared_config is not None:  # a worker: the lists come from the controller, not a file
@@ -96,6 +101,7 @@ class ReplaySession:
         self._writer_keys: dict[str, ResultWriter] = {}
         self._threads_before: int | None = None
         self.replayed = 0  # APIs this process replayed
+        self.write_failed = False  # a CSV could not be written during the run (reported once)
         self.worker_facts: dict[str, dict[str, Any]] = {}  # controller: what each worker reported
         if self.worker_input is None and config.option.collectonly:
             self.ts, self.done = timestamp(), {}  # --collect-only writes no CSV
@@ -260,6 +266,9 @@ class ReplaySession:
             rows = item.rows()
             if rows is not None:
                 rows["dump"] = self.dump_key(item.dump.path)  # host-independent (see the module doc)
+                rows["summary"] = summary_label(
+                    report.failed, item.record.problem is not None, rows["result"]
+                )
                 report.msprobe_rows = rows
                 self.replayed += 1
                 report.msprobe_warning = (
@@ -289,7 +298,11 @@ class ReplaySession:
             return
         writer = self._by_key().get(rows["dump"]) or self._writer_for(report, rows["api"])
         if writer is not None:
-            writer.add(rows)
+            try:
+                writer.add(rows)
+            except MsprobeError as exc:  # the CSVs cannot be written (a full disk): stop, resumable
+                self.write_failed = True
+                raise pytest.UsageError(str(exc)) from None
 
     def _by_key(self) -> dict[str, ResultWriter]:
         if len(self._writer_keys) != len(self.writers):
@@ -297,6 +310,7 @@ class ReplaySession:
         return self._writer_keys
 
     def _crash_rows(self, report: pytest.TestReport) -> dict | None:
+        from msprobe.run_ut import results
         from msprobe.run_ut.replay import skipped
         from msprobe.run_ut.results import payload
 
@@ -311,6 +325,7 @@ class ReplaySession:
             writer.order[api],
             result.result,
             [r.cells() for r in result.details],
+            summary=results.CRASHED,
         )
 
     def _facts(self) -> dict[str, Any]:
@@ -318,10 +333,17 @@ class ReplaySession:
 
         return {"device": self._device or "-", "torch": str(torch.__version__), "apis": self.replayed}
 
+    @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.worker_input is None:
+            failure = None
             for writer in self.writers.values():
-                writer.finish()
+                try:
+                    writer.finish()
+                except MsprobeError as exc:  # the appended files stay as they are: they resume
+                    failure = failure or exc
+            if failure is not None and not self.write_failed:  # else that error is being reported
+                raise pytest.UsageError(str(failure))
         elif self.replayed:
             session.config.workeroutput["msprobe"] = self._facts()  # type: ignore[attr-defined]
 

@@ -6,13 +6,14 @@ import os
 import pickle
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from replay_dumps import csv_pair, forward, read_csv, tensor, write_dump
 
 import msprobe.run_ut.replay
 import msprobe.run_ut.session  # noqa: F401
-from msprobe.run_ut.inputs import InputError, load_tensor
+from msprobe.run_ut.inputs import ArgBuilder, InputError, load_tensor
 
 
 def run(pytester: pytest.Pytester, dump: Path, *extra: str) -> pytest.RunResult:
@@ -60,7 +61,10 @@ def test_dotdot_data_name_is_a_broken_record(pytester: pytest.Pytester) -> None:
     result = run(pytester, dump)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
-        ["*dump.json: record 'Torch.exp.0': data_name '../../secret.pt' escapes the dump folder*"]
+        [
+            "*dump.json: record 'Torch.exp.0': input_args[[]0]: "
+            "data_name '../../secret.pt' escapes the dump folder*"
+        ]
     )
     assert not any(line.startswith("Traceback") for line in result.outlines)
 
@@ -106,7 +110,7 @@ def test_broken_records_fail_alone_and_the_rest_runs(pytester: pytest.Pytester) 
     result.stdout.fnmatch_lines(
         [
             "*record 'Torch.exp.0': 'input_args' is not a list*",
-            "*record 'Torch.sin.0': tensor shape 'x' is not a list of sizes*",
+            "*record 'Torch.sin.0': input_args[[]0]: tensor shape 'x' is not a list of sizes*",
         ]
     )
     rows = {r[0]: r for r in read_csv(csv_pair(pytester.path / "out")[0])[1:]}
@@ -136,3 +140,76 @@ def test_a_refused_global_is_named_without_torchs_advice(tmp_path: Path) -> None
         f"{tmp_path / 'global.pt'}: not a plain tensor file (weights_only=True refused it: "
         "Unsupported global: GLOBAL print was not an allowed global by default)"
     )
+
+
+def test_tensor_without_shape_fails_naming_record_argument_and_key(pytester: pytest.Pytester) -> None:
+    spec = {k: v for k, v in tensor("torch.float32", [4], -1.0, 1.0).items() if k != "shape"}
+    dump = write_dump(pytester.path / "d", {"Tensor.__mul__.0.forward": forward(spec, spec)})
+    result = run(pytester, dump)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*dump.json: record 'Tensor.__mul__.0': input_args[[]0]: tensor has no 'shape' key"]
+    )
+    row = read_csv(csv_pair(pytester.path / "out")[0])[1]
+    assert row == ["Tensor.__mul__.0", "SKIP", "SKIP", "input_args[0]: tensor has no 'shape' key"]
+
+
+def test_data_file_differing_from_its_record_skips_naming_file_and_difference(
+    pytester: pytest.Pytester,
+) -> None:
+    data = {
+        "Torch.exp.0.forward": forward(tensor("torch.float32", [256, 64], -1.0, 1.0, data_name="shape.pt")),
+        "Torch.exp.1.forward": forward(tensor("torch.float32", [5], -1.0, 1.0, data_name="dtype.pt")),
+        "Torch.exp.2.forward": forward(tensor("torch.float32", [5], -1.0, 1.0, data_name="dtype.npy")),
+        "Torch.exp.3.forward": forward(tensor("torch.float32", [5], -1.0, 1.0, data_name="same.pt")),
+    }
+    dump = write_dump(pytester.path / "d", data, task="tensor")
+    files = dump / "dump_tensor_data"
+    files.mkdir()
+    torch.save(torch.ones(5), files / "shape.pt")
+    torch.save(torch.ones(5, dtype=torch.float64), files / "dtype.pt")
+    np.save(files / "dtype.npy", np.ones(5, dtype=np.float16))
+    torch.save(torch.ones(5), files / "same.pt")
+    result = run(pytester, dump, "-rs")
+    result.assert_outcomes(skipped=3, passed=1)
+    rows = {r[0]: r for r in read_csv(csv_pair(pytester.path / "out")[0])[1:]}
+    assert rows["Torch.exp.0"][1:] == [
+        "SKIP",
+        "SKIP",
+        f"Torch.exp.0 input_args[0]: {files / 'shape.pt'}: shape [5] in the file, [256, 64] in the record",
+    ]
+    assert rows["Torch.exp.1"][3] == (
+        f"Torch.exp.1 input_args[0]: {files / 'dtype.pt'}: dtype torch.float64 in the file, "
+        "torch.float32 in the record"
+    )
+    assert rows["Torch.exp.2"][3] == (
+        f"Torch.exp.2 input_args[0]: {files / 'dtype.npy'}: dtype torch.float16 in the file, "
+        "torch.float32 in the record"
+    )
+    assert rows["Torch.exp.3"][1] == "pass"
+
+
+def test_bfloat16_saved_as_float32_npy_replays_in_bfloat16(tmp_path: Path) -> None:
+    """numpy has no bfloat16: a dump stores such a tensor as float32 in a .npy (exact values)."""
+    values = torch.linspace(-1, 1, 8, dtype=torch.bfloat16)
+    np.save(tmp_path / "x.npy", values.float().numpy())
+    torch.save(values.float(), tmp_path / "x.pt")
+    builder = ArgBuilder(tmp_path, torch.Generator(), "Torch.exp.0")
+    loaded = builder.tensor(tensor("torch.bfloat16", [8], -1.0, 1.0, data_name="x.npy"))
+    assert loaded.dtype == torch.bfloat16 and torch.equal(loaded, values)
+    with pytest.raises(InputError, match=r"dtype torch\.float32 in the file, torch\.bfloat16 in the record"):
+        builder.tensor(tensor("torch.bfloat16", [8], -1.0, 1.0, data_name="x.pt"))
+
+
+def test_int32_class_target_file_of_cross_entropy_still_replays(pytester: pytest.Pytester) -> None:
+    """The table draws cross_entropy's int32 target as int64; a saved int32 target is its record's dtype."""
+    logits = tensor("torch.float32", [4, 3], -1.0, 1.0, data_name="logits.pt")
+    target = tensor("torch.int32", [4], 0, 2, data_name="target.pt")
+    dump = write_dump(
+        pytester.path / "d", {"Functional.cross_entropy.0.forward": forward(logits, target)}, task="tensor"
+    )
+    (dump / "dump_tensor_data").mkdir()
+    torch.save(torch.linspace(-1, 1, 12).reshape(4, 3), dump / "dump_tensor_data" / "logits.pt")
+    torch.save(torch.tensor([0, 2, 1, 0], dtype=torch.int32), dump / "dump_tensor_data" / "target.pt")
+    result = run(pytester, dump, "-rs")
+    result.assert_outcomes(passed=1)

@@ -115,3 +115,43 @@ def test_quiet_prints_one_line_per_failing_api(tmp_path: Path, capsys: pytest.Ca
     assert len(failing) == 1, lines
     assert failing[0].startswith("dump.json:0: Torch.exp.0.forward.output.0: cosine similarity")
     assert "Torch.tanh.0" not in "\n".join(lines)
+
+
+def test_folder_without_a_dump_names_the_option_typed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code = msprobe_main(["run_ut", "-api_info", str(empty), "-o", str(tmp_path / "out"), "-q"])
+    assert code == 2
+    captured = capsys.readouterr()
+    lines = [line for line in (captured.err + captured.out).splitlines() if line.strip()]
+    assert lines == [
+        f"msprobe: error: -api_info {empty}: not a dump (no dump.json, step*/rank*/ or proc*/ folders)"
+    ]
+    assert not (tmp_path / "out").exists()
+
+
+def test_quiet_summary_counts_broken_records_as_pytest_fails_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = {
+        "Torch.exp.0.forward": {"input_args": {"not": "a list"}, "input_kwargs": {}, "output": []},
+        "=HYPERLINK.x.0.forward": forward(tensor("torch.float32", [8], -1.0, 1.0)),
+        "Torch.tanh.0.forward": forward(tensor("torch.float32", [8], -1.0, 1.0)),
+        "Torch.cos.0.forward": forward(tensor("torch.complex64", [8], -1.0, 1.0)),
+        "Torch.exp.1.forward": forward(tensor("torch.float16", [64], -1.0, 12.0)),
+    }
+    dump = write_dump(tmp_path / "d", data)
+    out = tmp_path / "out"
+    assert msprobe_main(["run_ut", "-api_info", str(dump), "-o", str(out), "-q"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    result, _ = csv_pair(out)
+    assert f"msprobe: {result} (1 SKIP, 2 broken record, 1 error, 1 pass)" in lines, lines
+    assert lines[0].split()[0] == "FF.sF"  # pytest: 3 failed = 1 error + 2 broken records
+    assert [r[:2] for r in read_csv(result)[1:]] == [
+        ["Torch.exp.0", "SKIP"],
+        ["Torch.tanh.0", "pass"],
+        ["Torch.cos.0", "SKIP"],
+        ["Torch.exp.1", "error"],
+    ]

@@ -89,3 +89,25 @@ def test_upstream_fixture_parses(tmp_path: Path) -> None:
     dump = read_dump(DATA / "cnn_tensor_L1" / "dump.json")
     assert len(dump.records) == 20 and all(r.problem is None for r in dump.records)
     assert json.loads((DATA / "cnn_tensor_L1" / "dump.json").read_text())["task"] == dump.task == "tensor"
+
+
+def test_tensor_missing_dtype_or_shape_is_a_broken_record_naming_argument_and_key(tmp_path: Path) -> None:
+    full = tensor("torch.float32", [4], 0.0, 1.0)
+    no_shape = {k: v for k, v in full.items() if k != "shape"}
+    no_dtype = {k: v for k, v in full.items() if k != "dtype"}
+    data = {
+        "Torch.a.0.forward": forward(full, no_shape),
+        "Torch.b.0.forward": forward(full, x=no_dtype),
+        "Torch.c.0.forward": forward({**no_dtype, "data_name": "../../secret.pt"}),
+        "Torch.d.0.forward": forward(full),
+        "Torch.d.0.backward": {"input": [no_shape], "output": []},
+        "Torch.e.0.forward": forward([full, {"type": "torch.Tensor"}]),
+    }
+    problems = {r.name: r.problem for r in read_dump(write_dump(tmp_path, data) / "dump.json").records}
+    assert problems == {
+        "Torch.a.0": "input_args[1]: tensor has no 'shape' key",
+        "Torch.b.0": "input_kwargs['x']: tensor has no 'dtype' key",
+        "Torch.c.0": "input_args[0]: data_name '../../secret.pt' escapes the dump folder ('..')",
+        "Torch.d.0": "backward input[0]: tensor has no 'shape' key",
+        "Torch.e.0": "input_args[0][1]: tensor has no 'dtype' key",
+    }

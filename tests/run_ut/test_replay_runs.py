@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 from replay_dumps import FAILS_THIRD, copy_fixture, csv_pair, forward, read_csv, tensor, write_dump
 
 import msprobe.run_ut.replay
-import msprobe.run_ut.session  # noqa: F401
+import msprobe.run_ut.session
 from msprobe.formats.accuracy_csv import RUN_UT_DETAILS_HEADER, RUN_UT_RESULT_HEADER
-from msprobe.run_ut.results import ResultWriter, payload
+from msprobe.run_ut.results import ResultWriter, payload, summary_label
 
 
 def replay(dump: Path, out: Path, *extra: str) -> int:
@@ -153,6 +154,7 @@ def test_worker_crash_becomes_a_row_and_nothing_is_lost(pytester: pytest.Pyteste
     rows = {r[0]: r for r in read_csv(csv_pair(out)[0])[1:]}
     assert list(rows) == [n.rsplit(".", 1)[0] for n in FAILS_THIRD]
     assert rows["Torch.exp.0"] == ["Torch.exp.0", "SKIP", "SKIP", "worker crashed while replaying this API"]
+    result.stdout.fnmatch_lines(["msprobe: *accuracy_checking_result_*.csv (1 crashed, 4 pass)"])
 
 
 @pytest.mark.slow
@@ -184,3 +186,67 @@ def test_resume_under_xdist_deselects_the_same_items_on_every_worker(tmp_path: P
     whole = csv_pair(tmp_path / "whole")
     assert result.read_bytes() == whole[0].read_bytes()
     assert details.read_bytes() == whole[1].read_bytes()
+
+
+def test_summary_labels_what_pytest_fails_without_an_error_verdict() -> None:
+    assert summary_label(True, True, ["A.x.0", "SKIP", "SKIP", "why"]) == "broken record"
+    assert summary_label(True, False, None) == "failed"
+    assert summary_label(True, False, ["A.x.0", "Warning", " "]) == "failed"  # e.g. -W error
+    assert summary_label(True, False, ["A.x.0", "pass", "error"]) is None  # counted as its verdict
+    assert summary_label(False, False, ["A.x.0", "pass", " "]) is None
+
+
+def test_an_unwritable_output_is_one_error_line(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(msprobe.run_ut.session, "timestamp", lambda: "20260101000000")
+    out = pytester.path / "out"
+    (out / "accuracy_checking_result_20260101000000.csv.tmp").mkdir(parents=True)  # the CSV cannot be made
+    dump = write_dump(pytester.path / "d", FAILS_THIRD)
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--msprobe-dump", str(dump), "--msprobe-out", str(out)
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    lines = [line for line in result.errlines + result.outlines if line.strip()]
+    assert lines == [
+        f"ERROR: {out / 'accuracy_checking_result_20260101000000.csv'}: cannot write (Is a directory)"
+    ]
+
+
+@pytest.mark.slow
+def test_a_full_disk_mid_run_is_one_error_line_and_the_run_resumes(tmp_path: Path) -> None:
+    import resource
+    import subprocess
+    import sys
+
+    data = {f"Torch.tanh.{i}.forward": forward(tensor("torch.float32", [8], -1.0, 1.0)) for i in range(40)}
+    dump = write_dump(tmp_path / "d", data)
+    assert replay(dump, tmp_path / "whole") == 0
+    out = tmp_path / "out"
+    limit = 4096  # bytes per file: the header fits, the tenth API or so does not
+
+    def full_disk() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore"]
+    command += ["--rootdir", str(tmp_path), "--msprobe-dump", str(dump), "--msprobe-out", str(out)]
+    done = subprocess.run(
+        command,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=full_disk,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
+    assert done.returncode == pytest.ExitCode.USAGE_ERROR, done.stdout[-2000:] + done.stderr[-2000:]
+    result, details = csv_pair(out)
+    assert [line for line in done.stderr.splitlines() if line.strip()] == [
+        f"ERROR: {details}: cannot write (File too large)"
+    ]
+    assert "Traceback" not in done.stdout + done.stderr and "INTERNALERROR" not in done.stdout
+    assert sorted(p.name for p in out.iterdir()) == [details.name, result.name]  # no .tmp left
+    assert details.stat().st_size == limit and 2 < len(read_csv(result)) < 40
+    assert replay(dump, tmp_path / "ignored", "--msprobe-resume", str(result)) == 0
+    whole = csv_pair(tmp_path / "whole")
+    assert (result.read_bytes(), details.read_bytes()) == (whole[0].read_bytes(), whole[1].read_bytes())

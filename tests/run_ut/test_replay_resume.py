@@ -1,0 +1,207 @@
+"""Resume: an interrupted run's CSVs, cut anywhere by a kill, resume to the rows of an uninterrupted run;
+a result file of another dump or a damaged row is refused in one line."""
+
+from __future__ import annotations
+
+import itertools
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from replay_dumps import FAILS_THIRD, csv_pair, forward, read_csv, tensor, write_dump
+
+import msprobe.run_ut.replay
+import msprobe.run_ut.session  # noqa: F401
+from msprobe.errors import MsprobeError
+from msprobe.formats.accuracy_csv import RUN_UT_DETAILS_HEADER
+from msprobe.formats.record_names import output_row_api
+from msprobe.run_ut.results import ResultWriter, payload
+
+TS = "20260101000000"
+
+
+def replay(dump: Path, out: Path, *extra: str) -> int:
+    args = ["-q", "-p", "no:cacheprovider", "-W", "ignore", "--rootdir", str(dump.parent)]
+    return int(pytest.main([*args, "--msprobe-dump", str(dump), "--msprobe-out", str(out), *extra]))
+
+
+def rows_of(folder: Path) -> tuple[list[list[str]], list[list[str]]]:
+    result, details = csv_pair(folder)
+    return read_csv(result), read_csv(details)
+
+
+def kill_states(
+    snapshots: list[tuple[bytes, bytes]], details_first: bool = True
+) -> Iterator[tuple[bytes, bytes]]:
+    """Every (result, details) pair of file contents a kill can leave while APIs are appended.
+
+    ``snapshots``: both files after the header and after each API; the writer appends an API's details
+    rows, then its result row, so a kill cuts one of them anywhere while the other is as it was.
+    """
+    for (r0, d0), (r1, d1) in itertools.pairwise(snapshots):
+        for cut in range(len(d0), len(d1)):
+            yield r0, d1[:cut]
+        for cut in range(len(r0), len(r1)):
+            yield r1[:cut], d1
+
+
+def cut_copy(folder: Path, result: bytes, details: bytes) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"accuracy_checking_result_{TS}.csv"
+    path.write_bytes(result)
+    (folder / f"accuracy_checking_details_{TS}.csv").write_bytes(details)
+    return path
+
+
+# --------------------------------------------------------------------------- the writer alone
+def _details(name: str, count: int, status: str, message: str) -> list[list[str]]:
+    middle = [" "] * (len(RUN_UT_DETAILS_HEADER) - 3)
+    return [[f"{name}.forward.output.{k}", *middle, status, message] for k in range(count)]
+
+
+ITEMS = [
+    payload("d", "A.a.0", 0, ["A.a.0", "pass", " "], _details("A.a.0", 1, "pass", "\nok, quoted\n")),
+    payload("d", "A.dropout.0", 1, ["A.dropout.0", "pass", " "], []),  # no details row at all
+    payload("d", "A.b.0", 2, ["A.b.0", "error", "pass"], _details("A.b.0", 2, "error", 'say "x"')),
+    payload(
+        "d", "A.c.0", 3, ["A.c.0", "SKIP", "SKIP", "why, with a comma"], _details("A.c.0", 1, "SKIP", "w")
+    ),
+    payload("d", "A.d.0", 4, ["A.d.0", "Warning", " "], _details("A.d.0", 1, "Warning", "")),
+]
+ORDER = {item["api"]: item["index"] for item in ITEMS}
+
+
+def test_a_cut_anywhere_in_the_appended_files_resumes_to_the_whole_rows(tmp_path: Path) -> None:
+    dump = tmp_path / "dump.json"
+    writer = ResultWriter.create(dump, tmp_path / "whole", TS, ORDER)
+    snapshots = [(writer.result_path.read_bytes(), writer.details_path.read_bytes())]
+    for item in ITEMS:
+        writer.add(item)
+        snapshots.append((writer.result_path.read_bytes(), writer.details_path.read_bytes()))
+    writer.finish()
+    whole = rows_of(tmp_path / "whole")
+    states = list(kill_states(snapshots))
+    assert len(states) == sum(len(r) + len(d) for r, d in snapshots[-1:]) - sum(map(len, snapshots[0]))
+    for n, (result, details) in enumerate(states):
+        resumed = ResultWriter.resume(dump, cut_copy(tmp_path / "cut", result, details), ORDER)
+        for item in ITEMS:
+            if item["api"] not in resumed.done:
+                resumed.add(item)
+        resumed.finish()
+        assert rows_of(tmp_path / "cut") == whole, (n, result[-40:], details[-40:])
+
+
+def test_a_details_file_cut_inside_a_quoted_message_runs_that_api_again(tmp_path: Path) -> None:
+    """A result row written before its details (or a file cut by hand): the named API runs again."""
+    dump = tmp_path / "dump.json"
+    writer = ResultWriter.create(dump, tmp_path / "o", TS, ORDER)
+    for item in ITEMS[:3]:
+        writer.add(item)
+    writer.finish()
+    details = writer.details_path.read_bytes()
+    cut = details.rindex(b'say "') + 3
+    writer.details_path.write_bytes(details[:cut])
+    resumed = ResultWriter.resume(dump, writer.result_path, ORDER)
+    assert resumed.done == {"A.a.0", "A.dropout.0"}
+    assert all(not row[0].startswith("A.b.0") for row in resumed.old_details)
+
+
+def test_a_damaged_row_before_the_last_is_refused_naming_its_line(tmp_path: Path) -> None:
+    writer = ResultWriter.create(tmp_path / "dump.json", tmp_path / "o", TS, ORDER)
+    for item in ITEMS[:3]:
+        writer.add(item)
+    result, details = writer.result_path.read_bytes(), writer.details_path.read_bytes()
+    for damaged, line, what in (
+        (result.replace(b"A.dropout.0,pass,", b"A.dropout.0,pas,"), 3, "'Forward Test Success' is 'pas'"),
+        (result.replace(b"A.dropout.0,pass, \r\n", b"A.dropout.0\r\n"), 3, "'Forward Test Success' is ''"),
+        (result.replace(b"A.a.0,pass, ", b"A.a.0,pass,-"), 2, "'Backward Test Success' is '-'"),
+    ):
+        writer.result_path.write_bytes(damaged)
+        with pytest.raises(MsprobeError) as exc:
+            ResultWriter.resume(tmp_path / "dump.json", writer.result_path, ORDER)
+        assert str(exc.value).startswith(f"{writer.result_path}:{line}: {what}, not one of "), exc.value
+    writer.result_path.write_bytes(result)
+    writer.details_path.write_bytes(details.replace(b',pass,"', b',pas,"'))
+    with pytest.raises(MsprobeError, match=r"details_\d+\.csv:2: 'Status' is 'pas', not one of"):
+        ResultWriter.resume(tmp_path / "dump.json", writer.result_path, ORDER)
+
+
+# --------------------------------------------------------------------------- a real interrupted run
+@pytest.fixture(scope="module")
+def interrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[tuple[bytes, bytes]], tuple]:
+    """FAILS_THIRD's dump, its run stopped (-x) after three APIs as file snapshots, the whole run's rows."""
+    base = tmp_path_factory.mktemp("interrupted")
+    dump = write_dump(base / "d", FAILS_THIRD)
+    assert replay(dump, base / "whole") == 1
+    assert replay(dump, base / "part", "-x") == 1  # -n 0: rows arrive, and stay, in dump order
+    result, details = (p.read_bytes() for p in csv_pair(base / "part"))
+    result_rows, details_rows = result.split(b"\r\n"), details.split(b"\r\n")  # line breaks in cells are \n
+    assert len(result_rows) == 5 and len(details_rows) == 5, "one line per row, three APIs, one row each"
+    snapshots = [
+        (b"\r\n".join(result_rows[: k + 1]) + b"\r\n", b"\r\n".join(details_rows[: k + 1]) + b"\r\n")
+        for k in range(4)
+    ]
+    assert [output_row_api(r.split(b",")[0].decode()) for r in details_rows[1:4]] == [
+        r.split(b",")[0].decode() for r in result_rows[1:4]
+    ]
+    return dump, snapshots, rows_of(base / "whole")
+
+
+@settings(max_examples=20)
+@given(st.data())
+def test_a_killed_run_cut_anywhere_resumes_to_the_uninterrupted_rows(
+    interrupted: tuple[Path, list[tuple[bytes, bytes]], tuple], data: st.DataObject
+) -> None:
+    dump, snapshots, whole = interrupted
+    states = list(kill_states(snapshots))
+    result, details = states[data.draw(st.integers(0, len(states) - 1), label="cut")]
+    with tempfile.TemporaryDirectory() as folder:
+        path = cut_copy(Path(folder) / "out", result, details)
+        assert replay(dump, Path(folder) / "ignored", "--msprobe-resume", str(path)) in (0, 1)
+        assert rows_of(Path(folder) / "out") == whole
+
+
+def test_the_tail_cut_by_ten_bytes_runs_that_api_again(
+    interrupted: tuple[Path, list[tuple[bytes, bytes]], tuple], tmp_path: Path
+) -> None:
+    """``truncate -s -10`` of the result file: its torn last row was read as an API of that prefix."""
+    dump, snapshots, whole = interrupted
+    result, details = snapshots[-1]
+    path = cut_copy(tmp_path / "out", result[:-10], details)
+    assert replay(dump, tmp_path / "ignored", "--msprobe-resume", str(path)) == 1  # exp.0 ran again
+    assert rows_of(tmp_path / "out") == whole
+
+
+# --------------------------------------------------------------------------- another dump's file
+def test_a_result_file_of_another_dump_is_refused_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ours = write_dump(tmp_path / "ours", FAILS_THIRD)
+    other = {"Torch.tanh.0.forward": forward(tensor("torch.float32", [32], -1.0, 1.0))}
+    other |= {f"Torch.relu.{i}.forward": forward(tensor("torch.float32", [8], -1.0, 1.0)) for i in range(5)}
+    theirs = write_dump(tmp_path / "theirs", other)
+    assert replay(theirs, tmp_path / "theirs_out") == 0
+    result, details = csv_pair(tmp_path / "theirs_out")
+    before = result.read_bytes(), details.read_bytes()
+    capsys.readouterr()
+    code = replay(ours, tmp_path / "ignored", "--msprobe-resume", str(result))
+    assert code == pytest.ExitCode.USAGE_ERROR
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert err == [
+        f"ERROR: {result}: lists APIs that {ours / 'dump.json'} does not hold (Torch.relu.0, "
+        "Torch.relu.1, Torch.relu.2 and 2 more); it was written for another dump, resume only from a "
+        "result file of this one"
+    ]
+    assert (result.read_bytes(), details.read_bytes()) == before
+
+
+def test_a_result_file_of_a_run_restricted_with_k_resumes(tmp_path: Path) -> None:
+    dump = write_dump(tmp_path / "d", FAILS_THIRD)
+    assert replay(dump, tmp_path / "whole") == 1
+    assert replay(dump, tmp_path / "some", "-k", "tanh or sin") == 0
+    result, _ = csv_pair(tmp_path / "some")
+    assert replay(dump, tmp_path / "ignored", "--msprobe-resume", str(result)) == 1
+    assert rows_of(tmp_path / "some") == rows_of(tmp_path / "whole")
