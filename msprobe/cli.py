@@ -52,14 +52,15 @@ def option_value(args: Sequence[str], option: str, default: str) -> str:
 
 
 def _check_demo(args: Sequence[str]) -> None:
-    """Before the demo starts: its extras are installed and ``--out`` can hold its files."""
+    """Before the demo starts: its extras are installed and ``--out`` could hold its files (the folder
+    is not kept: the demo's own arguments are parsed before it creates anything)."""
     if any(a in ("-h", "--help", "--dump-child") for a in args):
         return
     from msprobe.extras import require
     from msprobe.paths import output_dir
 
     require("demo")
-    output_dir(option_value(args, "--out", "msprobe_demo"), "--out")
+    output_dir(option_value(args, "--out", "msprobe_demo"), "--out", keep=False)
 
 
 #: name -> the checks of its arguments made before its module is imported (none: the module's own).

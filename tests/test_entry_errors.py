@@ -240,3 +240,14 @@ def test_config_errors_have_one_prefix_and_blame_the_users_input(
     )
     with pytest.raises(MsprobeException, match=rf"^\[msprobe\] 无效参数：{config}: task 'free_benchmark'"):
         build_config(str(config))
+
+
+def test_demo_refuses_a_bad_argument_before_creating_its_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "demo" / "sub"
+    with pytest.raises(SystemExit) as exc:
+        msprobe_main(["demo", "--out", str(out), "-n", "abc"])
+    assert exc.value.code == 2
+    assert "argument -n/--workers: invalid int value: 'abc'" in capsys.readouterr().err
+    assert not (tmp_path / "demo").exists()
