@@ -77,10 +77,23 @@ FRAMEWORKS = ("pytorch", "pt", "mindspore", "ms")
 
 
 def _drop_framework(args: list[str]) -> list[str]:
-    """Upstream 8.1.1 spells commands ``msprobe -f pytorch run_ut ...``: accept and drop that prefix."""
-    if len(args) >= 2 and args[0] in FRAMEWORK_FLAGS and args[1] in FRAMEWORKS:
-        return args[2:]
-    return args
+    """Upstream 8.1.1 spells commands ``msprobe -f pytorch run_ut ...``: accept and drop that prefix;
+    a framework not in :data:`FRAMEWORKS` (or none) is one line naming the flag."""
+    if not args:
+        return args
+    flag, value = args[0], None
+    if flag in FRAMEWORK_FLAGS:
+        if len(args) < 2:
+            raise MsprobeError(f"{flag}: expected a framework ({', '.join(FRAMEWORKS)})")
+        value, rest = args[1], args[2:]
+    elif flag.startswith("--framework="):
+        flag, value = flag.split("=", 1)
+        rest = args[1:]
+    if value is None:
+        return args
+    if value not in FRAMEWORKS:
+        raise MsprobeError(f"{flag} {value}: unknown framework ({', '.join(FRAMEWORKS)})")
+    return rest
 
 
 def closed_stdout() -> int:
@@ -120,7 +133,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
-    args = _drop_framework(list(sys.argv[1:] if argv is None else argv))
+    try:
+        args = _drop_framework(list(sys.argv[1:] if argv is None else argv))
+    except MsprobeError as exc:
+        return user_error(exc)
     if not args or args[0] in ("-h", "--help"):
         print(USAGE)
         return 0 if args else 2

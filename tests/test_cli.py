@@ -18,3 +18,15 @@ def test_upstream_framework_prefix_is_accepted(capsys):
     # `msprobe -f pytorch <cmd>` is upstream 8.1.1's spelling; the prefix selects nothing here.
     assert main(["-f", "pytorch", "frobnicate"]) == 2
     assert "unknown command 'frobnicate'" in capsys.readouterr().err
+
+
+def test_unknown_framework_is_named_in_one_line(capsys):
+    assert main(["-f", "xyz", "run_ut"]) == 2
+    err = capsys.readouterr().err
+    assert err == "msprobe: error: -f xyz: unknown framework (pytorch, pt, mindspore, ms)\n"
+    assert main(["--framework=xyz", "run_ut"]) == 2
+    assert capsys.readouterr().err.startswith("msprobe: error: --framework xyz: unknown framework (")
+    assert main(["-f"]) == 2
+    assert capsys.readouterr().err.startswith("msprobe: error: -f: expected a framework (pytorch")
+    assert main(["--framework=mindspore", "frobnicate"]) == 2
+    assert "unknown command 'frobnicate'" in capsys.readouterr().err
