@@ -91,6 +91,8 @@ class CompareCommand:
                 raise MsprobeError(f"{where(option, path)}: a folder, not an accuracy_checking_details CSV")
         if args.dump_dir is not None and not os.path.exists(args.dump_dir):
             raise missing(args.dump_dir, "--dump")
+        if args.dump_dir is not None and not os.path.isdir(args.dump_dir):
+            raise MsprobeError(f"{where('--dump', args.dump_dir)}: not a folder")
         require("compare")
         output_dir(args.out_path, "-o", keep=False)
 

@@ -121,3 +121,15 @@ def test_a_cut_details_file_is_one_line_error(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"msprobe: error: {cut}:") and "cells, the header has 23" in err
     assert "\n" not in err and not (tmp_path / "out").exists()
+
+
+def test_a_dump_that_is_a_file_or_missing_names_the_option(tmp_path, capsys):
+    afile = tmp_path / "afile.txt"
+    afile.write_text("x", encoding="utf-8")
+    argv = ["-npu", str(DETAILS), "-gpu", str(DETAILS), "-o", str(tmp_path / "out"), "--dump"]
+    assert cli.main([*argv, str(afile)]) == 2
+    assert capsys.readouterr().err == f"msprobe: error: --dump {afile}: not a folder\n"
+    nowhere = tmp_path / "nowhere"
+    assert cli.main([*argv, str(nowhere)]) == 2
+    assert capsys.readouterr().err == f"msprobe: error: --dump {nowhere}: no such file or folder\n"
+    assert not (tmp_path / "out").exists()

@@ -54,7 +54,7 @@ def parse_stack(data: object, path: Path) -> dict[str, list[str]]:
 
 def stack_files(dump_dir: Path) -> list[Path]:
     if not dump_dir.is_dir():
-        raise MsprobeError(f"{dump_dir}: no such dump folder")
+        raise MsprobeError(f"{dump_dir}: {'not a folder' if dump_dir.exists() else 'no such dump folder'}")
     root = dump_dir.resolve()
     found = sorted(p for p in dump_dir.rglob(STACK_JSON) if p.is_file() and p.resolve().is_relative_to(root))
     if not found:
