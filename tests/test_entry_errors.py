@@ -251,3 +251,49 @@ def test_demo_refuses_a_bad_argument_before_creating_its_folder(
     assert exc.value.code == 2
     assert "argument -n/--workers: invalid int value: 'abc'" in capsys.readouterr().err
     assert not (tmp_path / "demo").exists()
+
+
+# ---------------------------------------------------------------- a file that is not a replayable dump
+NOT_DUMPS = {
+    "config.json": ('{"task": "statistics", "step": [0, 1]}', "not a dump (no 'data' object)"),
+    "afile.txt": ("x", "not a dump (invalid JSON: "),
+    "trailing.json": ('{"data": {}},', "not a dump (invalid JSON: "),
+    "ms.json": ('{"framework": "mindspore", "data": {}}', "framework 'mindspore' is not replayed here"),
+    "debug.json": (
+        '{"task": "statistics", "level": "debug", "framework": "pytorch", "data": {"x.0.debug": {}}}',
+        "a debugger.save file (level debug), not an API dump",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NOT_DUMPS))
+def test_run_ut_refuses_a_file_that_is_not_a_dump_before_pytest(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text, reason = NOT_DUMPS[name]
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    assert msprobe_main(["run_ut", "-api_info", str(path), "-o", str(tmp_path / "out")]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert line.startswith(f"msprobe: error: -api_info {path}: {reason}"), line
+    assert not (tmp_path / "out").exists()
+    # a rank folder holding it as dump.json: the file at fault is named after the option
+    (tmp_path / "rank").mkdir()
+    (tmp_path / "rank" / "dump.json").write_text(text, encoding="utf-8")
+    assert msprobe_main(["run_ut", "-api_info", str(tmp_path / "rank"), "-o", str(tmp_path / "out")]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert line.startswith(
+        f"msprobe: error: -api_info {tmp_path / 'rank'}: {tmp_path / 'rank' / 'dump.json'}: "
+    )
+    assert not (tmp_path / "out").exists()
+
+
+def test_pytest_refuses_a_debug_json_as_a_usage_error(tmp_path: Path) -> None:
+    path = tmp_path / "debug.json"
+    path.write_text(NOT_DUMPS["debug.json"][0], encoding="utf-8")
+    proc = run_pytest(f"--msprobe-dump={path}", f"--msprobe-out={tmp_path / 'out'}", cwd=tmp_path)
+    assert proc.returncode == 4
+    assert one_line(proc.stderr + proc.stdout) == (
+        f"ERROR: --msprobe-dump={path}: a debugger.save file (level debug), not an API dump"
+    )
+    assert not (tmp_path / "out").exists()

@@ -15,7 +15,7 @@ from pathlib import Path
 from msprobe.errors import MsprobeError
 from msprobe.extras import require
 from msprobe.paths import dump_input, output_dir
-from msprobe.run_ut.records import dump_files_of
+from msprobe.run_ut.records import check_dumps, dump_files_of
 from msprobe.run_ut.results import check_resume_file
 
 #: ``-q`` hides pytest's warnings summary of the Warning verdicts (``msprobe.run_ut.collect``).
@@ -112,7 +112,7 @@ def pytest_args(argv: Sequence[str]) -> list[str]:
     """The pytest command line the upstream-style flags stand for (validated first)."""
     ns = build_parser().parse_args(list(argv))
     dump = dump_input(ns.api_info, "-api_info")
-    dump_files_of(dump, "-api_info")
+    check_dumps(dump, dump_files_of(dump, "-api_info"), "-api_info")
     args = ["--msprobe-dump", str(dump), "--msprobe-out", ns.out, "-p", "no:cacheprovider"]
     # msprobe itself is imported before pytest starts, so pytest cannot (and need not) rewrite it.
     args += ["-W", "ignore::pytest.PytestAssertRewriteWarning"]

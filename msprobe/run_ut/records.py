@@ -14,7 +14,7 @@ Problems are sorted in two kinds: a file that is not a dump at all raises :class
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
@@ -142,12 +142,32 @@ def _tensor_problem(spec: Mapping[str, Any]) -> str | None:
     return None
 
 
-def read_dump(path: Path) -> DumpFile:
-    """Parse one dump.json; raise :class:`MsprobeError` naming the file when it is not a dump."""
+def read_dump_header(path: Path) -> Mapping[str, Any]:
+    """The decoded dump.json of a PyTorch API dump; :class:`MsprobeError` naming the file when it is
+    not one (not JSON, no ``data``, another framework, a ``debugger.save`` debug.json)."""
     doc = dump_json.read_dump_json(path)
     framework = doc.get("framework", "pytorch")
     if framework not in ("pytorch", "pt"):
         raise MsprobeError(f"{path}: framework {framework!r} is not replayed here (pytorch only)")
+    if doc.get("level") == "debug":
+        raise MsprobeError(f"{path}: a debugger.save file (level debug), not an API dump")
+    return doc
+
+
+def check_dumps(root: Path, files: Sequence[Path], option: str) -> None:
+    """Before a replay starts: each dump.json of ``root`` (given with ``option``) is a replayable dump;
+    one line naming the option, the path given and, for a folder, the file at fault."""
+    for path in files:
+        try:
+            read_dump_header(path)
+        except MsprobeError as exc:
+            reason = str(exc).removeprefix(f"{path}: ") if path == root else str(exc)
+            raise MsprobeError(f"{where(option, root)}: {reason}", exc.exit_code) from None
+
+
+def read_dump(path: Path) -> DumpFile:
+    """Parse one dump.json; raise :class:`MsprobeError` naming the file when it is not a dump."""
+    doc = read_dump_header(path)
     calls = dump_json.api_calls(doc["data"])
     forwards, backwards, broken = calls.forwards, calls.backwards, calls.broken
     records = []

@@ -23,7 +23,7 @@ from msprobe.errors import MsprobeError
 from msprobe.paths import dump_input, output_dir
 from msprobe.run_ut.collect import RESULT_KEY, SESSION_KEY, ApiItem, DumpDirectory, DumpFile
 from msprobe.run_ut.config import RunConfig, load_config
-from msprobe.run_ut.records import api_order, dump_files_of
+from msprobe.run_ut.records import api_order, check_dumps, dump_files_of
 from msprobe.run_ut.results import (
     ResultWriter,
     check_resume_file,
@@ -48,6 +48,8 @@ class ReplaySession:
         self.root = root.resolve()
         try:
             files = dump_files_of(root, "--msprobe-dump=")
+            if getattr(config, "workerinput", None) is None:  # workers: the controller checked them
+                check_dumps(root, files, "--msprobe-dump=")
         except MsprobeError as exc:
             raise pytest.UsageError(str(exc)) from None
         self.dump_files = {p.resolve() for p in files}

@@ -78,17 +78,20 @@ def test_run_ut_writes_both_csvs_and_saves_error_data(tmp_path: Path) -> None:
     ]
 
 
-def test_quiet_still_shows_the_reason_of_a_collection_error(
+def test_quiet_still_shows_the_reason_of_a_broken_dump(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # refused before pytest starts: one line, usage status, no output folder
     bad = tmp_path / "d" / "dump.json"
     bad.parent.mkdir()
     bad.write_text('{"task": "statistics", "data": ', encoding="utf-8")
     code = msprobe_main(["run_ut", "-api_info", str(bad), "-o", str(tmp_path / "out"), "-q"])
-    assert code == pytest.ExitCode.INTERRUPTED
-    out = capsys.readouterr().out
-    assert f"{bad}: not a dump (invalid JSON" in out
-    assert "Traceback" not in out
+    assert code == 2
+    err = capsys.readouterr().err
+    assert (
+        err.startswith(f"msprobe: error: -api_info {bad}: not a dump (invalid JSON") and err.count("\n") == 1
+    )
+    assert not (tmp_path / "out").exists()
 
 
 def test_quiet_has_no_accuracy_warning_blocks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
