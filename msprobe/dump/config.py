@@ -211,7 +211,9 @@ def build_config(
     def origin(argument: object, name: str) -> str:
         return f"PrecisionDebugger({name}=...)" if argument is not None else where
 
-    cfg_task = task or raw.get("task") or "statistics"
+    cfg_task = task if task is not None else raw.get("task", "statistics")
+    if not isinstance(cfg_task, str) or cfg_task not in UPSTREAM_TASKS:
+        raise _fail(where, f"task is invalid, it should be one of {list(UPSTREAM_TASKS)}, got {cfg_task!r}")
     if cfg_task not in SUPPORTED_TASKS:
         raise _fail(
             origin(task, "task"),
@@ -219,8 +221,8 @@ def build_config(
             if cfg_task in UPSTREAM_TASKS
             else f"task is invalid, it should be one of {list(UPSTREAM_TASKS)}, got {cfg_task!r}",
         )
-    cfg_level = level or raw.get("level") or "L1"
-    if cfg_level not in LEVELS:
+    cfg_level = level if level is not None else raw.get("level", "L1")
+    if not isinstance(cfg_level, str) or cfg_level not in LEVELS:
         raise _fail(
             origin(level, "level"), f"level is invalid, it should be one of {list(LEVELS)}, got {cfg_level!r}"
         )
