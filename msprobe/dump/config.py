@@ -7,7 +7,9 @@ value and the allowed values; the packaged default config, which the user never 
 
 from __future__ import annotations
 
+import difflib
 import json
+import logging
 import os
 import re
 from collections.abc import Sequence
@@ -39,6 +41,52 @@ DUMP_PATH_RE = re.compile(r"^[a-zA-Z0-9_./-]+$")
 MAX_CONFIG_BYTES = 1 << 30
 
 _INVALID = MsprobeException.INVALID_PARAM_ERROR
+log = logging.getLogger("msprobe")
+
+# Every key 8.1.1 documents, top level and per task section (also the ones read but not acted on).
+TOP_KEYS = ("task", "dump_path", "rank", "step", "level", "enable_dataloader", "async_dump") + UPSTREAM_TASKS
+SECTION_KEYS: dict[str, tuple[str, ...]] = {
+    "statistics": ("scope", "list", "tensor_list", "data_mode", "summary_mode", "device", "precision"),
+    "tensor": (
+        "scope",
+        "list",
+        "data_mode",
+        "summary_mode",
+        "file_format",
+        "online_run_ut",
+        "nfs_path",
+        "host",
+        "port",
+        "tls_path",
+        "online_run_ut_recompute",
+    ),
+    "overflow_check": ("overflow_nums", "check_mode"),
+    "free_benchmark": (
+        "scope",
+        "list",
+        "fuzz_device",
+        "pert_mode",
+        "handler_type",
+        "fuzz_level",
+        "fuzz_stage",
+        "if_preheat",
+        "preheat_step",
+        "max_sample",
+    ),
+    "run_ut": (
+        "white_list",
+        "black_list",
+        "error_data_path",
+        "is_online",
+        "nfs_path",
+        "host",
+        "port",
+        "rank_list",
+        "tls_path",
+    ),
+    "grad_probe": ("grad_level", "param_list", "bounds"),
+    "structure": (),
+}
 
 
 def default_config_path() -> str:
@@ -130,6 +178,36 @@ def check_dump_path(dump_path: str, where: str = "") -> None:
         raise _fail(where, f"dump_path {dump_path!r} is not writable: {probe} is not a directory")
     if not os.access(probe, os.W_OK | os.X_OK):
         raise _fail(where, f"dump_path {dump_path!r} is not writable (no write permission on {probe})")
+
+
+def _did_you_mean(key: str, known: Sequence[str]) -> str:
+    close = difflib.get_close_matches(key, known, n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def warn_unknown_keys(raw: dict[str, Any], task: str, where: str) -> None:
+    """One warning line per key 8.1.1 does not know (it would be ignored), top level and sections."""
+    for key in raw:
+        if key in TOP_KEYS:
+            continue
+        hint = _did_you_mean(key, TOP_KEYS)
+        homes = [sec for sec in (task, "statistics", "tensor") if key in SECTION_KEYS.get(sec, ())]
+        if homes:
+            hint = f"; it belongs in the {homes[0]!r} section"
+        log.warning("msprobe: %s: unknown top-level key %r is ignored%s", where, key, hint)
+    for sec, keys in SECTION_KEYS.items():
+        body = raw.get(sec)
+        if not isinstance(body, dict):
+            continue
+        for key in body:
+            if key not in keys:
+                log.warning(
+                    "msprobe: %s: unknown key %r in the %r section is ignored%s",
+                    where,
+                    key,
+                    sec,
+                    _did_you_mean(key, keys),
+                )
 
 
 def _str_list(value: Any, name: str, where: str) -> tuple[str, ...]:
@@ -233,6 +311,8 @@ def build_config(
         )
     if cfg_task == "structure" and cfg_level not in ("L0", "mix"):
         cfg_level = "mix"
+    if where:
+        warn_unknown_keys(raw, cfg_task, where)
     cfg_dump_path = dump_path if dump_path is not None else raw.get("dump_path")
     if cfg_dump_path is None:
         raise _fail(
