@@ -310,6 +310,11 @@ def build_config(
             f"level {cfg_level!r} needs an Ascend NPU kernel dump; use one of {list(SUPPORTED_LEVELS)}",
         )
     if cfg_task == "structure" and cfg_level not in ("L0", "mix"):
+        log.warning(
+            "msprobe: %slevel %r is not available with task 'structure' (L0 or mix); level mix is used",
+            f"{origin(level, 'level')}: " if origin(level, "level") else "",
+            cfg_level,
+        )
         cfg_level = "mix"
     if where:
         warn_unknown_keys(raw, cfg_task, where)
@@ -346,6 +351,11 @@ def build_config(
         raise _fail(
             f"{sec_where}.summary_mode",
             f"summary_mode is invalid, {summary_mode!r} is not in {list(SUMMARY_MODES)}.",
+        )
+    if async_dump and summary_mode == "md5":
+        log.warning(
+            "msprobe: %sasync_dump is true, so summary_mode 'md5' is ignored (statistics only, as in 8.1.1)",
+            f"{where}: " if where else "",
         )
     file_format = section.get("file_format")
     if cfg_task == "tensor" and file_format is not None and file_format not in FILE_FORMATS:

@@ -288,3 +288,31 @@ def test_unknown_key_is_one_warning_line(
     assert path in line
     for w in words:
         assert w in line
+
+
+@pytest.mark.parametrize(
+    ("data", "words", "check"),
+    [
+        ({"task": "structure", "level": "L1"}, ["level 'L1'", "structure", "mix is used"], ("level", "mix")),
+        (
+            {"async_dump": True, "statistics": {"summary_mode": "md5"}},
+            ["async_dump", "md5", "ignored"],
+            ("md5", False),
+        ),
+    ],
+)
+def test_value_changed_by_a_rule_is_one_warning(
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    data: dict[str, object],
+    words: list[str],
+    check: tuple[str, object],
+) -> None:
+    path = cfg_file(tmp_path, base(tmp_path, **data))
+    with caplog.at_level("WARNING", logger="msprobe"):
+        cfg = build_config(path)
+    assert getattr(cfg, check[0]) == check[1]  # the documented behaviour is kept
+    (line,) = _warnings(caplog)
+    assert path in line
+    for w in words:
+        assert w in line
