@@ -1,7 +1,8 @@
 """What both ``PrecisionDebugger`` front doors share, whatever the framework (upstream 8.1.1).
 
 The one-instance rule (a second construction returns the first object, its arguments ignored), the
-plain ``Exception`` when a class method runs before construction, the argument checks of
+one-line :class:`MsprobeException` (an ``Exception``, as upstream's) when a class method runs before
+construction, the argument checks of
 ``token_range`` and ``set_init_step``, and the ``stop``/``step``/custom-API flow that only forwards
 to the framework's dump service. A framework subclass adds what differs: the model type check, the
 hooks it registers in ``start`` and what ``_shutdown`` undoes. No torch, no mindspore here.
@@ -139,7 +140,7 @@ class FrontDoor:
     def _get(cls: type[_D]) -> _D:
         inst = cls._instance
         if inst is None:
-            raise Exception(NO_INSTANCE)
+            raise MsprobeException(MsprobeException.INTERFACE_USAGE_ERROR, NO_INSTANCE)
         return inst  # type: ignore[no-any-return]
 
     @classmethod
@@ -148,6 +149,7 @@ class FrontDoor:
         cls._get().service.stop()
 
     @classmethod
+    @user_entry
     def forward_backward_dump_end(cls) -> None:
         """Deprecated alias of :meth:`stop` (8.1.1)."""
         cls._get().service.stop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,20 @@ def test_no_instance_errors() -> None:
         PrecisionDebugger.start()
     with pytest.raises(Exception, match="PrecisionDebugger instance is not created"):
         PrecisionDebugger.set_init_step(1)
+
+
+@pytest.mark.parametrize("call", ["start", "stop", "step", "save", "forward_backward_dump_end"])
+def test_no_instance_is_one_line_cut_at_the_users_call(call: str) -> None:
+    PrecisionDebugger._shutdown()
+    args = (torch.ones(1), "x") if call == "save" else ()
+    with pytest.raises(MsprobeException) as info:
+        getattr(PrecisionDebugger, call)(*args)
+    assert "PrecisionDebugger instance is not created" in str(info.value)
+    assert "\n" not in str(info.value)
+    frames = traceback.extract_tb(info.value.__traceback__)
+    # this test's line, then the front door's entry point: no frame of the checks behind it
+    assert [f.filename.rsplit("/", 1)[-1] for f in frames] == ["test_front_door.py", "frontdoor.py"]
+    assert frames[-1].name == "entry"
 
 
 def test_constructor_arguments_win(tmp_path: Path) -> None:

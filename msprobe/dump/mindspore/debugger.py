@@ -149,6 +149,7 @@ class PrecisionDebugger(FrontDoor):
             self.cells.register(model)
 
     @classmethod
+    @user_entry
     def save(cls, variable: Any, name: str, save_backward: bool = True) -> None:
         cls._get().saver.save(variable, name, save_backward)
 
