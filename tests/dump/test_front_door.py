@@ -24,6 +24,20 @@ def test_singleton_ignores_second_arguments(tmp_path: Path, debugger: Any) -> No
     assert first.config.dump_path == str(tmp_path / "dump")
 
 
+def test_second_construction_with_other_arguments_warns(
+    tmp_path: Path, debugger: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = debugger()
+    with caplog.at_level("WARNING", logger="msprobe"):
+        assert PrecisionDebugger(config_path=str(tmp_path / "config.json")) is first  # same: quiet
+        same = PrecisionDebugger(task="tensor", model=torch.nn.Sequential(torch.nn.Linear(2, 2)))
+    assert same is first and first.config.task == "statistics"
+    (line,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert "\n" not in line
+    for w in ("task='tensor'", "model=<Sequential>", "ignored", "task statistics", "level L1", "dump_path"):
+        assert w in line
+
+
 def test_no_instance_errors() -> None:
     PrecisionDebugger._shutdown()
     with pytest.raises(Exception, match="PrecisionDebugger instance is not created"):
