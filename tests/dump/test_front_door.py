@@ -38,6 +38,22 @@ def test_second_construction_with_other_arguments_warns(
         assert w in line
 
 
+def test_rank_list_excluding_this_process_warns_once(
+    tmp_path: Path, debugger: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    dbg = debugger(rank=[3, 5])
+    with caplog.at_level("WARNING", logger="msprobe"):
+        for _ in range(3):
+            dbg.start()
+            torch.relu(torch.ones(2))
+            dbg.stop()
+            dbg.step()
+    assert not (tmp_path / "dump").exists() or not any((tmp_path / "dump").iterdir())
+    (line,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    for w in ("config.json", "rank list [3, 5]", "dumps nothing", '"rank": []'):
+        assert w in line
+
+
 def test_no_instance_errors() -> None:
     PrecisionDebugger._shutdown()
     with pytest.raises(Exception, match="PrecisionDebugger instance is not created"):
