@@ -127,7 +127,7 @@ class DumpSession:
                     self.config.config_path,
                     "(none: torch.distributed is not initialised)" if self.rank is None else self.rank,
                     list(self.config.rank),
-                    "" if self.rank is not None else "; use \"rank\": [] in a single-process run",
+                    "" if self.rank is not None else '; use "rank": [] in a single-process run',
                 )
 
     # -- switch ------------------------------------------------------------------------------------

@@ -54,6 +54,16 @@ def test_rank_list_excluding_this_process_warns_once(
         assert w in line
 
 
+def test_save_below_debug_warns_once(debugger: Any, caplog: pytest.LogCaptureFixture) -> None:
+    dbg = debugger()  # level L1
+    with caplog.at_level("WARNING", logger="msprobe"):
+        dbg.save(torch.ones(2), "x")
+        dbg.save(torch.ones(2), "y")
+    (line,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    for w in ("save()", "level L1", "level debug"):
+        assert w in line
+
+
 def test_no_instance_errors() -> None:
     PrecisionDebugger._shutdown()
     with pytest.raises(Exception, match="PrecisionDebugger instance is not created"):
