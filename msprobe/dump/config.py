@@ -44,7 +44,7 @@ _INVALID = MsprobeException.INVALID_PARAM_ERROR
 log = logging.getLogger("msprobe")
 
 # Every key 8.1.1 documents, top level and per task section (also the ones read but not acted on).
-TOP_KEYS = ("task", "dump_path", "rank", "step", "level", "enable_dataloader", "async_dump") + UPSTREAM_TASKS
+TOP_KEYS = ("task", "dump_path", "rank", "step", "level", "enable_dataloader", "async_dump", *UPSTREAM_TASKS)
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "statistics": ("scope", "list", "tensor_list", "data_mode", "summary_mode", "device", "precision"),
     "tensor": (

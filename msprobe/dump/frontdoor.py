@@ -107,7 +107,8 @@ class FrontDoor:
     ``service`` is the framework's dump service; it has ``start``/``stop``/``step``/``close``, a
     ``session`` (the shared :class:`~msprobe.dump.session.DumpSession`) and a ``patcher`` that wraps
     and restores module attributes. A subclass ``__init__`` begins with ``if not
-    self._begin(**its_arguments): return`` and ends with ``self._become_instance()``; ``_unhook`` undoes what its ``start`` hooked.
+    self._begin(**its_arguments): return`` and ends with ``self._become_instance()``; ``_unhook``
+    undoes what its ``start`` hooked.
     """
 
     _instance: ClassVar[Any] = None
