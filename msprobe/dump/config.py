@@ -7,7 +7,9 @@ value and the allowed values; the packaged default config, which the user never 
 
 from __future__ import annotations
 
+import difflib
 import json
+import logging
 import os
 import re
 from collections.abc import Sequence
@@ -39,6 +41,52 @@ DUMP_PATH_RE = re.compile(r"^[a-zA-Z0-9_./-]+$")
 MAX_CONFIG_BYTES = 1 << 30
 
 _INVALID = MsprobeException.INVALID_PARAM_ERROR
+log = logging.getLogger("msprobe")
+
+# Every key 8.1.1 documents, top level and per task section (also the ones read but not acted on).
+TOP_KEYS = ("task", "dump_path", "rank", "step", "level", "enable_dataloader", "async_dump", *UPSTREAM_TASKS)
+SECTION_KEYS: dict[str, tuple[str, ...]] = {
+    "statistics": ("scope", "list", "tensor_list", "data_mode", "summary_mode", "device", "precision"),
+    "tensor": (
+        "scope",
+        "list",
+        "data_mode",
+        "summary_mode",
+        "file_format",
+        "online_run_ut",
+        "nfs_path",
+        "host",
+        "port",
+        "tls_path",
+        "online_run_ut_recompute",
+    ),
+    "overflow_check": ("overflow_nums", "check_mode"),
+    "free_benchmark": (
+        "scope",
+        "list",
+        "fuzz_device",
+        "pert_mode",
+        "handler_type",
+        "fuzz_level",
+        "fuzz_stage",
+        "if_preheat",
+        "preheat_step",
+        "max_sample",
+    ),
+    "run_ut": (
+        "white_list",
+        "black_list",
+        "error_data_path",
+        "is_online",
+        "nfs_path",
+        "host",
+        "port",
+        "rank_list",
+        "tls_path",
+    ),
+    "grad_probe": ("grad_level", "param_list", "bounds"),
+    "structure": (),
+}
 
 
 def default_config_path() -> str:
@@ -132,6 +180,36 @@ def check_dump_path(dump_path: str, where: str = "") -> None:
         raise _fail(where, f"dump_path {dump_path!r} is not writable (no write permission on {probe})")
 
 
+def _did_you_mean(key: str, known: Sequence[str]) -> str:
+    close = difflib.get_close_matches(key, known, n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def warn_unknown_keys(raw: dict[str, Any], task: str, where: str) -> None:
+    """One warning line per key 8.1.1 does not know (it would be ignored), top level and sections."""
+    for key in raw:
+        if key in TOP_KEYS:
+            continue
+        hint = _did_you_mean(key, TOP_KEYS)
+        homes = [sec for sec in (task, "statistics", "tensor") if key in SECTION_KEYS.get(sec, ())]
+        if homes:
+            hint = f"; it belongs in the {homes[0]!r} section"
+        log.warning("msprobe: %s: unknown top-level key %r is ignored%s", where, key, hint)
+    for sec, keys in SECTION_KEYS.items():
+        body = raw.get(sec)
+        if not isinstance(body, dict):
+            continue
+        for key in body:
+            if key not in keys:
+                log.warning(
+                    "msprobe: %s: unknown key %r in the %r section is ignored%s",
+                    where,
+                    key,
+                    sec,
+                    _did_you_mean(key, keys),
+                )
+
+
 def _str_list(value: Any, name: str, where: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise _fail(where, f"{name} is invalid, it should be a list[str], got {value!r}")
@@ -211,7 +289,9 @@ def build_config(
     def origin(argument: object, name: str) -> str:
         return f"PrecisionDebugger({name}=...)" if argument is not None else where
 
-    cfg_task = task or raw.get("task") or "statistics"
+    cfg_task = task if task is not None else raw.get("task", "statistics")
+    if not isinstance(cfg_task, str) or cfg_task not in UPSTREAM_TASKS:
+        raise _fail(where, f"task is invalid, it should be one of {list(UPSTREAM_TASKS)}, got {cfg_task!r}")
     if cfg_task not in SUPPORTED_TASKS:
         raise _fail(
             origin(task, "task"),
@@ -219,8 +299,8 @@ def build_config(
             if cfg_task in UPSTREAM_TASKS
             else f"task is invalid, it should be one of {list(UPSTREAM_TASKS)}, got {cfg_task!r}",
         )
-    cfg_level = level or raw.get("level") or "L1"
-    if cfg_level not in LEVELS:
+    cfg_level = level if level is not None else raw.get("level", "L1")
+    if not isinstance(cfg_level, str) or cfg_level not in LEVELS:
         raise _fail(
             origin(level, "level"), f"level is invalid, it should be one of {list(LEVELS)}, got {cfg_level!r}"
         )
@@ -230,7 +310,14 @@ def build_config(
             f"level {cfg_level!r} needs an Ascend NPU kernel dump; use one of {list(SUPPORTED_LEVELS)}",
         )
     if cfg_task == "structure" and cfg_level not in ("L0", "mix"):
+        log.warning(
+            "msprobe: %slevel %r is not available with task 'structure' (L0 or mix); level mix is used",
+            f"{origin(level, 'level')}: " if origin(level, "level") else "",
+            cfg_level,
+        )
         cfg_level = "mix"
+    if where:
+        warn_unknown_keys(raw, cfg_task, where)
     cfg_dump_path = dump_path if dump_path is not None else raw.get("dump_path")
     if cfg_dump_path is None:
         raise _fail(
@@ -264,6 +351,11 @@ def build_config(
         raise _fail(
             f"{sec_where}.summary_mode",
             f"summary_mode is invalid, {summary_mode!r} is not in {list(SUMMARY_MODES)}.",
+        )
+    if async_dump and summary_mode == "md5":
+        log.warning(
+            "msprobe: %sasync_dump is true, so summary_mode 'md5' is ignored (statistics only, as in 8.1.1)",
+            f"{where}: " if where else "",
         )
     file_format = section.get("file_format")
     if cfg_task == "tensor" and file_format is not None and file_format not in FILE_FORMATS:

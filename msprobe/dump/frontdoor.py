@@ -1,7 +1,8 @@
 """What both ``PrecisionDebugger`` front doors share, whatever the framework (upstream 8.1.1).
 
 The one-instance rule (a second construction returns the first object, its arguments ignored), the
-plain ``Exception`` when a class method runs before construction, the argument checks of
+one-line :class:`MsprobeException` (an ``Exception``, as upstream's) when a class method runs before
+construction, the argument checks of
 ``token_range`` and ``set_init_step``, and the ``stop``/``step``/custom-API flow that only forwards
 to the framework's dump service. A framework subclass adds what differs: the model type check, the
 hooks it registers in ``start`` and what ``_shutdown`` undoes. No torch, no mindspore here.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import logging
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
@@ -26,6 +28,8 @@ from msprobe.errors import MsprobeError
 
 INVALID = MsprobeException.INVALID_PARAM_ERROR
 NO_INSTANCE = "PrecisionDebugger instance is not created."
+
+log = logging.getLogger("msprobe")
 
 _D = TypeVar("_D", bound="FrontDoor")
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -43,6 +47,12 @@ def user_entry(fn: _F) -> _F:
             raise exc.with_traceback(None) from None
 
     return entry  # type: ignore[return-value]
+
+
+def _short(value: Any) -> str:
+    """``repr`` when it is one short line (a module's is many lines: its class name instead)."""
+    text = repr(value)
+    return text if "\n" not in text and len(text) <= 200 else f"<{type(value).__name__}>"
 
 
 def models_of(model: Any) -> list[Any]:
@@ -96,8 +106,9 @@ class FrontDoor:
 
     ``service`` is the framework's dump service; it has ``start``/``stop``/``step``/``close``, a
     ``session`` (the shared :class:`~msprobe.dump.session.DumpSession`) and a ``patcher`` that wraps
-    and restores module attributes. A subclass ``__init__`` begins with ``if not self._begin():
-    return`` and ends with ``self._become_instance()``; ``_unhook`` undoes what its ``start`` hooked.
+    and restores module attributes. A subclass ``__init__`` begins with ``if not
+    self._begin(**its_arguments): return`` and ends with ``self._become_instance()``; ``_unhook``
+    undoes what its ``start`` hooked.
     """
 
     _instance: ClassVar[Any] = None
@@ -111,9 +122,23 @@ class FrontDoor:
             return inst
         return cls._instance  # type: ignore[no-any-return]
 
-    def _begin(self) -> bool:
-        """False when this is the one instance already (its constructor arguments are ignored)."""
-        return not getattr(self, "_initialized", False)
+    def _begin(self, **arguments: Any) -> bool:
+        """False when this is the one instance already: then arguments that differ from the first
+        construction's are ignored with one warning line."""
+        if not getattr(self, "_initialized", False):
+            self._arguments = arguments
+            return True
+        if arguments != getattr(self, "_arguments", arguments):
+            given = ", ".join(f"{k}={_short(v)}" for k, v in arguments.items() if v is not None)
+            log.warning(
+                "msprobe: PrecisionDebugger(%s): the instance already exists (task %s, level %s, "
+                "dump_path %s), these arguments are ignored",
+                given,
+                self.config.task,
+                self.config.level,
+                self.config.dump_path,
+            )
+        return False
 
     def _become_instance(self) -> None:
         self._initialized = True
@@ -139,7 +164,7 @@ class FrontDoor:
     def _get(cls: type[_D]) -> _D:
         inst = cls._instance
         if inst is None:
-            raise Exception(NO_INSTANCE)
+            raise MsprobeException(MsprobeException.INTERFACE_USAGE_ERROR, NO_INSTANCE)
         return inst  # type: ignore[no-any-return]
 
     @classmethod
@@ -148,6 +173,7 @@ class FrontDoor:
         cls._get().service.stop()
 
     @classmethod
+    @user_entry
     def forward_backward_dump_end(cls) -> None:
         """Deprecated alias of :meth:`stop` (8.1.1)."""
         cls._get().service.stop()

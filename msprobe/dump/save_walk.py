@@ -63,3 +63,13 @@ def set_at(tree: Any, path: Path, value: Any) -> Any:
         return value
     tree[path[0]] = set_at(tree[path[0]], path[1:], value)
     return tree
+
+
+def save_ignored(task: str, level: str) -> str | None:
+    """Why ``save()`` records nothing under this task and level (one warning line), or None."""
+    if level == "debug" and task in ("statistics", "tensor"):
+        return None
+    return (
+        f"msprobe: save() records nothing at task {task}, level {level}: it works only at level debug "
+        'with task statistics or tensor (set "level": "debug"); further calls are ignored silently'
+    )

@@ -121,10 +121,13 @@ class DumpSession:
             # a non-empty rank list never matches a process without torch.distributed (8.1.1)
             if self.config.rank and (self.rank is None or self.rank not in self.config.rank):
                 self.rank_excluded = True
-                log.info(
-                    "msprobe: rank %s is not in the rank list %s, nothing is dumped here",
-                    self.rank,
+                # once: resolved at the first selected start() of the process's one session
+                log.warning(
+                    "msprobe: %s: this process's rank %s is not in the rank list %s, so it dumps nothing%s",
+                    self.config.config_path,
+                    "(none: torch.distributed is not initialised)" if self.rank is None else self.rank,
                     list(self.config.rank),
+                    "" if self.rank is not None else '; use "rank": [] in a single-process run',
                 )
 
     # -- switch ------------------------------------------------------------------------------------

@@ -56,6 +56,16 @@ def test_precedence_argument_over_file(tmp_path: Path) -> None:
     [
         ({"task": "bogus"}, ["task", "statistics", "tensor"]),
         ({"level": "L9"}, ["level", "L0", "L1", "mix"]),
+        ({"task": ""}, ["task is invalid", "''"]),
+        ({"task": None}, ["task is invalid", "None"]),
+        ({"task": False}, ["task is invalid", "False"]),
+        ({"task": {}}, ["task is invalid", "{}"]),
+        ({"task": 0}, ["task is invalid", "0"]),
+        ({"level": ""}, ["level is invalid", "''"]),
+        ({"level": None}, ["level is invalid", "None"]),
+        ({"level": False}, ["level is invalid", "False"]),
+        ({"level": {}}, ["level is invalid", "{}"]),
+        ({"level": 0}, ["level is invalid", "0"]),
         ({"step": "0"}, ["step", "list"]),
         ({"step": [-1]}, ["step", "between 0 and 1000000"]),
         ({"step": ["5-3"]}, ["step", "left boundary (5)", "right boundary (3)"]),
@@ -193,3 +203,116 @@ def test_dump_folder_the_os_refuses_is_one_line_at_start(tmp_path: Path) -> None
     )
     line = _uncaught(script)
     assert "/proc/msprobe_x" in line, line
+
+
+FULL_811 = {
+    "task": "statistics",
+    "dump_path": "OUT",
+    "rank": [],
+    "step": [0, "2-3"],
+    "level": "mix",
+    "enable_dataloader": False,
+    "async_dump": False,
+    "statistics": {
+        "scope": [],
+        "list": [],
+        "tensor_list": ["relu"],
+        "data_mode": ["all"],
+        "summary_mode": "md5",
+        "device": "host",
+        "precision": "high",
+    },
+    "tensor": {
+        "scope": [],
+        "list": [],
+        "data_mode": ["forward", "input"],
+        "summary_mode": "statistics",
+        "file_format": "npy",
+        "online_run_ut": False,
+        "nfs_path": "",
+        "host": "",
+        "port": -1,
+        "tls_path": "",
+        "online_run_ut_recompute": False,
+    },
+    "overflow_check": {"overflow_nums": 1, "check_mode": "all"},
+    "free_benchmark": {
+        "scope": [],
+        "list": [],
+        "fuzz_device": "npu",
+        "pert_mode": "improve_precision",
+        "handler_type": "check",
+        "fuzz_level": "L1",
+        "fuzz_stage": "forward",
+        "if_preheat": False,
+        "preheat_step": 15,
+        "max_sample": 20,
+    },
+    "run_ut": {"white_list": [], "black_list": [], "error_data_path": "./", "is_online": False},
+    "grad_probe": {"grad_level": "L1", "param_list": [], "bounds": [-1, 0, 1]},
+}
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+
+
+def test_every_811_key_is_quiet(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = cfg_file(tmp_path, {**FULL_811, "dump_path": str(tmp_path / "out")})
+    with caplog.at_level("WARNING", logger="msprobe"):
+        build_config(path)
+    assert _warnings(caplog) == []
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        ({"taks": "tensor"}, ["'taks'", "top-level", "did you mean 'task'"]),
+        ({"levle": "L0"}, ["'levle'", "did you mean 'level'"]),
+        ({"statistics": {"scopes": []}}, ["'scopes'", "'statistics' section", "did you mean 'scope'"]),
+        ({"statistics": {"data_modes": ["forward"]}}, ["'data_modes'", "did you mean 'data_mode'"]),
+        ({"list": ["linear"]}, ["'list'", "top-level", "belongs in the 'statistics' section"]),
+        ({"task": "tensor", "scope": []}, ["'scope'", "belongs in the 'tensor' section"]),
+        ({"file_format": "npy"}, ["'file_format'", "belongs in the 'tensor' section"]),
+        ({"zzzz": 1}, ["'zzzz'", "is ignored"]),
+    ],
+)
+def test_unknown_key_is_one_warning_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, extra: dict[str, object], words: list[str]
+) -> None:
+    path = cfg_file(tmp_path, base(tmp_path, **extra))
+    with caplog.at_level("WARNING", logger="msprobe"):
+        build_config(path)
+    (line,) = _warnings(caplog)
+    assert "\n" not in line
+    assert path in line
+    for w in words:
+        assert w in line
+
+
+@pytest.mark.parametrize(
+    ("data", "words", "check"),
+    [
+        ({"task": "structure", "level": "L1"}, ["level 'L1'", "structure", "mix is used"], ("level", "mix")),
+        (
+            {"async_dump": True, "statistics": {"summary_mode": "md5"}},
+            ["async_dump", "md5", "ignored"],
+            ("md5", False),
+        ),
+    ],
+)
+def test_value_changed_by_a_rule_is_one_warning(
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    data: dict[str, object],
+    words: list[str],
+    check: tuple[str, object],
+) -> None:
+    path = cfg_file(tmp_path, base(tmp_path, **data))
+    with caplog.at_level("WARNING", logger="msprobe"):
+        cfg = build_config(path)
+    assert getattr(cfg, check[0]) == check[1]  # the documented behaviour is kept
+    (line,) = _warnings(caplog)
+    assert path in line
+    for w in words:
+        assert w in line

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +24,66 @@ def test_singleton_ignores_second_arguments(tmp_path: Path, debugger: Any) -> No
     assert first.config.dump_path == str(tmp_path / "dump")
 
 
+def test_second_construction_with_other_arguments_warns(
+    tmp_path: Path, debugger: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = debugger()
+    with caplog.at_level("WARNING", logger="msprobe"):
+        assert PrecisionDebugger(config_path=str(tmp_path / "config.json")) is first  # same: quiet
+        same = PrecisionDebugger(task="tensor", model=torch.nn.Sequential(torch.nn.Linear(2, 2)))
+    assert same is first and first.config.task == "statistics"
+    (line,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert "\n" not in line
+    for w in ("task='tensor'", "model=<Sequential>", "ignored", "task statistics", "level L1", "dump_path"):
+        assert w in line
+
+
+def test_rank_list_excluding_this_process_warns_once(
+    tmp_path: Path, debugger: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    dbg = debugger(rank=[3, 5])
+    with caplog.at_level("WARNING", logger="msprobe"):
+        for _ in range(3):
+            dbg.start()
+            torch.relu(torch.ones(2))
+            dbg.stop()
+            dbg.step()
+    assert not (tmp_path / "dump").exists() or not any((tmp_path / "dump").iterdir())
+    (line,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    for w in ("config.json", "rank list [3, 5]", "dumps nothing", '"rank": []'):
+        assert w in line
+
+
+def test_save_below_debug_warns_once(debugger: Any, caplog: pytest.LogCaptureFixture) -> None:
+    dbg = debugger()  # level L1
+    with caplog.at_level("WARNING", logger="msprobe"):
+        dbg.save(torch.ones(2), "x")
+        dbg.save(torch.ones(2), "y")
+    (line,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    for w in ("save()", "level L1", "level debug"):
+        assert w in line
+
+
 def test_no_instance_errors() -> None:
     PrecisionDebugger._shutdown()
     with pytest.raises(Exception, match="PrecisionDebugger instance is not created"):
         PrecisionDebugger.start()
     with pytest.raises(Exception, match="PrecisionDebugger instance is not created"):
         PrecisionDebugger.set_init_step(1)
+
+
+@pytest.mark.parametrize("call", ["start", "stop", "step", "save", "forward_backward_dump_end"])
+def test_no_instance_is_one_line_cut_at_the_users_call(call: str) -> None:
+    PrecisionDebugger._shutdown()
+    args = (torch.ones(1), "x") if call == "save" else ()
+    with pytest.raises(MsprobeException) as info:
+        getattr(PrecisionDebugger, call)(*args)
+    assert "PrecisionDebugger instance is not created" in str(info.value)
+    assert "\n" not in str(info.value)
+    frames = traceback.extract_tb(info.value.__traceback__)
+    # this test's line, then the front door's entry point: no frame of the checks behind it
+    assert [f.filename.rsplit("/", 1)[-1] for f in frames] == ["test_front_door.py", "frontdoor.py"]
+    assert frames[-1].name == "entry"
 
 
 def test_constructor_arguments_win(tmp_path: Path) -> None:

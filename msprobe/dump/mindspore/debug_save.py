@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import mindspore as ms
 
 from msprobe.dump.naming import CallCounter
-from msprobe.dump.save_walk import Path, check_savable, nulls, set_at, tensor_leaves
+from msprobe.dump.save_walk import Path, check_savable, nulls, save_ignored, set_at, tensor_leaves
 
 if TYPE_CHECKING:
     from msprobe.dump.mindspore.service import MsDumpService
@@ -24,12 +24,17 @@ class DebugSaver:
     def __init__(self, service: MsDumpService) -> None:
         self.service = service
         self.counter = CallCounter()
+        self.warned_ignored = False
         service.step_reset.append(self.counter.reset)
 
     def save(self, variable: Any, name: Any, save_backward: Any = True) -> None:
         svc = self.service
         cfg = svc.config
-        if cfg.level != "debug" or cfg.task not in ("statistics", "tensor"):
+        ignored = save_ignored(cfg.task, cfg.level)
+        if ignored:
+            if not self.warned_ignored:
+                self.warned_ignored = True
+                log.warning(ignored)
             return
         if not isinstance(name, str):
             log.warning("msprobe: save() skipped: name must be a str, got %r", name)

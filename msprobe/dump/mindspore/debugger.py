@@ -85,7 +85,7 @@ class PrecisionDebugger(FrontDoor):
         level: str | None = None,
         step: Sequence[int | str] | None = None,
     ) -> None:
-        if not self._begin():
+        if not self._begin(config_path=config_path, task=task, dump_path=dump_path, level=level, step=step):
             return
         config = build_config(config_path, task, dump_path, level, step)
         # MindSpore: dump_path is made absolute at construction and created at once.
@@ -149,6 +149,7 @@ class PrecisionDebugger(FrontDoor):
             self.cells.register(model)
 
     @classmethod
+    @user_entry
     def save(cls, variable: Any, name: str, save_backward: bool = True) -> None:
         cls._get().saver.save(variable, name, save_backward)
 

@@ -14,7 +14,7 @@ import torch
 
 from msprobe.dump.naming import CallCounter
 from msprobe.dump.pytorch.encode import quiet
-from msprobe.dump.save_walk import Path, check_savable, nulls, set_at, tensor_leaves
+from msprobe.dump.save_walk import Path, check_savable, nulls, save_ignored, set_at, tensor_leaves
 
 if TYPE_CHECKING:
     from msprobe.dump.pytorch.recorder import Recorder
@@ -26,13 +26,18 @@ class DebugSaver:
     def __init__(self, recorder: Recorder) -> None:
         self.rec = recorder
         self.counter = CallCounter()
+        self.warned_ignored = False
 
     def reset_step(self) -> None:
         self.counter.reset()
 
     def save(self, variable: Any, name: Any, save_backward: Any = True) -> None:
         cfg = self.rec.config
-        if cfg.task not in ("statistics", "tensor") or cfg.level != "debug":
+        ignored = save_ignored(cfg.task, cfg.level)
+        if ignored:
+            if not self.warned_ignored:
+                self.warned_ignored = True
+                log.warning(ignored)
             return
         if not isinstance(name, str):
             log.warning("msprobe: save() skipped: name must be a str, got %r", name)

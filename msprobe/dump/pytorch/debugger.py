@@ -43,7 +43,9 @@ class PrecisionDebugger(FrontDoor):
         model: Any = None,
         step: Sequence[int | str] | None = None,
     ) -> None:
-        if not self._begin():
+        if not self._begin(
+            config_path=config_path, task=task, dump_path=dump_path, level=level, model=model, step=step
+        ):
             return
         self.config = build_config(config_path, task, dump_path, level, step)
         if model is not None:
