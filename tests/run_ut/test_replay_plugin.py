@@ -138,14 +138,15 @@ def test_not_a_dump_is_one_line_usage_error(pytester: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["*not a dump*"])
 
 
-def test_dump_without_data_key_is_a_collect_error(pytester: pytest.Pytester) -> None:
+def test_dump_without_data_key_is_a_usage_error(pytester: pytest.Pytester) -> None:
     folder = pytester.path / "bad"
     folder.mkdir()
     (folder / "dump.json").write_text('{"task": "tensor"}', encoding="utf-8")
     result = run(pytester, folder)
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*dump.json: not a dump (no 'data' object)*"])
-    assert not any("Traceback" in line for line in result.outlines)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    reason = "*dump.json: not a dump (no 'data' object)*"
+    result.stderr.fnmatch_lines([f"ERROR: --msprobe-dump={folder}: {reason}"])
+    assert not any("Traceback" in line for line in result.outlines + result.errlines)
 
 
 def test_conftest_can_supply_a_registry_entry_through_the_hook(pytester: pytest.Pytester) -> None:
