@@ -64,6 +64,33 @@ def test_save_below_debug_warns_once(debugger: Any, caplog: pytest.LogCaptureFix
         assert w in line
 
 
+def _restore_dropout() -> None:
+    for name in ("dropout", "dropout2d", "dropout3d"):
+        fn = getattr(F, name)
+        setattr(F, name, getattr(fn, "_msprobe_original", fn))
+
+
+@pytest.mark.parametrize("seed_first", [True, False])
+def test_dropout_is_functional_whether_seed_all_comes_before_or_after_the_debugger(
+    tmp_path: Path, debugger: Any, seed_first: bool
+) -> None:
+    try:
+        if seed_first:
+            seed_all()
+        dbg = debugger(level="L1")
+        if not seed_first:
+            seed_all()  # replaces F.dropout after the debugger knows its API functions
+        x = torch.ones(4, 4)
+        dbg.start()
+        torch.nn.Dropout(0.5)(x)
+        F.dropout2d(x.view(1, 1, 4, 4), 0.5)
+        dbg.stop()
+    finally:
+        _restore_dropout()
+    names = sorted(k.rsplit(".", 2)[0] for k in load_dump(tmp_path / "dump" / "step0" / "rank")["data"])
+    assert names == ["Functional.dropout", "Functional.dropout2d"]
+
+
 def test_no_instance_errors() -> None:
     PrecisionDebugger._shutdown()
     with pytest.raises(Exception, match="PrecisionDebugger instance is not created"):

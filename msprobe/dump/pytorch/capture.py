@@ -228,6 +228,8 @@ class ApiTracer(TorchFunctionMode):
         if in_compiled_code():
             # called by torch.compile's runtime or inductor's kernels: not a model call
             return func(*args, **kwargs)
+        if key is None:
+            key = self._key_of_replacement(func)
         if key is not None:
             return self.handler(key, func, args, kwargs)
         original = getattr(func, "_msprobe_original_of_wrapper", None)
@@ -241,6 +243,15 @@ class ApiTracer(TorchFunctionMode):
             with self:
                 return _redispatch(func, types_, args, kwargs)
         return func(*args, **kwargs)
+
+    def _key_of_replacement(self, func: Any) -> ApiKey | None:
+        """The key of the function ``func`` replaced after the table was built (``seed_all`` after the
+        debugger: ``F.dropout``'s own ``handle_torch_function`` then names the replacement), kept."""
+        original = getattr(func, "_msprobe_original", None)
+        key = None if original is None else self.table.get(original)
+        if key is not None:
+            self.table[func] = key
+        return key
 
 
 def _never_compiled(fn: Callable[..., Any]) -> None:
