@@ -142,6 +142,32 @@ def test_backward_follows_autograd_node_order(tmp_path: Path, debugger: Any) -> 
     assert names.index("Tensor.sum.0.backward") < names.index("Functional.linear.0.backward")
 
 
+def test_a_call_returning_its_input_records_that_tensors_gradient(tmp_path: Path, debugger: Any) -> None:
+    w = torch.randn(3, 8, requires_grad=True)
+    grads: list[torch.Tensor] = []
+
+    def body() -> None:
+        h = torch.tanh(w)
+        h.register_hook(grads.append)
+        same = h.to(torch.float32)  # no cast: returns h itself
+        assert same is h
+        (same * torch.arange(8.0)).sum().backward()
+
+    data = run(tmp_path, debugger, body)["data"]
+    (grad,) = grads
+    bw = data["Tensor.to.0.backward"]
+    # the gradient of h, in and out (before, the output was tanh's input gradient)
+    for side in ("input", "output"):
+        (g,) = bw[side]
+        assert g["shape"] == [3, 8]
+        assert g["Max"] == pytest.approx(grad.max().item()) and g["Norm"] == pytest.approx(grad.norm().item())
+    assert bw["input"] == bw["output"]
+    tanh_grad = data["Torch.tanh.0.backward"]["output"][0]
+    assert tanh_grad["Norm"] == pytest.approx((grad * (1 - torch.tanh(w) ** 2)).norm().item())
+    names = list(data)
+    assert names.index("Tensor.to.0.backward") < names.index("Torch.tanh.0.backward")
+
+
 def test_backward_after_stop_still_recorded(tmp_path: Path, debugger: Any) -> None:
     dbg = debugger()
     x = torch.randn(2, 3, requires_grad=True)

@@ -25,6 +25,7 @@ computed from the input) would be counted as the module's: a documented deviatio
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -142,7 +143,7 @@ class Capture:
         self._outputs_expected: list[int] | None = None
         self._outputs_fired: set[int] = set()
         for k, t in enumerate(outputs):
-            _subscribe(t, self, k)
+            on_gradient(t, functools.partial(self.on_output, k))
 
     def _find_identity(self, outputs: list[torch.Tensor], inputs: Inputs) -> None:
         slots = {(id(n), nr): i for i, (n, nr) in enumerate(inputs.slots)}
@@ -233,24 +234,26 @@ def _ignore(grads: list[Any]) -> None:
 
 # One hook per output tensor, calling its watchers newest first: a tensor returned by a module and by
 # its parent (a layer's last sublayer) begins the parent's record first, as the parent's identity node
-# runs first with full backward hooks. Keyed by tensor and version (an in-place op moves the tensor to
-# a new node, whose gradient is another one).
+# runs first with full backward hooks; an API call that returned the tensor it was given is seen after
+# the modules around the call and before the module that made the tensor. Keyed by tensor and version
+# (an in-place op moves the tensor to a new node, whose gradient is another one).
 _watchers: WeakTensorKeyDictionary = WeakTensorKeyDictionary()
 
 
-def _subscribe(t: torch.Tensor, capture: Capture, k: int) -> None:
+def on_gradient(t: torch.Tensor, watcher: Callable[[torch.Tensor], None]) -> None:
+    """Call ``watcher`` with ``t``'s gradient, before the watchers ``t`` already has."""
     entry = _watchers.get(t)
     if entry is None or entry[0] != t._version:
-        subs: list[tuple[Capture, int]] = []
-        entry = (t._version, subs)
+        watchers: list[Callable[[torch.Tensor], None]] = []
+        entry = (t._version, watchers)
         _watchers[t] = entry
 
         def hook(grad: torch.Tensor) -> None:
-            for c, i in list(subs):
-                c.on_output(i, grad)
+            for w in list(watchers):
+                w(grad)
 
         t.register_hook(hook)
-    entry[1].insert(0, (capture, k))
+    entry[1].insert(0, watcher)
 
 
 def watch(output: Any, inputs: Inputs | None, begin: Begin, end: End) -> Capture | None:

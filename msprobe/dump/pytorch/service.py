@@ -31,6 +31,7 @@ from msprobe.dump.pytorch.callsite import recover_call_args
 from msprobe.dump.pytorch.capture import ApiKey, ApiTracer, Patcher, build_mode_table
 from msprobe.dump.pytorch.debug_save import DebugSaver
 from msprobe.dump.pytorch.encode import Encoder, quiet
+from msprobe.dump.pytorch.module_backward import on_gradient
 from msprobe.dump.pytorch.modules import ModuleDumper
 from msprobe.dump.pytorch.mutation import call_mutates, written_tensors
 from msprobe.dump.pytorch.nocompile import no_compile
@@ -78,6 +79,7 @@ class TorchDumpService:
         self.api_lists = load_api_list()
         handler = no_compile(self.on_api_call)
         self._node_hook = no_compile(self.on_backward)
+        self._tensor_hook = no_compile(self._on_tensor_grad)
         self.tracer = ApiTracer(build_mode_table(self.api_lists), handler, self.on_untracked_write)
         self.patcher = Patcher(handler)
         self.patcher.patch_families(self.api_lists)
@@ -249,7 +251,8 @@ class TorchDumpService:
                 rec_args, rec_kwargs = args, kwargs
             record = self._inputs(name, rec_args, rec_kwargs)
         out = func(*args, **kwargs)
-        if call_mutates(prefix, api, args, kwargs):
+        mutated = call_mutates(prefix, api, args, kwargs)
+        if mutated:
             # what it wrote, or (batch_norm's running statistics & co., which bump no version counter)
             # every argument: forgotten with what else lives on that memory (a ``.data`` alias)
             written = written_tensors(prefix, api, args, kwargs)
@@ -258,8 +261,9 @@ class TorchDumpService:
         if prefix in self._collective_prefixes:
             shown = self._collective_result(api, out, args, kwargs)
             self._forget_tensors(shown)
+        out_ok = fwd and s.filter.check(name) and mode.side("output")
         self._after(
-            name, index, key, func, out, record, fwd and s.filter.check(name) and mode.side("output"), shown
+            name, index, key, func, out, record, out_ok, shown, unwritten_args=() if mutated else args
         )
         return out
 
@@ -312,6 +316,7 @@ class TorchDumpService:
         record: dict[str, Any] | None,
         out_ok: bool,
         shown: Any = None,
+        unwritten_args: tuple[Any, ...] = (),
     ) -> None:
         s = self.session
         store = s.store
@@ -334,20 +339,29 @@ class TorchDumpService:
             store.put(name, record)
         if self.config.data_mode.direction(BACKWARD):
             try:
-                self._attach_backward(out, f"{key[0]}.{key[1]}.{index}.{BACKWARD}")
+                self._attach_backward(out, f"{key[0]}.{key[1]}.{index}.{BACKWARD}", unwritten_args)
             except Exception as exc:
                 s.record_error("backward_hook_register", name, exc)
 
     # -- backward ---------------------------------------------------------------------------------
-    def _attach_backward(self, out: Any, name: str) -> None:
+    def _attach_backward(self, out: Any, name: str, unwritten_args: tuple[Any, ...] = ()) -> None:
+        """A hook on the node that made the first output tensor; for a call that returned one of
+        the positional arguments it did not write (dropout with p=0, a no-op ``to``), a node made
+        before the call, a hook on that tensor instead: its gradient is the call's, in and out."""
         t = first_tensor(out)
         if t is None or not t.requires_grad or not torch.is_grad_enabled():
+            return
+        if any(t is a for a in unwritten_args):
+            on_gradient(t, functools.partial(self._tensor_hook, name))
             return
         node = t.grad_fn
         if node is None:
             return
         # one compile-disabled entry point for every node (a disable wrapper per call is costly)
         node.register_hook(functools.partial(self._node_hook, name))
+
+    def _on_tensor_grad(self, name: str, grad: torch.Tensor) -> None:
+        self.on_backward(name, (grad,), (grad,))
 
     def on_backward(self, name: str, grad_inputs: Any, grad_outputs: Any) -> None:
         was = self.enter()
