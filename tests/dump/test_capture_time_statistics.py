@@ -404,14 +404,14 @@ def test_shared_summaries_equal_summaries_taken_anew(
     from msprobe.pytorch import PrecisionDebugger
 
     shared = []
-    find = stats.LayoutMemo.find
+    find = stats.SummaryCache.same_layout
 
     def counted(self: Any, *args: Any) -> Any:
         slot = find(self, *args)
         shared.append(slot is not None)
         return slot
 
-    monkeypatch.setattr(stats.LayoutMemo, "find", counted)
+    monkeypatch.setattr(stats.SummaryCache, "same_layout", counted)
     section = {"statistics": {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": summary_mode}}
     dumps = []
     for name in ("cached", "anew"):

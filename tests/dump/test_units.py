@@ -577,3 +577,28 @@ def test_statistics_of_large_and_strided_tensors_are_torchs(dtype: torch.dtype, 
     for t in (x, x[::3], x[: n - n % 4].reshape(-1, 4).t()):
         ref = (t.amax().item(), t.amin().item(), t.mean().item(), torch.linalg.vector_norm(t).item())
         assert tensor_stats(t) == ref
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 20)), max_size=40), st.integers(0, 3))
+def test_storage_index_drops_every_key_put_under_a_storage(puts: list[tuple[int, int]], dropped: int) -> None:
+    from msprobe.dump.pytorch.storage_index import StorageIndex
+
+    index: StorageIndex[tuple[int, int]] = StorageIndex(limit=len(puts) + 1)
+    for n, (storage, key) in enumerate(puts):
+        index.put(storage, key, (storage, n))
+    index.drop_storage(dropped)
+    for key in {k for _, k in puts}:
+        last = max(n for n, (_, k) in enumerate(puts) if k == key)
+        ever_on_dropped = any(s == dropped for s, k in puts if k == key)
+        assert index.get(key) == (None if ever_on_dropped else (puts[last][0], last))
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 1000)), max_size=60), st.integers(1, 10))
+def test_storage_index_holds_at_most_limit_keys(puts: list[tuple[int, int]], limit: int) -> None:
+    from msprobe.dump.pytorch.storage_index import StorageIndex
+
+    index: StorageIndex[int] = StorageIndex(limit)
+    for storage, key in puts:
+        index.put(storage, key, key)
+        assert index.get(key) == key  # the newest is always kept
+    assert sum(index.get(k) is not None for k in {k for _, k in puts}) <= limit

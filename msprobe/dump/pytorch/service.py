@@ -209,8 +209,7 @@ class TorchDumpService:
         self._recent_grads = None
         self.saver.reset_step()
         self.modules.reset_step()
-        self.cache.clear()
-        self.writer = None
+        self.writer = None  # the cache is emptied when the next window opens
         self.encoder = None
 
     # -- forward ----------------------------------------------------------------------------------

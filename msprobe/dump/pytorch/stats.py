@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from msprobe.dump.pytorch.storage_index import StorageIndex
+
 Stats = tuple[Any, Any, Any, Any]
 NONE4: Stats = (None, None, None, None)
 
@@ -164,38 +166,6 @@ def _fill(summary: dict[str, Any], slot: Slot) -> None:
 Entry = tuple["weakref.ref[torch.Tensor]", int, Slot, int]
 
 
-class LayoutMemo:
-    """Slots by element sequence: a view or reshape of a summarised, unchanged tensor shares its
-    summary."""
-
-    __slots__ = ("_by_layout", "limit")
-
-    def __init__(self, limit: int) -> None:
-        self._by_layout: dict[tuple[Any, ...], Entry] = {}
-        self.limit = limit
-
-    def find(self, layout: tuple[Any, ...], version: int, md5: bool) -> Slot | None:
-        same = self._by_layout.get(layout)
-        if same is None or not (same[2].md5 or not md5):
-            return None
-        other = same[0]()
-        # alive, unchanged, and on the very same storage: then the address cannot be a reuse
-        if other is not None and other._version == version == same[1] and storage_ptr(other) == layout[0]:
-            return same[2]
-        return None
-
-    def remember(self, layout: tuple[Any, ...], entry: Entry) -> None:
-        if len(self._by_layout) >= self.limit:
-            self._by_layout.clear()
-        self._by_layout[layout] = entry
-
-    def forget(self, layout: tuple[Any, ...]) -> None:
-        self._by_layout.pop(layout, None)
-
-    def clear(self) -> None:
-        self._by_layout.clear()
-
-
 # Devices whose reductions are torch's TensorIterator ones (dimensions walked by ascending stride);
 # other backends (torch_npu) may copy a strided tensor to logical order before reducing it.
 _MEMORY_ORDER_DEVICES = frozenset(("cpu", "cuda"))
@@ -219,18 +189,15 @@ class SummaryCache:
     counter of its own, so writing it leaves the original's counter, and its cached summary, as
     they were."""
 
-    __slots__ = ("_entries", "_keys", "_on_storage", "layouts", "limit")
+    __slots__ = ("_index",)
 
     def __init__(self, limit: int = 20000) -> None:
-        self._entries: dict[int, Entry] = {}
-        self._on_storage: dict[int, list[Any]] = {}  # storage address -> its ids and layouts
-        self._keys = 0  # keys listed in _on_storage
-        self.layouts = LayoutMemo(limit)
-        self.limit = limit
+        # by tensor id, and by element sequence (whose first item is the storage address)
+        self._index: StorageIndex[Entry] = StorageIndex(limit)
 
     def _cached(self, t: torch.Tensor, version: int, md5: bool) -> Slot | None:
         """The slot remembered for this very tensor object at this version (with md5 if wanted)."""
-        hit = self._entries.get(id(t))
+        hit = self._index.get(id(t))
         if (
             hit is not None
             and hit[0]() is t
@@ -239,6 +206,17 @@ class SummaryCache:
             and hit[3] == data_ptr(t)  # ``t.data = other`` swaps the memory without a version bump
         ):
             return hit[2]
+        return None
+
+    def same_layout(self, layout: tuple[Any, ...], version: int, md5: bool) -> Slot | None:
+        """The slot of a live tensor remembered with this element sequence, unchanged since."""
+        same = self._index.get(layout)
+        if same is None or not (same[2].md5 or not md5):
+            return None
+        other = same[0]()
+        # alive, unchanged, and on the very same storage: then the address cannot be a reuse
+        if other is not None and other._version == version == same[1] and storage_ptr(other) == layout[0]:
+            return same[2]
         return None
 
     def slot(self, t: torch.Tensor, md5: bool) -> tuple[Slot, bool]:
@@ -251,7 +229,7 @@ class SummaryCache:
             return cached, False
         layout = layout_key(t, md5)
         if layout is not None:
-            same = self.layouts.find(layout, version, md5)
+            same = self.same_layout(layout, version, md5)
             if same is not None:
                 self._remember(t, version, same, None, layout[0])
                 return same, False
@@ -267,40 +245,24 @@ class SummaryCache:
     ) -> None:
         if ptr is None:  # no storage of its own: nothing could tell a write into it
             return
-        if self._keys >= self.limit:
-            self.clear()
         try:
             entry = (weakref.ref(t), version, slot, data_ptr(t))
         except TypeError:
             return
-        key = id(t)
-        self._entries[key] = entry
-        keys = self._on_storage.get(ptr)
-        if keys is None:
-            keys = self._on_storage[ptr] = []
-        keys.append(key)
-        self._keys += 1
+        self._index.put(ptr, id(t), entry)
         if layout is not None:
-            self.layouts.remember(layout, entry)
-            keys.append(layout)
-            self._keys += 1
+            self._index.put(ptr, layout, entry)
 
     def forget(self, t: torch.Tensor) -> None:
         """Drop ``t`` and every entry on its storage: ``t`` was written, perhaps without a version
         bump (collectives, ``batch_norm``'s running statistics, a ``.data`` alias)."""
-        self._entries.pop(id(t), None)
+        self._index.drop(id(t))
         if not isinstance(t, torch.Tensor) or t.layout != torch.strided:
             return
         ptr = storage_ptr(t)
-        for key in self._on_storage.pop(ptr, ()) if ptr is not None else ():
-            if type(key) is int:
-                self._entries.pop(key, None)
-            else:
-                self.layouts.forget(key)
+        if ptr is not None:
+            self._index.drop_storage(ptr)
 
     def clear(self) -> None:
         """Forget everything (a dump window opens)."""
-        self._entries.clear()
-        self._on_storage.clear()
-        self._keys = 0
-        self.layouts.clear()
+        self._index.clear()

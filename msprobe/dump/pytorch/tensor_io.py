@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 import torch
 
 from msprobe.dump.pytorch.stats import storage_ptr, version_of
+from msprobe.dump.pytorch.storage_index import StorageIndex
 from msprobe.dump.pytorch.torch_compat import PyTorchFileWriter, storage_alignment, storage_persistent_id
 
 FILE_MODE = 0o640
@@ -174,23 +175,20 @@ class WrittenFiles:
     """
 
     def __init__(self, limit: int = 20000) -> None:
-        self._by_key: dict[int | Layout, _Written] = {}
-        self._keys_on_storage: dict[int, list[int | Layout]] = {}
-        self._keys = 0  # keys listed in _keys_on_storage (at least len(_by_key))
-        self.limit = limit
+        self._index: StorageIndex[_Written] = StorageIndex(limit)
 
     def earlier(self, t: torch.Tensor) -> str | None:
         """The file ``t`` was written to unchanged, or None."""
         version = version_of(t)
         if version is None:
             return None
-        hit = self._by_key.get(id(t))
+        hit = self._index.get(id(t))
         if hit is not None and hit.tensor() is t and hit.version == version and hit.memory == _memory(t):
             return hit.name
         layout = _layout(t)
         if layout is None:
             return None
-        hit = self._by_key.get(layout)
+        hit = self._index.get(layout)
         if hit is None or hit.version != version:
             return None
         other = hit.tensor()
@@ -214,28 +212,20 @@ class WrittenFiles:
             entry = _Written(weakref.ref(t), version, _memory(t), name)
         except TypeError:
             return
-        if self._keys >= self.limit:
-            self.clear()
-        keys = self._keys_on_storage.setdefault(storage, [])
-        self._by_key[id(t)] = entry
-        keys.append(id(t))
+        self._index.put(storage, id(t), entry)
         layout = _layout(t) if by_layout else None
         if layout is not None:
-            self._by_key[layout] = entry
-            keys.append(layout)
-        self._keys += 1 if layout is None else 2
+            self._index.put(storage, layout, entry)
 
     def forget(self, t: torch.Tensor) -> None:
         """Drop ``t`` and everything on its memory (written without a version bump)."""
-        self._by_key.pop(id(t), None)
+        self._index.drop(id(t))
         storage = storage_ptr(t)
-        for key in self._keys_on_storage.pop(storage, ()) if storage is not None else ():
-            self._by_key.pop(key, None)
+        if storage is not None:
+            self._index.drop_storage(storage)
 
     def clear(self) -> None:
-        self._by_key.clear()
-        self._keys_on_storage.clear()
-        self._keys = 0
+        self._index.clear()
 
 
 class TensorWriter:
