@@ -281,6 +281,52 @@ def test_backward_n_is_the_backward_of_forward_n(tmp_path: Path, debugger: Any) 
         assert [g["shape"] for g in record["input"] + record["output"]] == [[rows, 3], [rows, 3]]
 
 
+class _ReturnsItsParameter(nn.Module):
+    """A learned table returned as it is (position embeddings, learned queries)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(4))
+
+    def forward(self) -> torch.Tensor:
+        return self.table
+
+
+class _AddsTable(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.pos = _ReturnsItsParameter()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.pos().float()  # float(): an API returning its argument, a leaf
+
+
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_a_returned_parameter_gets_one_hook_and_each_step_only_its_own_records(
+    tmp_path: Path, debugger: Any, level: str
+) -> None:
+    """A parameter lives across steps, and so do its hooks: they must not pile up, one per step, nor
+    record an earlier step's calls again."""
+    net = _AddsTable()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    dbg = debugger(level=level)
+    calls = [3, 2, 1] + [1] * 20
+    for n in calls:
+        dbg.start(model=net)
+        for _ in range(n):
+            net(torch.ones(4)).sum().backward()
+        opt.step()
+        opt.zero_grad()
+        dbg.stop()
+        dbg.step()
+    assert len(net.pos.table._backward_hooks or {}) <= 1
+    for step, n in enumerate(calls[:3]):
+        data = load_dump(tmp_path / "dump" / f"step{step}" / "rank")["data"]
+        backward = sorted(k for k in data if ".backward." in k and "_ReturnsItsParameter" in k)
+        assert backward == [f"Module.pos._ReturnsItsParameter.backward.{i}" for i in range(n)]
+        assert not [k for k in data if k.startswith("Tensor.float.") and k.endswith(".backward")]
+
+
 def test_a_finished_capture_keeps_no_gradient_alive() -> None:
     import weakref
 

@@ -241,18 +241,24 @@ _watchers: WeakTensorKeyDictionary = WeakTensorKeyDictionary()
 
 
 def on_gradient(t: torch.Tensor, watcher: Callable[[torch.Tensor], None]) -> None:
-    """Call ``watcher`` with ``t``'s gradient, before the watchers ``t`` already has."""
+    """Call ``watcher`` with ``t``'s next gradient, before the watchers ``t`` already has.
+
+    A watcher is called once: a leaf (a parameter a module returns) keeps its hook across steps, so
+    the hook lets go of the watchers it served, and of itself once the tensor is written."""
     entry = _watchers.get(t)
     if entry is None or entry[0] != t._version:
+        if entry is not None:
+            entry[2].remove()
         watchers: list[Callable[[torch.Tensor], None]] = []
-        entry = (t._version, watchers)
-        _watchers[t] = entry
 
         def hook(grad: torch.Tensor) -> None:
-            for w in list(watchers):
+            served = list(watchers)
+            watchers.clear()
+            for w in served:
                 w(grad)
 
-        t.register_hook(hook)
+        entry = (t._version, watchers, t.register_hook(hook))
+        _watchers[t] = entry
     entry[1].insert(0, watcher)
 
 

@@ -350,11 +350,11 @@ class TorchDumpService:
         t = first_tensor(out)
         if t is None or not t.requires_grad or not torch.is_grad_enabled():
             return
+        node = t.grad_fn
+        if node is None:  # a leaf: its hooks outlive the step (a parameter's ``float()``)
+            return
         if any(t is a for a in unwritten_args):
             on_gradient(t, functools.partial(self._tensor_hook, name))
-            return
-        node = t.grad_fn
-        if node is None:
             return
         # one compile-disabled entry point for every node (a disable wrapper per call is costly)
         node.register_hook(functools.partial(self._node_hook, name))
