@@ -121,6 +121,26 @@ def test_save_debug_json(tmp_path: Path, debugger: Any) -> None:
     assert (tmp_path / "dump" / "step1" / "rank" / "debug.json").exists()
 
 
+def test_a_saved_parameters_gradient_lands_in_its_own_step_and_hooks_do_not_pile_up(
+    tmp_path: Path, debugger: Any
+) -> None:
+    dbg = debugger(level="debug")
+    w = torch.nn.Parameter(torch.ones(3))
+    saved_in = {0, 1, 3} | set(range(5, 25))
+    for step in range(25):
+        if step in saved_in:
+            dbg.save(w, "w", save_backward=True)
+        (w * (step + 1)).sum().backward()  # the gradient tells the step
+        w.grad = None
+        dbg.step()
+    assert len(w._backward_hooks or {}) <= 2
+    for step in range(25):
+        path = tmp_path / "dump" / f"step{step}" / "rank" / "debug.json"
+        data = json.loads(path.read_text())["data"] if path.exists() else {}
+        grads = [v["Max"] for k, v in data.items() if k.startswith("w_grad.")]
+        assert grads == ([step + 1.0] if step in saved_in else [])
+
+
 def test_save_is_silent_outside_debug_level(tmp_path: Path, debugger: Any) -> None:
     dbg = debugger()
     dbg.save(torch.ones(2), "x")

@@ -79,19 +79,25 @@ class DebugSaver:
         holder = {"value": value}
 
         for path, t in grads:
+            # This step's only: a saved parameter lives on, and a hook left on it would fire in every
+            # later backward, one more each step, into later steps' files.
+            handle: list[Any] = []
 
-            def hook(grad: torch.Tensor, path: Path = path) -> None:
-                st, enc = self.rec.store, self.rec.encoder
-                if st is None or enc is None:
+            def hook(grad: torch.Tensor, path: Path = path, handle: list[Any] = handle) -> None:
+                enc = self.rec.encoder
+                if self.rec.store is not store:
+                    handle[0].remove()
+                    return
+                if enc is None:
                     return
                 was = self.rec.enter()
                 try:
                     with quiet():
                         holder["value"] = set_at(holder["value"], path, enc.value(grad, record, "", path))
-                        st.put(record, holder["value"])
+                        store.put(record, holder["value"])
                 except Exception as exc:
                     self.rec.record_error("debug_save_grad", record, exc)
                 finally:
                     self.rec.leave(was)
 
-            t.register_hook(hook)
+            handle.append(t.register_hook(hook))
