@@ -179,4 +179,5 @@ class DumpSession:
             self.error_log = ErrorLog(self.store.rank_dir)
         if self.error_log is not None:
             self.error_log.record(function, name, exc, extra)
-        log.warning("msprobe: %s failed for %s: %s (see dump_error_info.log)", function, name, exc)
+        reason = str(exc).strip().partition("\n")[0] or type(exc).__name__  # torch's run many lines
+        log.warning("msprobe: %s failed for %s: %s (see dump_error_info.log)", function, name, reason)

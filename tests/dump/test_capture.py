@@ -245,7 +245,7 @@ def test_custom_api(tmp_path: Path, debugger: Any) -> None:
 
 
 def test_recording_failure_goes_to_error_log(
-    tmp_path: Path, debugger: Any, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, debugger: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     from msprobe.dump.pytorch import encode
 
@@ -253,7 +253,7 @@ def test_recording_failure_goes_to_error_log(
 
     def broken(self: Any, out: Any, record: str) -> Any:
         if record.startswith("Torch.relu"):
-            raise RuntimeError("injected")
+            raise RuntimeError("injected\nbackends: CPU, CUDA, ...\n(torch's errors run many lines)")
         return real(self, out, record)
 
     monkeypatch.setattr(encode.Encoder, "output", broken)
@@ -263,11 +263,14 @@ def test_recording_failure_goes_to_error_log(
         torch.relu(x)
         torch.tanh(x)
 
-    data = run(tmp_path, debugger, body)["data"]
+    with caplog.at_level("WARNING", logger="msprobe"):
+        data = run(tmp_path, debugger, body)["data"]
     assert "output" not in data["Torch.relu.0.forward"] and "input_args" in data["Torch.relu.0.forward"]
     assert "output" in data["Torch.tanh.0.forward"]
     log = (tmp_path / RANK / "dump_error_info.log").read_text()
-    assert "forward_output_data_collect failed: name=Torch.relu.0.forward" in log and "injected" in log
+    assert "forward_output_data_collect failed: name=Torch.relu.0.forward" in log and "many lines" in log
+    (line,) = [r.getMessage() for r in caplog.records if "Torch.relu.0.forward" in r.getMessage()]
+    assert line.endswith(": injected (see dump_error_info.log)")  # the console gets the first line
 
 
 def test_a_statistics_failure_names_the_records_of_its_batch(

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from msprobe.dump.exceptions import MsprobeException
+from msprobe.dump.pytorch.irregular import summary_shape
 from msprobe.dump.pytorch.stat_batch import StatsBatch, tensor_stats
 from msprobe.dump.pytorch.stats import SummaryCache
 from msprobe.dump.pytorch.tensor_io import TensorWriter
@@ -73,7 +74,10 @@ class Encoder:
         slot, fresh = self.cache.slot(local, self.md5)
         if fresh:
             self.batch.add(local, slot)
-        out = _tensor_summary(local, t.requires_grad)
+        if local.is_nested:  # no shape of its own
+            out = dict(_tensor_summary(local.unbind()[0], t.requires_grad), shape=summary_shape(local))
+        else:
+            out = _tensor_summary(local, t.requires_grad)
         if self.md5:
             out["md5"] = None
         slot.attach(out)

@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from msprobe.dump.pytorch.stats import NONE4, Slot, Stats, data_ptr, tensor_md5
+from msprobe.dump.pytorch.irregular import held_elements, is_irregular
+from msprobe.dump.pytorch.stats import NONE4, Slot, Stats, data_ptr, tensor_md5, tensors_md5
 from msprobe.dump.pytorch.torch_compat import DisableTorchFunction
 
 _FOUR, _BOOL, _ABS3, _SCALAR, _ABS_SCALAR, _INT_SCALAR = range(6)
@@ -84,15 +85,23 @@ class StatsBatch:
     def add(self, t: torch.Tensor, slot: Slot) -> None:
         """Queue the statistics (and, for an md5 slot, the checksum) of ``t`` for ``slot``."""
         d = t.detach() if t.requires_grad else t  # no graph from our reductions, no numpy refusal
+        if d.is_meta:  # no values
+            slot.set_stats(NONE4)
+            if slot.md5:
+                slot.set_digest(None)
+            return
+        if is_irregular(d):
+            self._irregular(d, slot)
+            return
         if slot.md5:
             self._md5(d, slot)
-        if d.dtype in _NATIVE and d.dim() > 0 and d.layout == torch.strided and not d.is_meta:
+        if d.dtype in _NATIVE and d.dim() > 0:
             if d.numel() == 0:
                 slot.set_stats(NONE4)
             else:
                 self._four(d, slot)  # the common case first, with the fewest checks
             return
-        if d.is_meta or d.numel() == 0 or (not d.is_sparse and data_ptr(d) == 0):
+        if d.numel() == 0 or data_ptr(d) == 0:
             slot.set_stats(NONE4)
         elif d.dtype == torch.bool:
             self._push(slot, _BOOL, d.device, (d.any(), d.all()))
@@ -108,6 +117,31 @@ class StatsBatch:
             self._push(slot, _ABS3, d.device, (a.max(), a.min(), a.mean()))
         else:
             self._four(d.float(), slot)  # integers, float64 and float8: as float32 (upstream 8.1.1)
+
+    def _irregular(self, d: torch.Tensor, slot: Slot) -> None:
+        """A sparse, nested, quantized or mkldnn tensor: summarised now, from what it holds (rare
+        enough that its host reads cost nothing that matters)."""
+        held = held_elements(d)
+        if slot.md5:
+            slot.set_digest(tensors_md5([*held.indices, held.values]))
+        v = held.values
+        n = v.numel() + held.implicit_zeros
+        if n == 0:
+            slot.set_stats(NONE4)
+            return
+        if v.dtype == torch.bool or v.is_complex():
+            v = v.abs() if v.is_complex() else v
+            v = v.float()
+        elif v.dtype not in _NATIVE:
+            v = v.float()
+        if v.numel() == 0:  # nothing stored: all zeros
+            slot.set_stats((0.0, 0.0, 0.0, 0.0))
+            return
+        mx, mn = v.max().item(), v.min().item()
+        if held.implicit_zeros:
+            mx, mn = max(mx, 0.0), min(mn, 0.0)
+        mean = _rounded(v.sum(dtype=torch.float32).item() / n, v.dtype)
+        slot.set_stats((mx, mn, mean, _vector_norm(v).item()))
 
     def _four(self, d: torch.Tensor, slot: Slot) -> None:
         if d.is_cpu:

@@ -27,13 +27,26 @@ NONE4: Stats = (None, None, None, None)
 
 def tensor_md5(t: torch.Tensor) -> str:
     """Upstream's "md5": CRC-32 of the tensor's bytes (bf16 and other non-numpy dtypes as float32)."""
+    return f"{_crc32(t, 0):08x}"
+
+
+def tensors_md5(parts: list[torch.Tensor]) -> str:
+    """The CRC-32 of the bytes of ``parts`` one after the other (a sparse tensor's indices, then
+    its values); of one tensor, :func:`tensor_md5`."""
+    crc = 0
+    for t in parts:
+        crc = _crc32(t, crc)
+    return f"{crc:08x}"
+
+
+def _crc32(t: torch.Tensor, crc: int) -> int:
     d = t.detach()
     if d.device.type != "cpu":
         d = d.cpu()
     if d.dtype in (torch.bfloat16,) or (d.dtype.itemsize == 1 and d.dtype.is_floating_point):
         d = d.float()
     arr = d.contiguous().numpy()
-    return f"{zlib.crc32(arr.reshape(-1).view(np.uint8)):08x}"  # type: ignore[arg-type]
+    return zlib.crc32(arr.reshape(-1).view(np.uint8), crc)  # type: ignore[arg-type]
 
 
 def element_sequence(t: torch.Tensor, memory_order: bool = False) -> tuple[Any, ...] | None:
@@ -123,12 +136,13 @@ class Slot:
     :meth:`attach` gets the values as soon as they are known (see :mod:`.stat_batch`).
     """
 
-    __slots__ = ("_waiting", "digest", "done", "md5", "stats")
+    __slots__ = ("_digest_known", "_waiting", "digest", "done", "md5", "stats")
 
     def __init__(self, md5: bool) -> None:
         self.md5 = md5
         self.stats: Stats | None = None
-        self.digest: str | None = None
+        self.digest: str | None = None  # None when known: a tensor without values (meta)
+        self._digest_known = not md5
         self.done = False
         self._waiting: list[dict[str, Any]] = []
 
@@ -142,12 +156,13 @@ class Slot:
         self.stats = stats
         self._complete()
 
-    def set_digest(self, digest: str) -> None:
+    def set_digest(self, digest: str | None) -> None:
         self.digest = digest
+        self._digest_known = True
         self._complete()
 
     def _complete(self) -> None:
-        if self.stats is None or (self.md5 and self.digest is None):
+        if self.stats is None or not self._digest_known:
             return
         self.done = True
         waiting, self._waiting = self._waiting, []

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from msprobe.dump.pytorch.irregular import is_irregular, savable
 from msprobe.dump.pytorch.stats import storage_ptr, version_of
 from msprobe.dump.pytorch.storage_index import StorageIndex
 from msprobe.dump.pytorch.torch_compat import PyTorchFileWriter, storage_alignment, storage_persistent_id
@@ -32,6 +33,8 @@ def _savable(t: torch.Tensor) -> torch.Tensor:
         d = d.float()  # float8: saved as float32, as upstream
     if d.device.type != "cpu" and d.device.type != "meta":
         d = d.cpu()  # loadable anywhere (the bytes cross to the host for the file anyway)
+    if is_irregular(d):
+        return savable(d)
     storage_bytes = d.untyped_storage().nbytes()
     if d.is_contiguous() and d.storage_offset() == 0 and storage_bytes == d.numel() * d.element_size():
         return d
@@ -136,9 +139,8 @@ def _layout(t: torch.Tensor) -> Layout | None:
     other values, subclasses may hold anything: those have no layout."""
     if (
         type(t) not in (torch.Tensor, torch.nn.Parameter)
-        or t.layout != torch.strided
+        or is_irregular(t)
         or t.is_meta
-        or t.is_quantized
         or t.is_conj()
         or t.is_neg()
     ):
