@@ -158,13 +158,18 @@ class Side:
         return new_args, new_kwargs
 
     def grads(self) -> list[torch.Tensor | None]:
-        return [None if t is None else t.grad for t in self.tracked]
+        return [None if t is None or t.grad is None else _dense(t.grad) for t in self.tracked]
+
+
+def _dense(t: torch.Tensor) -> torch.Tensor:
+    """A sparse or mkldnn result as the dense tensor it stands for: the metrics compare elements."""
+    return t.to_dense() if t.layout != torch.strided and not t.is_nested else t
 
 
 def plain(value: Any) -> Any:
-    """Outputs as plain tensors / tuples / lists (structseqs become tuples), detached."""
+    """Outputs as plain dense tensors / tuples / lists (structseqs become tuples), detached."""
     if isinstance(value, torch.Tensor):
-        return value.detach()
+        return _dense(value.detach())
     if isinstance(value, tuple):
         return tuple(plain(v) for v in value)
     if isinstance(value, list):
@@ -174,7 +179,7 @@ def plain(value: Any) -> Any:
 
 def to_cpu(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
-        return value.detach().cpu()
+        return _dense(value.detach().cpu())
     if isinstance(value, tuple):
         return tuple(to_cpu(v) for v in value)
     if isinstance(value, list):
@@ -379,6 +384,7 @@ def _input_ulp(value: Any, compute: torch.dtype | None) -> float:
     """The largest ``eps(dtype) * max|x|`` over the finite float input tensors."""
     found = 0.0
     for t in [a.tensor for a in _walk(value)] + [v for v in _plain_tensors(value)]:
+        t = _dense(t)
         if t.is_floating_point() and t.numel():
             eps = torch.finfo(t.dtype).eps
             if compute is not None:

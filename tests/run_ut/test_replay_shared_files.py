@@ -51,3 +51,33 @@ def test_records_naming_an_earlier_file_replay_from_it(tmp_path: Path) -> None:
     rows = read_csv(csv_pair(out)[0])[1:]
     assert sorted(r[0] for r in rows) == ["Torch.exp.0", "Torch.relu.0", "Torch.tanh.0"]
     assert all(r[1] == "pass" for r in rows), rows
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_sparse_embeddings_records_replay_and_compare_densely(tmp_path: Path) -> None:
+    """``nn.Embedding(sparse=True)`` and SparseAdam: a sparse gradient, coalesced and masked; its
+    records replay with the sparse tensors read back from their files, compared as dense ones."""
+    from msprobe.pytorch import PrecisionDebugger
+
+    PrecisionDebugger._shutdown()
+    try:
+        torch.manual_seed(0)
+        emb = torch.nn.Embedding(50, 8, sparse=True)
+        opt = torch.optim.SparseAdam(list(emb.parameters()))
+        dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), task="tensor", level="L1")
+        dbg.start()
+        emb(torch.randint(0, 50, (2, 6))).square().sum().backward()
+        opt.step()
+        dbg.stop()
+    finally:
+        PrecisionDebugger._shutdown()
+    rank = tmp_path / "dump" / "step0" / "rank"
+    out = tmp_path / "out"
+    argv = ["-q", "-p", "no:cacheprovider", "-W", "ignore", "--rootdir", str(rank), "-n", "0"]
+    code = int(pytest.main([*argv, "--msprobe-dump", str(rank), "--msprobe-out", str(out)]))
+    rows = {r[0]: r[1:3] for r in read_csv(csv_pair(out)[0])[1:]}
+    sparse_apis = [name for name in rows if name.startswith(("Tensor.coalesce", "Tensor.sparse_mask"))]
+    assert sparse_apis, sorted(rows)
+    assert all(rows[name][0] == "pass" for name in sparse_apis), rows
+    assert rows["Functional.embedding.0"] == ["pass", "pass"]
+    assert code == 0, rows
