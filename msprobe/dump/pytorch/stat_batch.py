@@ -85,22 +85,25 @@ class StatsBatch:
     def add(self, t: torch.Tensor, slot: Slot) -> None:
         """Queue the statistics (and, for an md5 slot, the checksum) of ``t`` for ``slot``."""
         d = t.detach() if t.requires_grad else t  # no graph from our reductions, no numpy refusal
-        if d.is_meta:  # no values
+        if d.dtype in _NATIVE and d.layout == torch.strided and not d.is_meta and not d.is_nested:
+            if slot.md5:  # the common case first, with the fewest checks
+                self._md5(d, slot)
+            if d.dim() > 0:
+                if d.numel() == 0:
+                    slot.set_stats(NONE4)
+                else:
+                    self._four(d, slot)
+                return
+        elif d.is_meta:  # no values
             slot.set_stats(NONE4)
             if slot.md5:
                 slot.set_digest(None)
             return
-        if is_irregular(d):
+        elif is_irregular(d):
             self._irregular(d, slot)
             return
-        if slot.md5:
+        elif slot.md5:
             self._md5(d, slot)
-        if d.dtype in _NATIVE and d.dim() > 0:
-            if d.numel() == 0:
-                slot.set_stats(NONE4)
-            else:
-                self._four(d, slot)  # the common case first, with the fewest checks
-            return
         if d.numel() == 0 or data_ptr(d) == 0:
             slot.set_stats(NONE4)
         elif d.dtype == torch.bool:
