@@ -74,10 +74,12 @@ class Encoder:
         slot, fresh = self.cache.slot(local, self.md5)
         if fresh:
             self.batch.add(local, slot)
-        if local.is_nested:  # no shape of its own
-            out = dict(_tensor_summary(local.unbind()[0], t.requires_grad), shape=summary_shape(local))
-        else:
+        try:
             out = _tensor_summary(local, t.requires_grad)
+        except RuntimeError:
+            if not local.is_nested:  # a strided nested tensor has no shape
+                raise
+            out = _nested_summary(local, t.requires_grad)
         if self.md5:
             out["md5"] = None
         slot.attach(out)
@@ -180,6 +182,8 @@ def _tensor_summary(t: torch.Tensor, requires_grad: bool) -> dict[str, Any]:
     key = (t.dtype, t.shape)
     proto = _SUMMARIES.get(key)
     if proto is None:
+        if t.is_nested:  # a jagged one: symbolic sizes
+            return _nested_summary(t, requires_grad)
         proto = {
             "type": "torch.Tensor",
             "dtype": str(t.dtype),
@@ -195,6 +199,12 @@ def _tensor_summary(t: torch.Tensor, requires_grad: bool) -> dict[str, Any]:
     out = dict(proto)
     if requires_grad:
         out["requires_grad"] = True
+    return out
+
+
+def _nested_summary(t: torch.Tensor, requires_grad: bool) -> dict[str, Any]:
+    out = _tensor_summary(torch.empty(0, dtype=t.dtype), requires_grad)
+    out["shape"] = summary_shape(t)
     return out
 
 

@@ -353,9 +353,10 @@ class TorchDumpService:
         node = t.grad_fn
         if node is None:  # a leaf: its hooks outlive the step (a parameter's ``float()``)
             return
-        if any(t is a for a in unwritten_args):
-            on_gradient(t, functools.partial(self._tensor_hook, name))
-            return
+        for a in unwritten_args:
+            if a is t:
+                on_gradient(t, functools.partial(self._tensor_hook, name))
+                return
         # one compile-disabled entry point for every node (a disable wrapper per call is costly)
         node.register_hook(functools.partial(self._node_hook, name))
 

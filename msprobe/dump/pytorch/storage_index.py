@@ -8,30 +8,28 @@ version bump (a ``.data`` alias, a collective): this index serves both.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Generic, TypeVar
+from typing import TypeVar
 
 V = TypeVar("V")
 
 
-class StorageIndex(Generic[V]):
-    """Values by key, listed under the storage address they describe; emptied whole once ``limit``
-    keys were put (a step of a huge model must not grow it without bound)."""
+class StorageIndex(dict[Hashable, V]):
+    """Values by key (a dict: lookups cost what a dict's do), each listed under the storage address
+    it describes; emptied whole once ``limit`` keys were put (a step of a huge model must not grow
+    it without bound). Keys go in through :meth:`put` only."""
 
-    __slots__ = ("_by_key", "_keys", "_on_storage", "limit")
+    __slots__ = ("_keys", "_on_storage", "limit")
 
     def __init__(self, limit: int) -> None:
-        self._by_key: dict[Hashable, V] = {}
+        super().__init__()
         self._on_storage: dict[int, list[Hashable]] = {}
-        self._keys = 0  # keys put since the last clear (at least len(_by_key))
+        self._keys = 0  # keys put since the last clear (at least len(self))
         self.limit = limit
-
-    def get(self, key: Hashable) -> V | None:
-        return self._by_key.get(key)
 
     def put(self, storage: int, key: Hashable, value: V) -> None:
         if self._keys >= self.limit:
             self.clear()
-        self._by_key[key] = value
+        self[key] = value
         keys = self._on_storage.get(storage)
         if keys is None:
             keys = self._on_storage[storage] = []
@@ -39,14 +37,14 @@ class StorageIndex(Generic[V]):
         self._keys += 1
 
     def drop(self, key: Hashable) -> None:
-        self._by_key.pop(key, None)
+        self.pop(key, None)
 
     def drop_storage(self, storage: int) -> None:
         """Drop every key put under ``storage``."""
         for key in self._on_storage.pop(storage, ()):
-            self._by_key.pop(key, None)
+            self.pop(key, None)
 
     def clear(self) -> None:
-        self._by_key.clear()
+        super().clear()
         self._on_storage.clear()
         self._keys = 0
