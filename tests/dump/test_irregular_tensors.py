@@ -27,18 +27,22 @@ SPARSE = {
 }
 
 
-def _close(got: Any, want: Any) -> bool:
-    return math.isclose(got, want, rel_tol=1e-5, abs_tol=1e-6)
-
-
 def _assert_stats_of(got: tuple[Any, ...], dense: torch.Tensor) -> None:
+    """Max and Min exact; Mean and Norm to float32 rounding of the sum, whose order differs (a CSC
+    tensor holds its values column by column), so relative to the largest magnitude."""
     want = (dense.max().item(), dense.min().item(), dense.mean().item(), dense.norm().item())
-    assert all(_close(g, w) for g, w in zip(got, want)), (got, want)
+    assert got[:2] == want[:2], (got, want)
+    scale = dense.abs().max().item()
+    assert all(math.isclose(g, w, rel_tol=1e-5, abs_tol=1e-5 * scale) for g, w in zip(got[2:], want[2:])), (
+        got,
+        want,
+    )
 
 
 @settings(max_examples=40, deadline=None)
 @given(
-    st.lists(st.floats(-1e3, 1e3, width=32) | st.just(0.0), min_size=6, max_size=6),
+    # thousandths: squares that neither underflow (the dense norm of 1e-38 is 0) nor round away
+    st.lists(st.integers(-(10**6), 10**6).map(lambda i: i / 1000) | st.just(0.0), min_size=6, max_size=6),
     st.sampled_from(sorted(SPARSE)),
 )
 def test_a_sparse_tensor_has_the_statistics_of_its_dense_self(values: list[float], layout: str) -> None:
