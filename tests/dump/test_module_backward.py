@@ -327,6 +327,19 @@ def test_a_returned_parameter_gets_one_hook_and_each_step_only_its_own_records(
         assert not [k for k in data if k.startswith("Tensor.float.") and k.endswith(".backward")]
 
 
+def test_a_tensor_written_in_place_keeps_its_earlier_versions_watchers() -> None:
+    """A module returns ``t``, its caller writes it in place and another module returns it: each
+    version has its own gradient, and both watchers get theirs."""
+    x = torch.ones(3, requires_grad=True)
+    t = x * 2
+    seen: list[tuple[str, list[float]]] = []
+    mb.on_gradient(t, lambda g: seen.append(("before", g.tolist())))
+    t.mul_(3)
+    mb.on_gradient(t, lambda g: seen.append(("after", g.tolist())))
+    t.sum().backward()
+    assert seen == [("after", [1.0, 1.0, 1.0]), ("before", [3.0, 3.0, 3.0])]
+
+
 def test_a_finished_capture_keeps_no_gradient_alive() -> None:
     import weakref
 

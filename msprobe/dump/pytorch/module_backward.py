@@ -243,11 +243,13 @@ _watchers: WeakTensorKeyDictionary = WeakTensorKeyDictionary()
 def on_gradient(t: torch.Tensor, watcher: Callable[[torch.Tensor], None]) -> None:
     """Call ``watcher`` with ``t``'s next gradient, before the watchers ``t`` already has.
 
-    A watcher is called once: a leaf (a parameter a module returns) keeps its hook across steps, so
-    the hook lets go of the watchers it served, and of itself once the tensor is written."""
+    A watcher is called once. A leaf (a parameter a module returns) keeps its hook across steps, so
+    the hook lets go of the watchers it served, and of itself once the leaf is written (an optimizer
+    step). A non-leaf's earlier hook stays: written in place, the tensor's earlier version still gets
+    its own gradient there."""
     entry = _watchers.get(t)
     if entry is None or entry[0] != t._version:
-        if entry is not None:
+        if entry is not None and t.grad_fn is None:
             entry[2].remove()
         watchers: list[Callable[[torch.Tensor], None]] = []
 
