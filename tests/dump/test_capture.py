@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -242,6 +243,49 @@ def test_custom_api(tmp_path: Path, debugger: Any) -> None:
         "Tensor.__mul__.0.forward",
     ]
     assert mod.add_and_mul is add_and_mul  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("replaced", ["before the debugger", "after the debugger"])
+def test_a_listed_function_a_library_wrapped_is_recorded_under_its_name(
+    tmp_path: Path, debugger: Any, monkeypatch: pytest.MonkeyPatch, replaced: str
+) -> None:
+    """A library that puts a Python wrapper calling the original in place of ``F.linear`` (as
+    DeepSpeed ZeRO-3 does) or ``F.gelu``: the call is still ``Functional.linear``, recorded once."""
+    wrapped = []
+
+    def wrap(name: str) -> None:
+        original = getattr(F, name)
+
+        @functools.wraps(original)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            wrapped.append(name)
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(F, name, wrapper)
+
+    if replaced == "before the debugger":
+        wrap("linear")
+        wrap("gelu")
+    dbg = debugger()
+    if replaced == "after the debugger":
+        wrap("linear")
+        wrap("gelu")
+    x, w = torch.randn(2, 4, requires_grad=True), torch.randn(3, 4)
+    dbg.start()
+    F.gelu(F.linear(x, w)).sum().backward()
+    dbg.stop()
+    data = load_dump(tmp_path / RANK)["data"]
+    assert wrapped == ["linear", "gelu"]
+    assert list(data) == [
+        "Functional.linear.0.forward",
+        "Functional.gelu.0.forward",
+        "Tensor.sum.0.forward",
+        "Torch.ones_like.0.forward",
+        "Tensor.sum.0.backward",
+        "Functional.gelu.0.backward",
+        "Functional.linear.0.backward",
+    ]
+    assert data["Functional.linear.0.forward"]["input_args"][1]["shape"] == [3, 4]
 
 
 def test_recording_failure_goes_to_error_log(

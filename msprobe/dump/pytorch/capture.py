@@ -112,6 +112,20 @@ def discovered_functions(api_lists: dict[str, list[str]]) -> list[tuple[Any, str
     return out
 
 
+def _listed_python_functions(api_lists: dict[str, list[str]]) -> list[tuple[Any, str, Any, ApiKey]]:
+    """(owner, name, function, key) of the function-mode families' listed names that are Python
+    functions (of torch's own, or put there by a user or a library)."""
+    out = []
+    for family, ns in _mode_families():
+        if ns is torch.Tensor:
+            continue  # methods: Python ones are torch's own, and each reports to function modes
+        for dotted in api_lists.get(family.key, []):
+            fn = getattr(ns, dotted, None) if "." not in dotted else None
+            if type(fn) is types.FunctionType:
+                out.append((ns, dotted, fn, (family.prefix, record_api_name(dotted))))
+    return out
+
+
 def _member(fn: Any, seen: set[Any]) -> bool:
     try:
         return fn in seen
@@ -228,17 +242,19 @@ class ApiTracer(TorchFunctionMode):
         if in_compiled_code():
             # called by torch.compile's runtime or inductor's kernels: not a model call
             return func(*args, **kwargs)
-        if key is None:
-            key = self._key_of_replacement(func)
         if key is not None:
             return self.handler(key, func, args, kwargs)
         original = getattr(func, "_msprobe_original_of_wrapper", None)
         if original is not None:
-            # One of our patched operators, reported by torch's dispatch from inside the original we
-            # called: the patch already handled this call, so run the original below every mode
-            # (redispatching the wrapper would enter the patch again, forever).
+            # One of our patches, reported by torch's dispatch from inside the original we called
+            # (F.dropout names whatever ``F.dropout`` is now): the patch already handled this call,
+            # so run the original below every mode (redispatching the wrapper would enter the patch
+            # again, forever).
             with DisableTorchFunction():
                 return original(*args, **kwargs)
+        key = self._key_of_replacement(func)
+        if key is not None:
+            return self.handler(key, func, args, kwargs)
         if _redispatch is not None and type(func) is types.FunctionType:
             with self:
                 return _redispatch(func, types_, args, kwargs)
@@ -310,11 +326,17 @@ class Patcher:
             _put_back(attr, *entry)
         self._originals.clear()
 
-    def patch_dunders(self, api_lists: dict[str, list[str]]) -> list[tuple[Any, str, ApiKey]]:
+    def patches_while_on(self, api_lists: dict[str, list[str]]) -> list[tuple[Any, str, ApiKey]]:
         """(owner, attr, key) of what to patch while dumping is on: the operator methods, and the
-        discovered Python functions ``__torch_function__`` never sees (``F.grouped_mm``)."""
+        Python functions ``__torch_function__`` never sees: discovered ones (``F.grouped_mm``) and
+        listed ones replaced before the debugger by a wrapper that calls the original (a library's
+        ``F.linear``, ``seed_all``'s dropout), which the function mode would see as the original's
+        inner builtin, unnamed."""
         out: list[tuple[Any, str, ApiKey]] = []
         for owner, name, fn, key in discovered_functions(api_lists):
+            if not _reports_to_function_modes(fn):
+                out.append((owner, name, key))
+        for owner, name, fn, key in _listed_python_functions(api_lists):
             if not _reports_to_function_modes(fn):
                 out.append((owner, name, key))
         for family in FAMILIES:

@@ -83,7 +83,7 @@ class TorchDumpService:
         self.tracer = ApiTracer(build_mode_table(self.api_lists), handler, self.on_untracked_write)
         self.patcher = Patcher(handler)
         self.patcher.patch_families(self.api_lists)
-        self._operators = self.patcher.patch_dunders(self.api_lists)
+        self._operators = self.patcher.patches_while_on(self.api_lists)
         self._collective_prefixes = {f.prefix for f in FAMILIES if f.collective}
         self._mode_pushed = False
         self._inside = False
