@@ -12,6 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.functional import gelu as early_gelu  # bound before any debugger exists
+from torch.nn.functional import max_pool2d as early_max_pool2d
 
 from tests.dump.conftest import load_dump
 
@@ -31,12 +32,13 @@ def test_early_bound_function_recorded_and_identity_kept(tmp_path: Path, debugge
     seen = {}
 
     def body() -> None:
-        seen["is"] = early_gelu is F.gelu
+        seen["is"] = early_gelu is F.gelu and early_max_pool2d is F.max_pool2d
         early_gelu(x)
+        early_max_pool2d(x.view(1, 1, 3, 4), 2)  # a Python function of torch's
 
     data = run(tmp_path, debugger, body)["data"]
     assert seen["is"] is True
-    assert "Functional.gelu.0.forward" in data
+    assert list(data) == ["Functional.gelu.0.forward", "Functional.max_pool2d.0.forward"]
 
 
 def test_outermost_only_and_counters(tmp_path: Path, debugger: Any) -> None:

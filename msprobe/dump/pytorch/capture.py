@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import importlib
 import logging
+import os
 import sys
 import types
 from collections.abc import Callable
@@ -112,16 +113,24 @@ def discovered_functions(api_lists: dict[str, list[str]]) -> list[tuple[Any, str
     return out
 
 
-def _listed_python_functions(api_lists: dict[str, list[str]]) -> list[tuple[Any, str, Any, ApiKey]]:
-    """(owner, name, function, key) of the function-mode families' listed names that are Python
-    functions (of torch's own, or put there by a user or a library)."""
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+
+
+def _replacements(api_lists: dict[str, list[str]]) -> list[tuple[Any, str, Any, ApiKey]]:
+    """(owner, name, function, key) of the function-mode families' listed names that a user or a
+    library replaced with a Python function of its own (not torch's, not ``seed_all``'s, which the
+    function mode knows through its original)."""
     out = []
     for family, ns in _mode_families():
         if ns is torch.Tensor:
-            continue  # methods: Python ones are torch's own, and each reports to function modes
+            continue
         for dotted in api_lists.get(family.key, []):
             fn = getattr(ns, dotted, None) if "." not in dotted else None
-            if type(fn) is types.FunctionType:
+            if (
+                type(fn) is types.FunctionType
+                and not fn.__code__.co_filename.startswith(_TORCH_DIR)
+                and getattr(fn, "_msprobe_original", None) is None
+            ):
                 out.append((ns, dotted, fn, (family.prefix, record_api_name(dotted))))
     return out
 
@@ -329,14 +338,13 @@ class Patcher:
     def patches_while_on(self, api_lists: dict[str, list[str]]) -> list[tuple[Any, str, ApiKey]]:
         """(owner, attr, key) of what to patch while dumping is on: the operator methods, and the
         Python functions ``__torch_function__`` never sees: discovered ones (``F.grouped_mm``) and
-        listed ones replaced before the debugger by a wrapper that calls the original (a library's
-        ``F.linear``, ``seed_all``'s dropout), which the function mode would see as the original's
-        inner builtin, unnamed."""
+        listed ones a library replaced before the debugger with a wrapper calling the original (its
+        ``F.linear``), which the function mode would see as the original's inner builtin, unnamed."""
         out: list[tuple[Any, str, ApiKey]] = []
         for owner, name, fn, key in discovered_functions(api_lists):
             if not _reports_to_function_modes(fn):
                 out.append((owner, name, key))
-        for owner, name, fn, key in _listed_python_functions(api_lists):
+        for owner, name, fn, key in _replacements(api_lists):
             if not _reports_to_function_modes(fn):
                 out.append((owner, name, key))
         for family in FAMILIES:
