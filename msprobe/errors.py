@@ -22,3 +22,10 @@ UPSTREAM_PREFIX = "[msprobe] "
 def one_line(exc: MsprobeError) -> str:
     """The line a command prints for a user's mistake: ``msprobe: error: <message>``, one prefix."""
     return f"msprobe: error: {str(exc).removeprefix(UPSTREAM_PREFIX)}"
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (torch's dispatcher errors run to dozens of lines),
+    or its type's name when it has none."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -18,6 +18,7 @@ from msprobe.dump.error_log import ErrorLog
 from msprobe.dump.filters import RecordFilter
 from msprobe.dump.naming import CallCounter
 from msprobe.dump.writer import BATCH_RECORDS, BATCH_SECONDS, RankStore
+from msprobe.errors import first_line
 from msprobe.formats.dump_json import DEBUG_JSON, DUMP_JSON, TENSOR_DIR
 
 STEP_BATCH_RECORDS = 1 << 16  # async_dump: a batch per step, up to this many records
@@ -179,5 +180,6 @@ class DumpSession:
             self.error_log = ErrorLog(self.store.rank_dir)
         if self.error_log is not None:
             self.error_log.record(function, name, exc, extra)
-        reason = str(exc).strip().partition("\n")[0] or type(exc).__name__  # torch's run many lines
-        log.warning("msprobe: %s failed for %s: %s (see dump_error_info.log)", function, name, reason)
+        log.warning(
+            "msprobe: %s failed for %s: %s (see dump_error_info.log)", function, name, first_line(exc)
+        )

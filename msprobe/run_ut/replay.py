@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from msprobe.errors import first_line
 from msprobe.run_ut import execute, registry
 from msprobe.run_ut.api_info import ApiInfo
 from msprobe.run_ut.inputs import ArgBuilder, apply_prepare_inputs
@@ -71,11 +72,6 @@ def _verdict(name: str, result: list[Any], rows: list[Any]) -> tuple[str, str]:
         first = next((r for r in rows if r.status == "SKIP"), None)
         return "skipped", first.message if first is not None else "SKIP"
     return "passed", ""
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _input_dtype_names(args: list[Any], kwargs: dict[str, Any]) -> set[str]:
@@ -199,7 +195,7 @@ def replay(
             forward_rows = [replace(r, message=note + r.message) for r in forward_rows]
             backward_rows = backward_rows and [replace(r, message=note + r.message) for r in backward_rows]
     except Exception as exc:  # InputError and any failure of the API itself: this API's SKIP
-        return skipped(name, _first_line(exc))
+        return skipped(name, first_line(exc))
     result = list(result_row(name, forward_rows, backward_rows))
     rows = forward_rows + (backward_rows or [])
     outcome, why = _verdict(name, result, rows)

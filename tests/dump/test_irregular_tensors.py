@@ -11,7 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from msprobe.dump.pytorch.irregular import summary_shape
+from msprobe.dump.pytorch.irregular import nested_shape
 from msprobe.dump.pytorch.stat_batch import StatsBatch, tensor_stats
 from msprobe.dump.pytorch.stats import Slot, tensor_md5
 from tests.dump.conftest import load_dump
@@ -62,7 +62,7 @@ def test_a_nested_tensor_has_the_statistics_of_its_components(layout: torch.layo
     parts = [torch.randn(2, 4), torch.randn(3, 4)]
     t = torch.nested.nested_tensor(parts, layout=layout)
     _assert_stats_of(tensor_stats(t), torch.cat([p.reshape(-1) for p in parts]))
-    assert summary_shape(t) == [2, None, 4]
+    assert nested_shape(t) == [2, None, 4]
 
 
 def test_quantized_and_mkldnn_tensors_have_the_statistics_of_their_values() -> None:

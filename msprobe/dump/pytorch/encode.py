@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from msprobe.dump.exceptions import MsprobeException
-from msprobe.dump.pytorch.irregular import summary_shape
+from msprobe.dump.pytorch.irregular import nested_shape
 from msprobe.dump.pytorch.stat_batch import StatsBatch, tensor_stats
 from msprobe.dump.pytorch.stats import SummaryCache
 from msprobe.dump.pytorch.tensor_io import TensorWriter
@@ -204,7 +204,7 @@ def _tensor_summary(t: torch.Tensor, requires_grad: bool) -> dict[str, Any]:
 
 def _nested_summary(t: torch.Tensor, requires_grad: bool) -> dict[str, Any]:
     out = _tensor_summary(torch.empty(0, dtype=t.dtype), requires_grad)
-    out["shape"] = summary_shape(t)
+    out["shape"] = nested_shape(t)
     return out
 
 

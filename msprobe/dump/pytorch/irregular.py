@@ -4,7 +4,7 @@ The statistics and md5 of such a tensor are taken from what it holds (:func:`hel
 sparse gradient (``nn.Embedding(sparse=True)``) has exact statistics from its stored values and the
 count of the zeros it leaves implicit, without ever being made dense; a nested tensor (the fast path
 of ``nn.TransformerEncoder`` in eval) from its components; a quantized tensor from its dequantized
-values. Its ``shape`` is :func:`summary_shape`.
+values. A nested tensor's ``shape`` is :func:`nested_shape`.
 """
 
 from __future__ import annotations
@@ -51,11 +51,9 @@ def held_elements(t: torch.Tensor) -> Held:
     return Held([], t.to_dense(), 0)  # mkldnn and other opaque layouts
 
 
-def summary_shape(t: torch.Tensor) -> list[Any]:
-    """``list(t.shape)``; for a nested tensor its component count, then each dimension the
+def nested_shape(t: torch.Tensor) -> list[Any]:
+    """A nested tensor's ``shape`` in dump.json: its component count, then each dimension the
     components share, None where they differ (replay reports such a record as not replayable)."""
-    if not t.is_nested:
-        return list(t.shape)
     shapes = [tuple(c.shape) for c in t.unbind()]
     if not shapes:
         return [0]

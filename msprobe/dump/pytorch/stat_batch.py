@@ -132,10 +132,9 @@ class StatsBatch:
         if n == 0:
             slot.set_stats(NONE4)
             return
-        if v.dtype == torch.bool or v.is_complex():
-            v = v.abs() if v.is_complex() else v
-            v = v.float()
-        elif v.dtype not in _NATIVE:
+        if v.is_complex():
+            v = v.abs()
+        if v.dtype not in _NATIVE:  # bool, integers, float64
             v = v.float()
         if v.numel() == 0:  # nothing stored: all zeros
             slot.set_stats((0.0, 0.0, 0.0, 0.0))
