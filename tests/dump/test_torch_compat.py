@@ -114,6 +114,32 @@ def test_local_shard() -> None:
     assert "_local_tensor" in DTensor.__slots__
 
 
+def test_transform_shims_unwrap_and_set_transforms_aside() -> None:
+    """Under vmap(grad(...)): the plain values under the wrappers, the first example, and plain
+    results of our own operations while the transforms are set aside (and wrapped ones after)."""
+    x = torch.arange(6.0).view(2, 3)
+    seen: dict[str, object] = {}
+
+    def f(t: torch.Tensor) -> torch.Tensor:
+        seen["wrapped"] = torch._C._functorch.is_functorch_wrapped_tensor(t)
+        saved = tc.set_transforms_aside()
+        try:
+            values, example = tc.transform_values(t)
+            seen["values"], seen["example"] = values.clone(), example.clone()
+            seen["plain_op"] = torch._C._functorch.is_functorch_wrapped_tensor(values * 2)
+        finally:
+            tc.restore_transforms(saved)
+        seen["op_after"] = torch._C._functorch.is_functorch_wrapped_tensor(values * 2)
+        return t.sum()
+
+    torch.func.vmap(torch.func.grad(f))(x)
+    assert seen["wrapped"] is True and seen["plain_op"] is False and seen["op_after"] is True
+    assert torch.equal(seen["values"], x) and torch.equal(seen["example"], x[0])  # type: ignore[arg-type]
+    assert tc.set_transforms_aside() is None  # no transform: nothing set aside
+    plain = torch.ones(2)
+    assert tc.transform_values(plain) == (plain, plain)
+
+
 def test_eval_frame_hooks() -> None:
     get_callback, skip_code = tc.eval_frame_hooks()
     assert get_callback is not None and skip_code is not None

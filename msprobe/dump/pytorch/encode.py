@@ -17,7 +17,14 @@ from msprobe.dump.pytorch.irregular import nested_shape
 from msprobe.dump.pytorch.stat_batch import StatsBatch, tensor_stats
 from msprobe.dump.pytorch.stats import SummaryCache
 from msprobe.dump.pytorch.tensor_io import TensorWriter
-from msprobe.dump.pytorch.torch_compat import DisableTorchFunction, local_shard, set_grad_enabled_raw
+from msprobe.dump.pytorch.torch_compat import (
+    DisableTorchFunction,
+    local_shard,
+    restore_transforms,
+    set_grad_enabled_raw,
+    set_transforms_aside,
+    transform_values,
+)
 from msprobe.dump.pytorch.tree import SEQUENCE, branches
 from msprobe.formats.record_names import data_file_name
 
@@ -25,19 +32,21 @@ MAX_DEPTH = 50
 
 
 class quiet:
-    """``with quiet():`` around our own tensor code: no function-mode dispatch and no autograd, as
-    ``DisableTorchFunction()`` + ``torch.no_grad()`` at a fraction of their cost; it runs a few
-    hundred times a step."""
+    """``with quiet():`` around our own tensor code: no function-mode dispatch, no autograd and no
+    torch.func transform, as ``DisableTorchFunction()`` + ``torch.no_grad()`` at a fraction of their
+    cost; it runs a few hundred times a step."""
 
-    __slots__ = ("_grad", "_off")
+    __slots__ = ("_grad", "_off", "_transforms")
 
     def __enter__(self) -> None:
         self._off = DisableTorchFunction()
         self._off.__enter__()
         self._grad = torch.is_grad_enabled()
         set_grad_enabled_raw(False)
+        self._transforms = set_transforms_aside()
 
     def __exit__(self, *exc: Any) -> None:
+        restore_transforms(self._transforms)
         set_grad_enabled_raw(self._grad)
         self._off.__exit__(*exc)
 
@@ -71,20 +80,21 @@ class Encoder:
     # -- tensors ----------------------------------------------------------------------------------
     def tensor(self, t: torch.Tensor, record: str, side: str, path: Path) -> dict[str, Any]:
         local = local_shard(t)  # a DTensor: this rank's shard
+        local, example = transform_values(local)  # under vmap: every example, and the first one
         slot, fresh = self.cache.slot(local, self.md5)
         if fresh:
             self.batch.add(local, slot)
         try:
-            out = _tensor_summary(local, t.requires_grad)
+            out = _tensor_summary(example, t.requires_grad)
         except RuntimeError:
-            if not local.is_nested:  # a strided nested tensor has no shape
+            if not example.is_nested:  # a strided nested tensor has no shape
                 raise
-            out = _nested_summary(local, t.requires_grad)
+            out = _nested_summary(example, t.requires_grad)
         if self.md5:
             out["md5"] = None
         slot.attach(out)
         if self.writer is not None and (self.save_filter is None or self.save_filter(record)):
-            out["data_name"] = self.writer.save(local, data_file_name(record, side, path))
+            out["data_name"] = self.writer.save(example, data_file_name(record, side, path))
         return out
 
     def ndarray(self, a: np.ndarray, record: str, side: str, path: Path) -> dict[str, Any]:

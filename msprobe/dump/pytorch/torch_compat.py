@@ -114,6 +114,57 @@ def local_shard(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
+# -- torch.func transforms (vmap, grad, jacrev, functionalize) ----------------------------------------
+
+_functorch = getattr(torch._C, "_functorch", None)
+_transform_level: Callable[[], int | None] = getattr(_functorch, "maybe_current_level", lambda: None)
+_is_wrapped: Callable[[torch.Tensor], bool] = getattr(
+    _functorch, "is_functorch_wrapped_tensor", lambda t: False
+)
+
+
+def set_transforms_aside() -> list[Any] | None:
+    """Our own tensor code is about to run: set aside the stack of active torch.func transforms, if
+    any (one C call when none is), for :func:`restore_transforms` to put back. Under a transform every
+    operation, even on a plain tensor, makes a tensor of the transform's level, which is dead
+    (unusable) once the transform returns."""
+    if _transform_level() is None:
+        return None
+    assert _functorch is not None
+    saved = []
+    while _functorch.peek_interpreter_stack() is not None:
+        saved.append(_functorch.pop_dynamic_layer_stack())
+    return saved
+
+
+def restore_transforms(saved: list[Any] | None) -> None:
+    """Put back what :func:`set_transforms_aside` returned."""
+    while saved:
+        _functorch.push_dynamic_layer_stack(saved.pop())  # type: ignore[union-attr]
+
+
+def transform_values(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(values, example)`` of a tensor a torch.func transform wrapped, as plain tensors; any other
+    tensor is both. ``values``: everything under the wrappers, which for a vmapped tensor is every
+    example of the batch (its batch dimensions included); ``example``: the first example of every
+    vmap level, with the shape the API saw. A functionalized tensor's pending writes are applied
+    first. Call it with the transforms set aside (:func:`set_transforms_aside`)."""
+    if not _is_wrapped(t):
+        return t, t
+    assert _functorch is not None
+    batch_dims = []
+    while _is_wrapped(t):
+        if _functorch.is_functionaltensor(t):
+            torch._sync(t)
+        elif _functorch.is_batchedtensor(t):
+            batch_dims.append(_functorch.maybe_get_bdim(t))
+        t = _functorch.get_unwrapped(t)
+    example = t
+    for dim in reversed(batch_dims):  # the innermost level's batch dimension is the plain tensor's
+        example = example.select(dim, 0)
+    return t, example
+
+
 # -- torch.compile ----------------------------------------------------------------------------------
 
 
