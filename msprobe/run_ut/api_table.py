@@ -64,6 +64,14 @@ FUSION_ATTENTION = NPU.variant(
 """torch_npu's and MindSpeed's npu_fusion_attention: output 0 compared and driving backward; a
 compressed sparse mode's generated mask replaced by the one the kernel expects."""
 
+
+def _linalg(names: str) -> tuple[ApiInfo, ...]:
+    """``torch.linalg`` functions the dump names ``Torch.<name>`` (upstream's rule: the last name
+    component) whose ``torch.<name>`` is missing, removed, or another function: replayed as
+    ``torch.linalg.<name>``."""
+    return tuple(PLAIN.variant(n, types=("Torch",), reference=Ref("torch.linalg", n)) for n in names.split())
+
+
 ENTRIES: tuple[ApiInfo, ...] = (
     # upstream 8.1.1 AbsoluteThreshStandard (30 names)
     *_members(
@@ -109,6 +117,13 @@ ENTRIES: tuple[ApiInfo, ...] = (
         "uniform_ multinomial exponential_ random_ cauchy_ geometric_ log_normal_ poisson rrelu",
     ),
     *_members(DROPOUT, "dropout dropout1d dropout2d dropout3d alpha_dropout feature_alpha_dropout"),
+    # the dumped torch.linalg names with no torch function of that meaning (torch.cond is control flow;
+    # torch.solve, lstsq and matrix_rank are removed). Names torch shares with linalg (norm, svd, qr,
+    # cross, ...) call torch's, as upstream: a record does not say which of the two was called.
+    *_linalg(
+        "vector_norm matrix_norm cond matrix_rank lu_factor svdvals solve lstsq inv pinv vecdot multi_dot "
+        "householder_product tensorsolve cholesky_ex inv_ex solve_ex lu_factor_ex ldl_factor ldl_factor_ex"
+    ),
     # torch_npu fused ops; grad_index follows 8.1.1's torch_ut_setting.json (only npu_fusion_attention)
     FUSION_ATTENTION.variant("npu_fusion_attention", reference=_npu("attention", "npu_fusion_attention")),
     NPU.variant("npu_rms_norm", reference=_npu("normalization", "npu_rms_norm")),

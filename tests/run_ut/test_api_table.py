@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_replay_api_table import GRAD_FA, GRAD_ROTARY, MINDSPEED_FA, ROTARY
+from test_replay_api_table import GRAD_FA, GRAD_ROTARY, LINALG_SAMPLES, MINDSPEED_FA, ROTARY
 
 from msprobe.compare import rules
 from msprobe.compare.standards import route
@@ -45,6 +45,8 @@ def _samples() -> dict[tuple[str, str], ApiRecord]:
     ):
         record = ApiRecord(name, 0, fwd, bwd)
         samples[(record.api_type, record.bare_name)] = record
+    for bare, fwd in LINALG_SAMPLES.items():
+        samples[("Torch", bare)] = ApiRecord(f"Torch.{bare}.0", 0, fwd, None)
     return samples
 
 

@@ -147,3 +147,43 @@ def test_a_new_api_given_in_one_place_replays_with_its_standard_and_tolerance(
     assert float(tolerant["相对误差错误率"]) == 0.0
     assert float(strict["相对误差错误率"]) == 1.0
     assert float(rows_by_name["Torch.my_scale.0.backward.output.0"]["相对误差错误率"]) == 0.0
+
+
+def _linalg_samples() -> dict[str, dict[str, Any]]:
+    """A forward record per ``torch.linalg`` entry of the table (float32, statistics mode)."""
+
+    def t(*shape: int) -> dict[str, Any]:
+        return tensor("torch.float32", list(shape), -1.0, 1.0)
+
+    m, rhs = t(3, 3), t(3, 2)
+    args: dict[str, tuple[Any, ...]] = {
+        "vector_norm": (t(64), scalar("float", 2.0)),
+        "solve": (m, rhs),
+        "solve_ex": (m, rhs),
+        "lstsq": (m, rhs),
+        "vecdot": (t(4, 3), t(4, 3)),
+        "multi_dot": ([m, m, rhs],),
+        "householder_product": (m, t(2)),
+        "tensorsolve": (t(2, 3, 6), t(2, 3)),
+    }
+    names = (
+        "vector_norm matrix_norm cond matrix_rank lu_factor svdvals solve lstsq inv pinv vecdot multi_dot "
+        "householder_product tensorsolve cholesky_ex inv_ex solve_ex lu_factor_ex ldl_factor ldl_factor_ex"
+    )
+    return {name: forward(*args.get(name, (m,))) for name in names.split()}
+
+
+LINALG_SAMPLES = _linalg_samples()
+
+
+def test_linalg_records_replay_with_torch_linalg(pytester: pytest.Pytester) -> None:
+    """The dump names ``torch.linalg.X`` ``Torch.X`` (upstream's rule: the last name component).
+    Where torch's own ``X`` is missing (``vector_norm``: ``clip_grad_norm_``'s), removed (``solve``)
+    or another function (``cond``, control flow), the record replays with ``torch.linalg.X``."""
+    data = {f"Torch.{name}.0.forward": LINALG_SAMPLES[name] for name in ("vector_norm", "cond", "solve")}
+    _, rows = run(pytester, data)
+    assert set(rows) == {name.rsplit(".", 1)[0] for name in data}
+    skipped = {name: row[3] for name, row in rows.items() if row[1] == "SKIP"}
+    assert not skipped, skipped
+    names = set(details(pytester))
+    assert "Torch.solve.0.forward.output.0" in names and "Torch.cond.0.forward.output.0" in names
