@@ -34,6 +34,7 @@ from msprobe.run_ut.inputs import DeviceArg, TensorArg
 
 LOW_PRECISION = (torch.float16, torch.bfloat16, torch.float32)
 UPCAST = {torch.float16: torch.float32, torch.bfloat16: torch.float32, torch.float32: torch.float64}
+COMPLEX_UPCAST = {torch.complex32: torch.complex64, torch.complex64: torch.complex128}
 
 
 def _walk(value: Any) -> Iterator[TensorArg]:
@@ -88,8 +89,11 @@ def make_plan(info: ApiInfo, dtypes: set[torch.dtype], output_dtype: str | None)
         is_autocast = True
     else:
         is_autocast = False
+    if info.upcast:  # complex tensors: their parts as the float rule says
+        mapping.update((low, high) for low, high in COMPLEX_UPCAST.items() if low in dtypes)
     if not info.upcast_fp32:
         mapping.pop(torch.float32, None)
+        mapping.pop(torch.complex64, None)
     if not is_autocast and output_dtype is not None:
         out = {"torch.float16": torch.float16, "torch.bfloat16": torch.bfloat16}.get(output_dtype)
         float_out = out or {"torch.float32": torch.float32, "torch.float64": torch.float64}.get(output_dtype)
@@ -127,7 +131,7 @@ class Side:
         if low is not None and tensor.is_floating_point() and tensor.dtype.itemsize > low.itemsize:
             tensor = tensor.to(low)
         tensor = tensor.to(device=self.device, dtype=dtype, copy=True)
-        if arg.requires_grad and tensor.is_floating_point():
+        if arg.requires_grad and (tensor.is_floating_point() or tensor.is_complex()):
             tensor.requires_grad_()
             tensor = (tensor * 1).type_as(tensor)
             tensor.retain_grad()
@@ -304,7 +308,7 @@ def run_backward(
     target = output[grad_index] if grad_index is not None else output
     if not isinstance(target, torch.Tensor):
         raise TypeError(f"backward needs a tensor output, got {type(target).__name__}")
-    dtype = target.dtype if target.is_floating_point() else grad.dtype
+    dtype = target.dtype if target.is_floating_point() or target.is_complex() else grad.dtype
     target.backward(grad.to(device=side.device, dtype=dtype))
     return side.grads()
 

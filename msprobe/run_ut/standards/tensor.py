@@ -69,7 +69,20 @@ def _torch_dtype_name(t: Any) -> str:
 
 
 def compare_tensor(row_name: str, bench: Any, device: Any, scoring: Scoring) -> c.DetailsRow:
-    """Compare one bench tensor (CPU, upcast) with one device tensor (CPU, own dtype)."""
+    """Compare one bench tensor (CPU, upcast) with one device tensor (CPU, own dtype). Complex
+    tensors are compared as their real and imaginary parts, by the standard of the parts' dtype
+    (8.1.1: "cannot compare"); the row names the complex dtypes and shape."""
+    if bench.is_complex() and device.is_complex() and bench.shape == device.shape:
+        import torch
+
+        parts = compare_tensor(
+            row_name,
+            torch.view_as_real(bench.detach().cpu().resolve_conj()),
+            torch.view_as_real(device.detach().cpu().resolve_conj()),
+            scoring,
+        )
+        shape = str(tuple(device.shape))
+        return replace(parts, bench_dtype=str(bench.dtype), device_dtype=str(device.dtype), shape=shape)
     base: dict[str, Any] = {
         "name": row_name,
         "bench_dtype": str(bench.dtype),

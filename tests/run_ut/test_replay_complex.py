@@ -1,0 +1,65 @@
+"""Complex tensors in replay: a complex output is scored as its real and imaginary parts, the bench
+upcasts complex64 to complex128, and complex inputs from tensor files carry their gradients."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from replay_dumps import csv_pair, read_csv
+
+from msprobe.run_ut.standards import ERROR, PASS, compare_outputs
+
+
+def _row(bench: torch.Tensor, device: torch.Tensor) -> tuple[str, str, str]:
+    (row,) = compare_outputs("Torch.polar.0", "forward", bench, device)
+    return row.status, row.device_dtype, row.shape
+
+
+def test_a_complex_output_is_scored_by_its_parts() -> None:
+    torch.manual_seed(0)
+    bench = torch.randn(64, dtype=torch.complex128)
+    assert _row(bench, bench.to(torch.complex64)) == (PASS, "torch.complex64", "(64,)")
+    wrong = bench.to(torch.complex64) * (1 + 1e-2j)
+    assert _row(bench, wrong)[0] == ERROR
+
+
+def _complex_rotary_step(debugger_root: Path) -> Path:
+    """A Meta-style complex rotary embedding, forward and backward, dumped in tensor mode."""
+    from msprobe.pytorch import PrecisionDebugger
+
+    PrecisionDebugger._shutdown()
+    try:
+        debugger = PrecisionDebugger(dump_path=str(debugger_root), task="tensor", level="L1")
+        torch.manual_seed(0)
+        q = torch.randn(2, 8, 16, requires_grad=True)
+        angles = torch.randn(8, 8)
+        debugger.start()
+        cis = torch.polar(torch.ones_like(angles), angles)
+        rotated = torch.view_as_real(torch.view_as_complex(q.reshape(2, 8, 8, 2)) * cis)
+        rotated.pow(2).sum().backward()
+        debugger.stop()
+        debugger.step()
+    finally:
+        PrecisionDebugger._shutdown()
+    return debugger_root / "step0" / "rank"
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_complex_rotary_replays_without_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An fp32 dump replayed against the float64/complex128 bench: any error is a false one."""
+    dump = _complex_rotary_step(tmp_path / "dump")
+    out = tmp_path / "out"
+    args = ["-q", "-p", "no:cacheprovider", "-W", "ignore", "--rootdir", str(dump), "-n", "0"]
+    code = int(pytest.main([*args, "--msprobe-dump", str(dump), "--msprobe-out", str(out)]))
+    assert code == 0, capsys.readouterr().out[-2000:]
+    result, details = csv_pair(out)
+    rows = {row[0]: row for row in read_csv(result)[1:]}
+    for name in ("Torch.polar.0", "Torch.view_as_complex.0", "Tensor.__mul__.0", "Torch.view_as_real.0"):
+        assert rows[name][1] == "pass", rows[name]
+    for name in ("Torch.view_as_complex.0", "Tensor.__mul__.0", "Torch.view_as_real.0"):
+        assert rows[name][2] == "pass", rows[name]
+    detail = {row[0]: row for row in read_csv(details)[1:]}
+    mul_grad = detail["Tensor.__mul__.0.backward.output.0"]
+    assert (mul_grad[1], mul_grad[2]) == ("torch.complex128", "torch.complex64")
