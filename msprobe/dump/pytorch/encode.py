@@ -23,7 +23,9 @@ from msprobe.dump.pytorch.torch_compat import (
     restore_transforms,
     set_grad_enabled_raw,
     set_transforms_aside,
+    transform_level,
     transform_values,
+    transform_wrapped,
 )
 from msprobe.dump.pytorch.tree import SEQUENCE, branches
 from msprobe.formats.record_names import data_file_name
@@ -43,10 +45,11 @@ class quiet:
         self._off.__enter__()
         self._grad = torch.is_grad_enabled()
         set_grad_enabled_raw(False)
-        self._transforms = set_transforms_aside()
+        self._transforms = None if transform_level() is None else set_transforms_aside()
 
     def __exit__(self, *exc: Any) -> None:
-        restore_transforms(self._transforms)
+        if self._transforms is not None:
+            restore_transforms(self._transforms)
         set_grad_enabled_raw(self._grad)
         self._off.__exit__(*exc)
 
@@ -80,7 +83,9 @@ class Encoder:
     # -- tensors ----------------------------------------------------------------------------------
     def tensor(self, t: torch.Tensor, record: str, side: str, path: Path) -> dict[str, Any]:
         local = local_shard(t)  # a DTensor: this rank's shard
-        local, example = transform_values(local)  # under vmap: every example, and the first one
+        example = local
+        if transform_wrapped(local):  # under vmap: every example, and the first one
+            local, example = transform_values(local)
         slot, fresh = self.cache.slot(local, self.md5)
         if fresh:
             self.batch.add(local, slot)

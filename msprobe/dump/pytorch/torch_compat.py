@@ -117,10 +117,12 @@ def local_shard(t: torch.Tensor) -> torch.Tensor:
 # -- torch.func transforms (vmap, grad, jacrev, functionalize) ----------------------------------------
 
 _functorch = getattr(torch._C, "_functorch", None)
-_transform_level: Callable[[], int | None] = getattr(_functorch, "maybe_current_level", lambda: None)
-_is_wrapped: Callable[[torch.Tensor], bool] = getattr(
+transform_level: Callable[[], int | None] = getattr(_functorch, "maybe_current_level", lambda: None)
+"""The level of the innermost active torch.func transform, None when none is (per record: an alias)."""
+transform_wrapped: Callable[[torch.Tensor], bool] = getattr(
     _functorch, "is_functorch_wrapped_tensor", lambda t: False
 )
+"""Whether a tensor is a torch.func transform's wrapper (per tensor: an alias)."""
 
 
 def set_transforms_aside() -> list[Any] | None:
@@ -128,7 +130,7 @@ def set_transforms_aside() -> list[Any] | None:
     any (one C call when none is), for :func:`restore_transforms` to put back. Under a transform every
     operation, even on a plain tensor, makes a tensor of the transform's level, which is dead
     (unusable) once the transform returns."""
-    if _transform_level() is None:
+    if transform_level() is None:
         return None
     assert _functorch is not None
     saved = []
@@ -149,11 +151,11 @@ def transform_values(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     example of the batch (its batch dimensions included); ``example``: the first example of every
     vmap level, with the shape the API saw. A functionalized tensor's pending writes are applied
     first. Call it with the transforms set aside (:func:`set_transforms_aside`)."""
-    if not _is_wrapped(t):
+    if not transform_wrapped(t):
         return t, t
     assert _functorch is not None
     batch_dims = []
-    while _is_wrapped(t):
+    while transform_wrapped(t):
         if _functorch.is_functionaltensor(t):
             torch._sync(t)
         elif _functorch.is_batchedtensor(t):
