@@ -88,6 +88,12 @@ FLOAT_DTYPES = {
     "torch.half": torch.float16,
     "torch.bfloat16": torch.bfloat16,
 }
+COMPLEX_DTYPES = {
+    "torch.complex64": torch.complex64,
+    "torch.cfloat": torch.complex64,
+    "torch.complex128": torch.complex128,
+    "torch.cdouble": torch.complex128,
+}
 INT_DTYPES = {
     f"torch.{name}": getattr(torch, name)
     for name in ("int8", "int16", "int32", "int64", "uint8", "long", "int", "short")
@@ -116,7 +122,7 @@ NUMPY_SCALARS = {
 def parse_dtype(text: str) -> torch.dtype:
     if text == "torch.bool":
         return torch.bool
-    dtype = FLOAT_DTYPES.get(text) or INT_DTYPES.get(text)
+    dtype = FLOAT_DTYPES.get(text) or INT_DTYPES.get(text) or COMPLEX_DTYPES.get(text)
     if dtype is None:
         raise InputError(f"Dtype is not supported: {text}")
     return dtype
@@ -236,6 +242,8 @@ def random_tensor(spec: Mapping[str, Any], gen: torch.Generator) -> torch.Tensor
         return torch.empty(shape, dtype=dtype)
     if not (_is_number(low) and _is_number(high)):
         raise InputError("the tensor has no numeric Max/Min (and no data_name), cannot generate it")
+    if dtype.is_complex:
+        return _random_complex(shape, dtype, float(low), float(high), gen)
     if dtype == torch.bool:
         blo, bhi = int(low), int(high)
         return torch.randint(min(blo, bhi), max(blo, bhi) + 1, shape, generator=gen) > 0
@@ -265,6 +273,22 @@ def random_tensor(spec: Mapping[str, Any], gen: torch.Generator) -> torch.Tensor
         if isinstance(low_origin, float) and math.isinf(low_origin):
             flat[0] = low_origin
     return flat.reshape(shape)
+
+
+def _random_complex(
+    shape: list[int], dtype: torch.dtype, low: float, high: float, gen: torch.Generator
+) -> torch.Tensor:
+    """A complex tensor from its statistics, which are those of its magnitudes (Max, Min, Mean of
+    ``|x|``): magnitudes drawn in ``[Min, Max]`` (the first element Min, the last Max) at uniform
+    random angles."""
+    if not (math.isfinite(low) and math.isfinite(high)) or low < 0:
+        raise InputError(f"{dtype} statistics Max {high}, Min {low} are not those of magnitudes")
+    parts = torch.float64 if dtype == torch.complex128 else torch.float32
+    magnitude = torch.rand(shape, dtype=parts, generator=gen) * (high - low) + low
+    flat = magnitude.reshape(-1)
+    flat[0], flat[-1] = low, high
+    angle = torch.rand(shape, dtype=parts, generator=gen) * (2 * math.pi)
+    return torch.polar(magnitude, angle).to(dtype)
 
 
 class ArgBuilder:

@@ -101,7 +101,7 @@ def test_broken_records_fail_alone_and_the_rest_runs(pytester: pytest.Pytester) 
         "Torch.exp.0.forward": {"input_args": {"not": "a list"}, "input_kwargs": {}, "output": []},
         "Torch.tanh.0.forward": forward(tensor("torch.float32", [8], -1.0, 1.0)),
         "Torch.sin.0.forward": forward({"type": "torch.Tensor", "dtype": "torch.float32", "shape": "x"}),
-        "Torch.cos.0.forward": forward(tensor("torch.complex64", [8], -1.0, 1.0)),
+        "Torch.cos.0.forward": forward(tensor("torch.float8_e4m3fn", [8], -1.0, 1.0)),
         "Torch.abs.0.forward": forward({"type": "torch.Tensor", "dtype": "torch.float32", "shape": [3]}),
     }
     dump = write_dump(pytester.path / "d", data)
@@ -114,7 +114,7 @@ def test_broken_records_fail_alone_and_the_rest_runs(pytester: pytest.Pytester) 
         ]
     )
     rows = {r[0]: r for r in read_csv(csv_pair(pytester.path / "out")[0])[1:]}
-    assert rows["Torch.cos.0"][3] == "Torch.cos.0 input_args[0]: Dtype is not supported: torch.complex64"
+    assert rows["Torch.cos.0"][3] == "Torch.cos.0 input_args[0]: Dtype is not supported: torch.float8_e4m3fn"
     assert rows["Torch.abs.0"][3] == (
         "Torch.abs.0 input_args[0]: the tensor has no numeric Max/Min (and no data_name), cannot generate it"
     )

@@ -142,7 +142,7 @@ def test_quiet_summary_counts_broken_records_as_pytest_fails_them(
         "Torch.exp.0.forward": {"input_args": {"not": "a list"}, "input_kwargs": {}, "output": []},
         "=HYPERLINK.x.0.forward": forward(tensor("torch.float32", [8], -1.0, 1.0)),
         "Torch.tanh.0.forward": forward(tensor("torch.float32", [8], -1.0, 1.0)),
-        "Torch.cos.0.forward": forward(tensor("torch.complex64", [8], -1.0, 1.0)),
+        "Torch.cos.0.forward": forward(tensor("torch.float8_e4m3fn", [8], -1.0, 1.0)),
         "Torch.exp.1.forward": forward(tensor("torch.float16", [64], -1.0, 12.0)),
     }
     dump = write_dump(tmp_path / "d", data)

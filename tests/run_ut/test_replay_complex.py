@@ -9,6 +9,7 @@ import pytest
 import torch
 from replay_dumps import csv_pair, read_csv
 
+from msprobe.run_ut.inputs import random_tensor
 from msprobe.run_ut.standards import ERROR, PASS, compare_outputs
 
 
@@ -25,13 +26,13 @@ def test_a_complex_output_is_scored_by_its_parts() -> None:
     assert _row(bench, wrong)[0] == ERROR
 
 
-def _complex_rotary_step(debugger_root: Path) -> Path:
-    """A Meta-style complex rotary embedding, forward and backward, dumped in tensor mode."""
+def _complex_rotary_step(debugger_root: Path, task: str) -> Path:
+    """A Meta-style complex rotary embedding, forward and backward, dumped."""
     from msprobe.pytorch import PrecisionDebugger
 
     PrecisionDebugger._shutdown()
     try:
-        debugger = PrecisionDebugger(dump_path=str(debugger_root), task="tensor", level="L1")
+        debugger = PrecisionDebugger(dump_path=str(debugger_root), task=task, level="L1")
         torch.manual_seed(0)
         q = torch.randn(2, 8, 16, requires_grad=True)
         angles = torch.randn(8, 8)
@@ -47,9 +48,13 @@ def _complex_rotary_step(debugger_root: Path) -> Path:
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_complex_rotary_replays_without_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """An fp32 dump replayed against the float64/complex128 bench: any error is a false one."""
-    dump = _complex_rotary_step(tmp_path / "dump")
+@pytest.mark.parametrize("task", ["tensor", "statistics"])
+def test_complex_rotary_replays_without_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], task: str
+) -> None:
+    """An fp32 dump replayed against the float64/complex128 bench: any error is a false one. A
+    statistics record's complex inputs are drawn from the statistics of their magnitudes."""
+    dump = _complex_rotary_step(tmp_path / "dump", task)
     out = tmp_path / "out"
     args = ["-q", "-p", "no:cacheprovider", "-W", "ignore", "--rootdir", str(dump), "-n", "0"]
     code = int(pytest.main([*args, "--msprobe-dump", str(dump), "--msprobe-out", str(out)]))
@@ -63,3 +68,14 @@ def test_complex_rotary_replays_without_error(tmp_path: Path, capsys: pytest.Cap
     detail = {row[0]: row for row in read_csv(details)[1:]}
     mul_grad = detail["Tensor.__mul__.0.backward.output.0"]
     assert (mul_grad[1], mul_grad[2]) == ("torch.complex128", "torch.complex64")
+
+
+def test_a_complex_tensor_is_drawn_from_its_magnitudes_statistics() -> None:
+    spec = {"type": "torch.Tensor", "dtype": "torch.complex64", "shape": [50], "Max": 3.0, "Min": 0.5}
+    t = random_tensor(spec, torch.Generator().manual_seed(0))
+    assert t.dtype == torch.complex64 and t.shape == (50,)
+    magnitude = t.abs()
+    assert torch.isclose(magnitude.max(), torch.tensor(3.0)) and torch.isclose(
+        magnitude.min(), torch.tensor(0.5)
+    )
+    assert t.real.min() < 0 < t.real.max() and t.imag.min() < 0 < t.imag.max()  # angles all around
