@@ -30,7 +30,7 @@ import torch
 
 from msprobe.dump.pytorch.irregular import held_elements, is_irregular
 from msprobe.dump.pytorch.stats import NONE4, Slot, Stats, data_ptr, tensor_md5, tensors_md5
-from msprobe.dump.pytorch.torch_compat import DisableTorchFunction, restore_transforms, set_transforms_aside
+from msprobe.dump.pytorch.torch_compat import DisableTorchFunction
 
 _FOUR, _BOOL, _ABS3, _SCALAR, _ABS_SCALAR, _INT_SCALAR = range(6)
 _NATIVE = frozenset((torch.float32, torch.float16, torch.bfloat16))
@@ -253,12 +253,8 @@ class StatsBatch:
         """Fetch every pending value (one transfer per device and kind) and fill the slots."""
         if not self._groups and not self._jobs and not self._copies and self._failure is None:
             return
-        transforms = set_transforms_aside()  # called where the dump's function mode or a
-        try:  # torch.func transform may be on
-            with DisableTorchFunction():
-                self._resolve()
-        finally:
-            restore_transforms(transforms)
+        with DisableTorchFunction():  # called where the dump's function mode may be on
+            self._resolve()
 
     def _resolve(self) -> None:
         if self._groups:
