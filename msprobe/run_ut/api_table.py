@@ -16,7 +16,7 @@ in :mod:`msprobe.run_ut.npu_ops`, named by :class:`Ref` so this table imports no
 from __future__ import annotations
 
 from msprobe.run_ut.api_info import NO_BACKWARD_DATA, NO_BACKWARD_UT, ApiInfo, Ref, Skip, Standard
-from msprobe.run_ut.arg_fixes import as_dtype, class_index_target, tuple_index, zero_dropout
+from msprobe.run_ut.arg_fixes import as_dtype, class_index_target, tuple_index, zero_dropout, zero_probability
 
 RANDOM_REASON = "random values: the device's and the CPU's generators differ, nothing to compare"
 TOPK_HINT = (
@@ -117,6 +117,10 @@ ENTRIES: tuple[ApiInfo, ...] = (
         "uniform_ multinomial exponential_ random_ cauchy_ geometric_ log_normal_ poisson rrelu",
     ),
     *_members(DROPOUT, "dropout dropout1d dropout2d dropout3d alpha_dropout feature_alpha_dropout"),
+    # attention with its dropout (training): replayed without it, as dropout itself (ours; 8.1.1 compares
+    # the device's random mask with the CPU's)
+    PLAIN.variant("scaled_dot_product_attention", prepare=zero_probability(4, "dropout_p")),
+    PLAIN.variant("multi_head_attention_forward", prepare=zero_probability(10, "dropout_p")),
     # the dumped torch.linalg names with no torch function of that meaning (torch.cond is control flow;
     # torch.solve, lstsq and matrix_rank are removed). Names torch shares with linalg (norm, svd, qr,
     # cross, ...) call torch's, as upstream: a record does not say which of the two was called.

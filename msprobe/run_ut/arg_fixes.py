@@ -11,12 +11,21 @@ from typing import Any
 from msprobe.run_ut.api_info import Prepare
 
 
-def zero_dropout(args: list[Any], kwargs: dict[str, Any]) -> None:
-    """8.1.1 replays dropout with p = 0."""
-    if len(args) > 1 and isinstance(args[1], (int, float)):
-        args[1] = 0.0
-    if "p" in kwargs:
-        kwargs["p"] = 0.0
+def zero_probability(index: int, name: str) -> Prepare:
+    """Replay with the dropout probability at positional ``index`` or keyword ``name`` set to 0: a
+    device's random mask is not the CPU's (8.1.1 replays ``dropout`` itself with p = 0)."""
+
+    def prepare(args: list[Any], kwargs: dict[str, Any]) -> None:
+        if len(args) > index and isinstance(args[index], (int, float)) and not isinstance(args[index], bool):
+            args[index] = 0.0
+        if name in kwargs:
+            kwargs[name] = 0.0
+
+    return prepare
+
+
+zero_dropout = zero_probability(1, "p")
+"""``dropout(input, p)`` replayed with p = 0."""
 
 
 def class_index_target(record: dict[str, Any]) -> None:

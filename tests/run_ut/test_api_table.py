@@ -5,7 +5,9 @@ the lookup order is exact key -> type-free key -> family default of the type."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -294,3 +296,16 @@ def test_an_entry_added_to_the_table_is_routed_alike_by_replay_and_compare(
     result = replay(record, None, "cpu")
     assert result.result[:2] == ["Torch.my_op.0", "pass"]
     assert "相对误差错误率" in result.details[0].metrics and "均方根误差" not in result.details[0].metrics
+
+
+def test_attention_dropout_is_zeroed_where_torch_takes_it() -> None:
+    """The MHA entry's positional index is ``dropout_p``'s in torch's signature (sdpa's builtin has
+    none to read: its replay test passes it both ways)."""
+    info = registry.lookup("Functional", "multi_head_attention_forward")
+    params = list(inspect.signature(torch.nn.functional.multi_head_attention_forward).parameters)
+    args: list[Any] = [1.0] * len(params)
+    kwargs: dict[str, Any] = {"dropout_p": 0.5}
+    assert info.prepare is not None
+    info.prepare(args, kwargs)
+    assert [i for i, a in enumerate(args) if a == 0.0] == [params.index("dropout_p")]
+    assert kwargs == {"dropout_p": 0.0}

@@ -187,3 +187,35 @@ def test_linalg_records_replay_with_torch_linalg(pytester: pytest.Pytester) -> N
     assert not skipped, skipped
     names = set(details(pytester))
     assert "Torch.solve.0.forward.output.0" in names and "Torch.cond.0.forward.output.0" in names
+
+
+OWN_GENERATOR_CONFTEST = """
+import torch
+
+
+def pytest_msprobe_device_function(api_type, bare_name, function):
+    # a device whose random generator is not the CPU's (CUDA, NPU): its own dropout masks
+    def own_generator(*args, **kwargs):
+        torch.manual_seed(987654321)
+        return function(*args, **kwargs)
+
+    return own_generator
+"""
+
+
+def test_attention_with_dropout_replays_without_it(pytester: pytest.Pytester) -> None:
+    """Training calls attention with ``dropout_p`` > 0 (GPT-2's and BERT's attention dropout): the
+    device's mask is not the CPU's, so both sides replay it with ``dropout_p`` 0, as 8.1.1 replays
+    ``dropout`` itself with p 0, and the attention's precision is what is compared."""
+    pytester.makeconftest(OWN_GENERATOR_CONFTEST)
+    q = tensor("torch.float32", [2, 2, 8, 16], -1.0, 1.0, requires_grad=True)
+    grad = {"input": [tensor("torch.float32", [2, 2, 8, 16], -1e-3, 1e-3)], "output": [None, None, None]}
+    dropout = scalar("float", 0.1)
+    data = {
+        "Functional.scaled_dot_product_attention.0.forward": forward(q, q, q, dropout_p=dropout),
+        "Functional.scaled_dot_product_attention.0.backward": grad,
+        "Functional.scaled_dot_product_attention.1.forward": forward(q, q, q, None, dropout),
+    }
+    _, rows = run(pytester, data)
+    assert rows["Functional.scaled_dot_product_attention.0"][1:3] == ["pass", "pass"]
+    assert rows["Functional.scaled_dot_product_attention.1"][1] == "pass"
