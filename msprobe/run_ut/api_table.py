@@ -114,7 +114,9 @@ ENTRIES: tuple[ApiInfo, ...] = (
     *_members(
         RANDOM,
         "rand randn randint randperm rand_like randn_like randint_like bernoulli bernoulli_ normal normal_ "
-        "uniform_ multinomial exponential_ random_ cauchy_ geometric_ log_normal_ poisson rrelu",
+        "uniform_ multinomial exponential_ random_ cauchy_ geometric_ log_normal_ poisson rrelu/rrelu_ "
+        "gumbel_softmax fractional_max_pool2d/fractional_max_pool2d_with_indices "
+        "fractional_max_pool3d/fractional_max_pool3d_with_indices",
     ),
     *_members(DROPOUT, "dropout dropout1d dropout2d dropout3d alpha_dropout feature_alpha_dropout"),
     # attention with its dropout (training): replayed without it, as dropout itself (ours; 8.1.1 compares

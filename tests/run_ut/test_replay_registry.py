@@ -162,3 +162,29 @@ def test_aten_overloads_resolve_through_torch_ops() -> None:
         is torch.ops.aten.mul.Tensor
     )
     assert replay(record, None, "cpu").result[:2] == ["Aten.mul.Tensor.0", "pass"]
+
+
+GRID = torch.randperm(64, generator=torch.Generator().manual_seed(3)).float().view(1, 1, 8, 8)
+
+
+@pytest.mark.parametrize(
+    ("api_type", "name", "call"),
+    [
+        ("Functional", "gumbel_softmax", lambda: torch.nn.functional.gumbel_softmax(torch.zeros(4, 8))),
+        (
+            "Functional",
+            "fractional_max_pool2d",
+            lambda: torch.nn.functional.fractional_max_pool2d(GRID, 2, output_size=5),
+        ),
+        ("Functional", "rrelu_", lambda: torch.nn.functional.rrelu_(torch.full((16,), -1.0), training=True)),
+    ],
+)
+def test_apis_that_draw_random_numbers_are_skipped_on_devices(api_type: str, name: str, call: Any) -> None:
+    """Each draws from the generator (two seeds, two results), so a device's result is not the CPU's."""
+    torch.manual_seed(0)
+    first = call()
+    torch.manual_seed(1)
+    assert not torch.equal(first, call())
+    info = registry.lookup(api_type, name)
+    assert info.skip_reason("cpu", set()) is None
+    assert info.skip_reason("npu", set()) == info.skip_reason("cuda", set()) == registry.RANDOM_REASON
