@@ -1,4 +1,4 @@
-"""torch.func transforms (vmap, grad, jacrev, functionalize) with the dump on: the tensors an API sees
+"""torch.func transforms (vmap, grad, jacrev, jvp, functionalize) with the dump on: the tensors an API sees
 there are wrappers of the transform's level; their records hold the values under the wrappers."""
 
 from __future__ import annotations
@@ -91,6 +91,7 @@ def test_per_sample_gradients_are_recorded_whole_and_unchanged(
         pytest.param(lambda f: torch.func.grad(lambda t: f(t).sum()), id="grad"),
         pytest.param(lambda f: torch.func.jacrev(f), id="jacrev"),
         pytest.param(lambda f: torch.func.functionalize(f), id="functionalize"),
+        pytest.param(lambda f: lambda t: torch.func.jvp(f, (t,), (torch.ones_like(t),))[1], id="jvp"),
     ],
 )
 def test_an_api_under_a_transform_records_the_values_it_saw(
