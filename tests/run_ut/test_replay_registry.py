@@ -188,3 +188,21 @@ def test_apis_that_draw_random_numbers_are_skipped_on_devices(api_type: str, nam
     info = registry.lookup(api_type, name)
     assert info.skip_reason("cpu", set()) is None
     assert info.skip_reason("npu", set()) == info.skip_reason("cuda", set()) == registry.RANDOM_REASON
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        ("Torch.randn_like.0", [tensor("torch.float32", [64], 0.0, 1.0)]),
+        ("Torch.rand_like.0", [tensor("torch.float16", [64], 0.0, 1.0)]),
+        ("Torch.bernoulli.0", [tensor("torch.float32", [64], 0.25, 0.75)]),
+        ("Tensor.uniform_.0", [tensor("torch.bfloat16", [64], 0.0, 1.0)]),
+        ("Tensor.normal_.0", [tensor("torch.float32", [64], 0.0, 1.0)]),
+    ],
+)
+def test_random_apis_replay_identically_on_the_cpu(name: str, args: list[Any]) -> None:
+    """On the CPU both sides draw from the same seed, in the recorded dtype: the generator draws other
+    numbers in a wider dtype, so a raised benchmark would differ by its draws, not by precision."""
+    result = replay(ApiRecord(name, 0, forward(*args), None), None, "cpu")
+    assert result.result[1] == "pass", result.reason
+    assert [row.bench_dtype for row in result.details] == [args[0]["dtype"]]
