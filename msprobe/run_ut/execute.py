@@ -371,12 +371,17 @@ def noise_floors(
 
     A floor larger than ``max_ulps`` ulps of the largest input is no rounding noise but the jump of a
     discontinuous function (``floor(3 * (1 - eps))`` is 2): that output gets no floor (``None``).
+    Neither does any output when a perturbed benchmark fails (inputs moved out of the API's domain,
+    a probability of 1 above 1): the floor cannot be measured there.
     """
     forward: Any = None
     backward: Any = None
     for draw in range(draws):
         perturb = ulp_perturber(torch.Generator().manual_seed(seed + 1 + draw), compute)
-        moved = bench(perturbed(args, perturb), perturbed(kwargs, perturb), perturbed(grad, perturb))
+        try:
+            moved = bench(perturbed(args, perturb), perturbed(kwargs, perturb), perturbed(grad, perturb))
+        except Exception:
+            return None, None
         forward = _larger(forward, floor_of(base.output, moved.output))
         if base.grads is not None and moved.grads is not None:
             backward = _larger(backward, floor_of(base.grads, moved.grads))

@@ -174,6 +174,21 @@ def test_replay_judges_a_cancelled_bias_gradient_by_its_floor(tmp_path: Path) ->
 FLOAT_DTYPES = st.sampled_from(["torch.float16", "torch.bfloat16", "torch.float32"])
 
 
+def test_an_error_stays_an_error_when_the_floor_cannot_be_measured() -> None:
+    """The floor is a second opinion on an error: where the perturbed inputs leave the API's domain
+    (a probability of 1 moved above 1 for binary_cross_entropy), there is no floor and the error
+    stands; it never turns the API into a SKIP."""
+    probability = tensor("torch.float32", [64], 0.5, 1.0, requires_grad=True)
+    target = tensor("torch.float32", [64], 0.0, 1.0)
+    record = ApiRecord("Functional.binary_cross_entropy.0", 0, forward(probability, target), None)
+
+    def off_by_a_percent(function: Any) -> Any:
+        return lambda *args, **kwargs: function(*args, **kwargs) * 1.01
+
+    result = replay(record, None, "cpu", device_function=off_by_a_percent)
+    assert result.result[1] == ERROR, result.reason
+
+
 @settings(max_examples=100, deadline=None)
 @given(
     dtype=FLOAT_DTYPES,
