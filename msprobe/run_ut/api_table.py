@@ -112,8 +112,13 @@ ENTRIES: tuple[ApiInfo, ...] = (
     PLAIN.variant("__setitem__", prepare=tuple_index),
     PLAIN.variant("repeat_interleave", backward_message=NO_BACKWARD_DATA),
     PLAIN.variant("masked_select", backward_message=NO_BACKWARD_UT),
+    # class-index targets (argument 1): drawn from 0, so an ignore_index of -100 in Min draws no
+    # out-of-range class
     PLAIN.variant(
-        "cross_entropy", prepare_spec=class_index_target, prepare=as_dtype(1, ("torch.int32",), "int64")
+        "cross_entropy",
+        aliases=("nll_loss",),
+        prepare_spec=class_index_target,
+        prepare=as_dtype(1, ("torch.int32",), "int64"),
     ),
     *_members(
         RANDOM,

@@ -29,7 +29,8 @@ zero_dropout = zero_probability(1, "p")
 
 
 def class_index_target(record: dict[str, Any]) -> None:
-    """cross_entropy's target (argument 1): class indices start at 0 and are int64."""
+    """cross_entropy's and nll_loss's target (argument 1): class indices start at 0 (a Min of -100 is
+    their ignore_index) and are int64."""
     args = record.get("input_args") or []
     if len(args) > 1 and isinstance(args[1], dict):
         target = args[1]

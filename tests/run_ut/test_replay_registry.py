@@ -206,3 +206,17 @@ def test_random_apis_replay_identically_on_the_cpu(name: str, args: list[Any]) -
     result = replay(ApiRecord(name, 0, forward(*args), None), None, "cpu")
     assert result.result[1] == "pass", result.reason
     assert [row.bench_dtype for row in result.details] == [args[0]["dtype"]]
+
+
+@pytest.mark.parametrize("name", ["Functional.cross_entropy.0", "Functional.nll_loss.0"])
+def test_a_class_target_with_ignored_positions_replays(name: str) -> None:
+    """Labels padded with ignore_index -100 (a causal LM's labels): the statistics' Min is -100, and
+    the drawn targets are classes, not out-of-range indices."""
+    scores = tensor("torch.float32", [8, 10], -5.0, -0.01, requires_grad=True)
+    target = tensor("torch.int64", [8], -100, 9)
+    record = ApiRecord(name, 0, forward(scores, target, ignore_index=scalar_int(-100)), None)
+    assert replay(record, None, "cpu").result[1] == "pass"
+
+
+def scalar_int(value: int) -> dict[str, Any]:
+    return {"type": "int", "value": value}
