@@ -283,7 +283,7 @@ def _random_complex(
     random angles."""
     if not (math.isfinite(low) and math.isfinite(high)) or low < 0:
         raise InputError(f"{dtype} statistics Max {high}, Min {low} are not those of magnitudes")
-    parts = torch.float64 if dtype == torch.complex128 else torch.float32
+    parts = dtype.to_real()
     magnitude = torch.rand(shape, dtype=parts, generator=gen) * (high - low) + low
     flat = magnitude.reshape(-1)
     flat[0], flat[-1] = low, high

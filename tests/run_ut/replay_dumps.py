@@ -35,6 +35,11 @@ def tensor(
     return spec
 
 
+def scalar(kind: str, value: Any) -> dict[str, Any]:
+    """A non-tensor ARG as upstream's dump writes it (``{"type": "int", "value": 3}``)."""
+    return {"type": kind, "value": value}
+
+
 def forward(*args: Any, output: list[Any] | None = None, **kwargs: Any) -> dict[str, Any]:
     return {"input_args": list(args), "input_kwargs": kwargs, "output": output or []}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from replay_dumps import csv_pair, forward, read_csv, tensor, write_dump
+from replay_dumps import csv_pair, forward, read_csv, scalar, tensor, write_dump
 
 # Imported here so pytester's in-process runs find them loaded (torch cannot be imported twice).
 import msprobe.run_ut.replay
@@ -14,10 +14,6 @@ import msprobe.run_ut.session  # noqa: F401
 from msprobe.formats.accuracy_csv import RUN_UT_DETAILS_HEADER
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-
-
-def scalar(kind: str, value: Any) -> dict[str, Any]:
-    return {"type": kind, "value": value}
 
 
 def fusion_attention(**spelling: Any) -> dict[str, Any]:

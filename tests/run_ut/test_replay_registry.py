@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 import torch
-from replay_dumps import forward, tensor
+from replay_dumps import forward, scalar, tensor
 
 from msprobe.run_ut import api_table, execute, registry
 from msprobe.run_ut.api_info import ApiInfo
@@ -214,9 +214,5 @@ def test_a_class_target_with_ignored_positions_replays(name: str) -> None:
     the drawn targets are classes, not out-of-range indices."""
     scores = tensor("torch.float32", [8, 10], -5.0, -0.01, requires_grad=True)
     target = tensor("torch.int64", [8], -100, 9)
-    record = ApiRecord(name, 0, forward(scores, target, ignore_index=scalar_int(-100)), None)
+    record = ApiRecord(name, 0, forward(scores, target, ignore_index=scalar("int", -100)), None)
     assert replay(record, None, "cpu").result[1] == "pass"
-
-
-def scalar_int(value: int) -> dict[str, Any]:
-    return {"type": "int", "value": value}

@@ -341,10 +341,7 @@ class Patcher:
         listed ones a library replaced before the debugger with a wrapper calling the original (its
         ``F.linear``), which the function mode would see as the original's inner builtin, unnamed."""
         out: list[tuple[Any, str, ApiKey]] = []
-        for owner, name, fn, key in discovered_functions(api_lists):
-            if not _reports_to_function_modes(fn):
-                out.append((owner, name, key))
-        for owner, name, fn, key in _replacements(api_lists):
+        for owner, name, fn, key in [*discovered_functions(api_lists), *_replacements(api_lists)]:
             if not _reports_to_function_modes(fn):
                 out.append((owner, name, key))
         for family in FAMILIES:
