@@ -16,7 +16,14 @@ in :mod:`msprobe.run_ut.npu_ops`, named by :class:`Ref` so this table imports no
 from __future__ import annotations
 
 from msprobe.run_ut.api_info import NO_BACKWARD_DATA, NO_BACKWARD_UT, ApiInfo, Ref, Skip, Standard
-from msprobe.run_ut.arg_fixes import as_dtype, class_index_target, tuple_index, zero_dropout, zero_probability
+from msprobe.run_ut.arg_fixes import (
+    as_dtype,
+    class_index_target,
+    distinct_indices,
+    tuple_index,
+    zero_dropout,
+    zero_probability,
+)
 
 RANDOM_REASON = "random values: the device's and the CPU's generators differ, nothing to compare"
 TOPK_HINT = (
@@ -109,7 +116,23 @@ ENTRIES: tuple[ApiInfo, ...] = (
     ACCUMULATIVE.variant("test_api"),
     # replay facts of benchmark APIs
     PLAIN.variant("__getitem__", prepare=tuple_index),
-    PLAIN.variant("__setitem__", prepare=tuple_index),
+    # writes through index tensors: drawn indices repeat no value (which duplicate's write a device
+    # keeps is not defined); ours, 8.1.1 draws them with repeats
+    PLAIN.variant("__setitem__", prepare=tuple_index, prepare_spec=distinct_indices((1, "key"))),
+    PLAIN.variant(
+        "scatter",
+        aliases=("scatter_",),
+        prepare_spec=distinct_indices((2, "index"), dim=(1, "dim"), unless=(4, "reduce")),
+    ),
+    PLAIN.variant("index_copy", aliases=("index_copy_",), prepare_spec=distinct_indices((2, "index"))),
+    PLAIN.variant(
+        "index_put",
+        aliases=("index_put_",),
+        prepare_spec=distinct_indices((1, "indices"), unless=(3, "accumulate")),
+    ),
+    PLAIN.variant(
+        "put", aliases=("put_",), prepare_spec=distinct_indices((1, "index"), unless=(3, "accumulate"))
+    ),
     PLAIN.variant("repeat_interleave", backward_message=NO_BACKWARD_DATA),
     PLAIN.variant("masked_select", backward_message=NO_BACKWARD_UT),
     # class-index targets (argument 1): drawn from 0, so an ignore_index of -100 in Min draws no

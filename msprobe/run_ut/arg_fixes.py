@@ -6,6 +6,7 @@ Each function changes a record or the rebuilt arguments in place so that an API 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from msprobe.run_ut.api_info import Prepare
@@ -39,6 +40,49 @@ def class_index_target(record: dict[str, Any]) -> None:
         # Drawn as int64; a saved target stays the int32 its file holds (``as_dtype`` casts it).
         if target.get("dtype") == "torch.int32" and not (target.get("data_name") or target.get("datapath")):
             target["dtype"] = "torch.int64"
+
+
+def _argument(record: dict[str, Any], index: int, name: str) -> Any:
+    """The record's description of the argument at positional ``index`` or keyword ``name``."""
+    args = record.get("input_args") or []
+    if len(args) > index:
+        return args[index]
+    return (record.get("input_kwargs") or {}).get(name)
+
+
+def _given(record: dict[str, Any], argument: tuple[int, str]) -> Any:
+    """The value of a non-tensor argument (None when absent, or a tensor)."""
+    spec = _argument(record, *argument)
+    return spec.get("value") if isinstance(spec, dict) and "value" in spec else None
+
+
+def distinct_indices(
+    index: tuple[int, str], *, dim: tuple[int, str] | None = None, unless: tuple[int, str] | None = None
+) -> Callable[[dict[str, Any]], None]:
+    """Integer index tensors drawn from statistics with no value repeated: the argument ``index``
+    (positional index, keyword), a tensor or a list holding tensors, along the dimension the ``dim``
+    argument names (in the whole tensor without one), unless the argument ``unless`` is true (an
+    ``accumulate``, a ``reduce``). A write through two equal indices keeps one of the written values,
+    and which one CUDA and NPU keep is not defined (the CPU keeps the last), so drawn duplicates would
+    fail the replay where the device is right. Saved index tensors keep their values."""
+
+    def prepare_spec(record: dict[str, Any]) -> None:
+        from msprobe.run_ut.inputs import DISTINCT_ALONG
+
+        if unless is not None and _given(record, unless):
+            return
+        along = _given(record, dim) if dim is not None else None
+        if dim is not None and not isinstance(along, int):
+            return
+        spec = _argument(record, *index)
+        for item in spec if isinstance(spec, list) else [spec]:
+            if isinstance(item, dict) and str(item.get("dtype")) in INDEX_DTYPES:
+                item[DISTINCT_ALONG] = along
+
+    return prepare_spec
+
+
+INDEX_DTYPES = frozenset(("torch.int64", "torch.long", "torch.int32", "torch.int"))
 
 
 def as_dtype(index: int, source: tuple[str, ...], target: str) -> Prepare:

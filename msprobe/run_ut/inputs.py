@@ -231,6 +231,35 @@ def finite_range(low: float, high: float, dtype: torch.dtype) -> tuple[float, fl
     return max(high - max(abs(high), 1.0), float(torch.finfo(dtype).min)), high
 
 
+DISTINCT_ALONG = "distinct_along"
+"""The key a table entry's ``prepare_spec`` puts on an integer index tensor's record to have it drawn
+with no value repeated: along the dimension it holds, or in the whole tensor when it holds None."""
+
+
+def distinct_integers(
+    shape: list[int], dtype: torch.dtype, low: int, high: int, dim: int | None, gen: torch.Generator
+) -> torch.Tensor | None:
+    """Integers in ``[low, high]``, ``low`` and ``high`` among them, none repeated along ``dim`` (in
+    the whole tensor when ``dim`` is None); None when the range holds too few values for that."""
+    moved = list(shape) if dim is not None else [math.prod(shape)]
+    axis = (dim % len(shape)) if dim is not None and shape else 0
+    if dim is not None and shape:
+        moved.append(moved.pop(axis))
+    k = moved[-1] if moved else 1
+    rows = math.prod(moved[:-1]) if moved else 1
+    span = high - low + 1
+    if k == 0 or span < k:
+        return None
+    # k sorted distinct values in [0, span): k sorted draws from [0, span - k], plus 0, 1, ..., k - 1
+    values = torch.randint(0, span - k + 1, (rows, k), generator=gen).sort(dim=1).values + torch.arange(k)
+    values[0, 0], values[-1, -1] = 0, span - 1  # a row stays sorted and so distinct
+    order = torch.rand(rows, k, generator=gen).argsort(dim=1)
+    drawn = (values.gather(1, order) + low).to(dtype).reshape(moved)
+    if dim is None:
+        return drawn.reshape(shape)
+    return drawn.movedim(-1, axis) if shape else drawn.reshape(shape)
+
+
 def random_tensor(spec: Mapping[str, Any], gen: torch.Generator) -> torch.Tensor:
     """Draw a tensor matching the dumped statistics."""
     dtype = parse_dtype(spec["dtype"])
@@ -259,6 +288,10 @@ def random_tensor(spec: Mapping[str, Any], gen: torch.Generator) -> torch.Tensor
             lo, hi = finite_range(low, high, dtype)
             tensor = torch.rand(shape, dtype=dtype, generator=gen) * (hi - lo) + lo
     else:
+        if DISTINCT_ALONG in spec:
+            distinct = distinct_integers(shape, dtype, int(low), int(high), spec[DISTINCT_ALONG], gen)
+            if distinct is not None:
+                return distinct
         tensor = torch.randint(int(low), int(high) + 1, shape, dtype=dtype, generator=gen)
     flat = tensor.reshape(-1)
     if isinstance(high_origin, float) and math.isnan(high_origin):
