@@ -217,18 +217,23 @@ def as_recorded(tensor: torch.Tensor, spec: Mapping[str, Any], path: Path) -> to
 
 
 def finite_range(low: float, high: float, dtype: torch.dtype) -> tuple[float, float]:
-    """The range ``[lo, hi]`` the elements are drawn from; only an infinite Min (Max finite) changes.
+    """The range ``[lo, hi]`` the elements are drawn from; only a masking Min changes it: ``-inf``, or
+    a finite Min within a factor of 2 of the dtype's lowest value (``torch.finfo(dtype).min``, the
+    value Hugging Face models put in their additive attention masks).
 
-    8.1.1 draws from ``[finfo.min, Max]`` then: values near the dtype's limit, so ``x * 8`` overflows
-    in the dumped dtype but not in the upcast benchmark (inf on one side only: a false error). The
-    recorded ``-inf`` is kept (the caller pins it on the first element); the other elements only
-    need to be finite, and Mean/Norm are infinite as soon as one element is, so they tell nothing.
-    The missing bound is Max moved down by ``max(|Max|, 1)``: the finite elements stay within twice
-    the recorded magnitude (or 1), never near the dtype's limit.
+    8.1.1 draws from ``[Min, Max]``, or ``[finfo.min, Max]`` for ``-inf``: values near the dtype's
+    limit, so ``x * 8`` overflows in the dumped dtype but not in the upcast benchmark (inf on one side
+    only: a false error), and a mask drawn there makes every softmax row one-hot (gradients of
+    rounding noise only). The recorded Min is kept (the caller pins it on the first element); the
+    other elements only need to be finite, and Mean/Norm are infinite or overflowed as soon as one
+    element is a mask value, so they tell nothing. The missing bound is Max moved down by
+    ``max(|Max|, 1)``: the other elements stay within twice the recorded magnitude (or 1), never near
+    the dtype's limit.
     """
-    if not math.isinf(low):
+    lowest = float(torch.finfo(dtype).min)
+    if not (math.isinf(low) or low <= lowest / 2):
         return low, high
-    return max(high - max(abs(high), 1.0), float(torch.finfo(dtype).min)), high
+    return max(high - max(abs(high), 1.0), lowest), high
 
 
 DISTINCT_ALONG = "distinct_along"

@@ -194,21 +194,48 @@ def test_an_error_stays_an_error_when_the_floor_cannot_be_measured() -> None:
     dtype=FLOAT_DTYPES,
     shape=st.lists(st.integers(1, 6), min_size=1, max_size=3),
     high=st.floats(-1e3, 1e3),
+    mask_value=st.sampled_from(["-inf", "finfo.min", "finfo.min / 1.5"]),
     seed=st.integers(0, 2**31),
 )
-def test_minus_inf_min_keeps_the_inf_and_a_safe_finite_rest(
-    dtype: str, shape: list[int], high: float, seed: int
+def test_a_masking_min_is_kept_with_a_safe_finite_rest(
+    dtype: str, shape: list[int], high: float, mask_value: str, seed: int
 ) -> None:
-    spec = {**tensor(dtype, shape, -math.inf, high), "Mean": -math.inf, "Norm": math.inf}
+    """A Min of -inf (T5's relative-position ``log``) or near the dtype's lowest value (Hugging Face's
+    additive attention masks: ``torch.finfo(dtype).min``) is a mask value, not the low end of a range."""
+    torch_dtype = getattr(torch, dtype.removeprefix("torch."))
+    lowest = float(torch.finfo(torch_dtype).min)
+    low = {"-inf": -math.inf, "finfo.min": lowest, "finfo.min / 1.5": lowest / 1.5}[mask_value]
+    spec = {**tensor(dtype, shape, low, high), "Mean": -math.inf, "Norm": math.inf}
     t = random_tensor(spec, torch.Generator().manual_seed(seed)).float().reshape(-1)
-    finite = t[torch.isfinite(t)]
     assert not torch.isnan(t).any() and not (t == math.inf).any()
     if t.numel() > 1:
-        assert t[0] == -math.inf and torch.isfinite(t[1:]).all()
-    span = max(abs(high), 1.0) * 1.01 + 1e-2  # the dtype's rounding of the bounds
-    assert (finite <= high + span * 1e-2).all() and (finite >= high - span).all()
-    overflow_free = (finite * 8).to(getattr(torch, dtype.removeprefix("torch.")))
-    assert torch.isfinite(overflow_free).all()  # x * 8 stays finite in the dumped dtype
+        assert t[0] == torch.tensor(low).to(torch_dtype).float()
+        rest = t[1:]
+        assert torch.isfinite(rest).all()
+        span = max(abs(high), 1.0) * 1.01 + 1e-2  # the dtype's rounding of the bounds
+        assert (rest <= high + span * 1e-2).all() and (rest >= high - span).all()
+        assert torch.isfinite((rest * 8).to(torch_dtype)).all()  # x * 8 stays finite in the dumped dtype
+
+
+def test_attention_with_a_float_mask_replays_from_statistics(tmp_path: Path) -> None:
+    """An additive float mask (0 where visible, ``finfo.min`` where masked; Falcon's alibi adds a
+    positive bias) drawn in ``[finfo.min, Max]`` made every softmax row one-hot: gradients of rounding
+    noise only, which the fp32 kernel and the fp64 bench round differently (a false backward error)."""
+    qkv = tensor("torch.float32", [2, 4, 16, 8], -0.39, 0.39, requires_grad=True)
+    mask = {**tensor("torch.float32", [2, 4, 16, 16], float(torch.finfo(torch.float32).min), 1.3258)}
+    mask |= {"Mean": -math.inf, "Norm": math.inf}
+    grad = {
+        "input": [tensor("torch.float32", [2, 4, 16, 8], -0.03, 0.03)],
+        "output": [None, None, None, None],
+    }
+    record = ApiRecord(
+        "Functional.scaled_dot_product_attention.0",
+        0,
+        forward(qkv, qkv, qkv, attn_mask=mask, scale={"type": "float", "value": 0.35355339059327373}),
+        grad,
+    )
+    result = replay(record, tmp_path, "cpu")
+    assert result.result[1:3] == ["pass", "pass"], result.reason
 
 
 def test_t5_style_log_input_replays_without_one_sided_inf(tmp_path: Path) -> None:
