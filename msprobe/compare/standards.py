@@ -8,6 +8,7 @@ these and knows no API by name.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -26,7 +27,19 @@ UNSUPPORTED_DTYPES = frozenset({"torch.float64", "torch.complex64", "torch.compl
 """Rows of these dtypes are SKIP, and an API whose last row has one is SKIP as a whole."""
 FLOAT_DTYPES = frozenset({"torch.float16", "torch.bfloat16", "torch.float32"}) | UNSUPPORTED_DTYPES
 """Any dtype outside this set (ints, bool, ``<class 'int'>``, fp8 names, ...) is judged binary."""
-ZERO_SHAPE = "(0,)"
+EMPTY_SHAPE = re.compile(r"[(,]\s*0\s*[,)]")
+"""A ``Shape`` text with a zero dimension (``(0,)``, ``(2, 4, 16, 0)``): an empty output."""
+
+
+def empty_shapes(shapes: np.ndarray) -> np.ndarray:
+    """Which ``Shape`` cells are those of empty outputs (one test per distinct text). 8.1.1 knows
+    only ``(0,)``: other empty shapes are rows of blank metrics there, "ERROR: Input data is an
+    empty string"."""
+    codes, uniques = pd.factorize(shapes)
+    hits = np.array([isinstance(u, str) and EMPTY_SHAPE.search(u) is not None for u in uniques] + [False])
+    return hits[codes]  # a missing cell's code -1 picks the trailing False
+
+
 UNSUPPORTED_MESSAGE = "This data type does not support benchmark compare."
 HINTS: Mapping[str, str] = MappingProxyType(
     {name: info.hint for (api_type, name), info in registry.INDEX.items() if api_type is None and info.hint}

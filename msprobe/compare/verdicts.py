@@ -35,7 +35,7 @@ from msprobe.compare.cells import (
     text_frame,
 )
 from msprobe.compare.merge import BOTH, GPU_ONLY, shapes_differ, texts_differ
-from msprobe.compare.standards import UNSUPPORTED_DTYPES, ZERO_SHAPE, Standard, per_row, route
+from msprobe.compare.standards import UNSUPPORTED_DTYPES, Standard, empty_shapes, per_row, route
 from msprobe.formats.accuracy_csv import BLANK, COMPARE_DETAILS_HEADER
 from msprobe.formats.record_names import output_rows_columns
 
@@ -369,7 +369,7 @@ def evaluate(
     blank_dtype = (
         np.array([u.isspace() for u in uniques.tolist()], dtype=bool)[codes] if len(dtype) else dtype_na
     )
-    skip = cand & ~dtype_na & (blank_dtype | np.isin(dtype, list(UNSUPPORTED_DTYPES)) | (shape == ZERO_SHAPE))
+    skip = cand & ~dtype_na & (blank_dtype | np.isin(dtype, list(UNSUPPORTED_DTYPES)) | empty_shapes(shape))
     message[skip] = as_read(m.loc[skip, "npu:Message"], "Message" in npu_numeric)
 
     judged = cand & ~dtype_na & ~skip

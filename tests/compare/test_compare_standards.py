@@ -6,10 +6,11 @@ text applied by hand (the numbers are chosen so the arithmetic is exact).
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from compare_rows import detail, pair, result_list, row
 
-from msprobe.compare.standards import TOPK_HINT, UNSUPPORTED_MESSAGE
+from msprobe.compare.standards import TOPK_HINT, UNSUPPORTED_MESSAGE, empty_shapes
 
 F, B = "forward.output", "backward.output"
 SKIPPED = row("Torch.skipped.0.forward.output.0", " ", message="skipped", bench=False)
@@ -330,10 +331,22 @@ def test_float64_rows_are_not_counted_when_not_last(tmp_path):
     assert result_list(pair(tmp_path, npu)) == [["Torch.max.4", "pass", " ", ""]]
 
 
-def test_shape_with_zero_other_than_0_comma_is_an_exception_row(tmp_path):
-    name = f"Torch.empty.0.{F}.0"
-    a = pair(tmp_path, [row(name, shape="(0, 4)", bench=False)])
-    assert result_list(a) == [[name, "SKIP", "SKIP", "ERROR: Input data is an empty string"]]
+@pytest.mark.parametrize("shape", ["(0, 4)", "(2, 4, 16, 0)", "(2, 0, 3)"])
+def test_every_empty_output_is_skipped_and_its_api_judged_by_the_rest(tmp_path, shape):
+    """Phi3's ``cat`` of a rotary part with an empty pass-through part: the empty output has blank
+    metrics; 8.1.1 knows only ``(0,)`` as empty and turns the others into exception rows named by
+    the output ("ERROR: Input data is an empty string") instead of judging the API."""
+    empty = f"Torch.cat.0.{B}.1"
+    npu = [
+        row(f"Torch.cat.0.{F}.0"),
+        row(f"Torch.cat.0.{B}.0"),
+        row(empty, shape=shape, message="empty", bench=False),
+    ]
+    a = pair(tmp_path, npu)
+    assert result_list(a) == [["Torch.cat.0", "pass", "pass", ""]]
+    assert (detail(a, empty)["比对结果"], detail(a, empty)["Message"]) == ("SKIP", "empty")
+    for not_empty in ("(10, 4)", "(4, 10)", "(2, 40)"):
+        assert not empty_shapes(np.array([not_empty, " ", np.nan], dtype=object)).any()
 
 
 def test_empty_dtype_cell_is_upstreams_isspace_error(tmp_path):

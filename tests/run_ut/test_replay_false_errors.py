@@ -361,3 +361,21 @@ def test_summary_counts_an_api_with_a_backward_error_as_error(tmp_path: Path) ->
     writer.add({"api": "a", "result": ["a", "pass", "error"], "details": []})
     writer.add({"api": "b", "result": ["b", "pass", "pass"], "details": []})
     assert writer.counts() == {"error": 1, "pass": 1}
+
+
+def test_a_call_with_an_empty_piece_replays_without_error(tmp_path: Path) -> None:
+    """Phi3 (``partial_rotary_factor`` 1.0) concatenates the rotated query with an empty pass-through
+    part; Mamba's ``tensor_split`` gives an empty piece: the empty gradient or output has nothing to
+    compare (8.1.1: an error per layer)."""
+    rotated = tensor("torch.float32", [2, 4, 16, 8], -1.0, 1.0, requires_grad=True)
+    passed = {**tensor("torch.float32", [2, 4, 16, 0], None, None, requires_grad=True), "Mean": None}
+    grad = {"input": [tensor("torch.float32", [2, 4, 16, 8], -1e-2, 1e-2)], "output": [None, None]}
+    dim = {"type": "int", "value": -1}
+    cat = ApiRecord("Torch.cat.0", 0, forward([rotated, passed], dim=dim), grad)
+    split = ApiRecord(
+        "Torch.tensor_split.0", 0, forward(rotated, [{"type": "int", "value": 8}], dim=dim), None
+    )
+    for record in (cat, split):
+        result = replay(record, tmp_path, "cpu")
+        assert "error" not in result.result[1:3], result.reason
+        assert any(row.message == "The output is empty: no element to compare." for row in result.details)

@@ -5,7 +5,6 @@ duplicate writes than the CPU (CUDA and NPU do not define which one) is not fail
 from __future__ import annotations
 
 import copy
-
 from typing import Any
 
 import pytest

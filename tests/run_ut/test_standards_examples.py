@@ -198,10 +198,15 @@ def test_int8_int16_cannot_compare(dtype: torch.dtype) -> None:
     assert row.metrics == {}
 
 
-def test_empty_tensor_is_an_error() -> None:
+def test_two_empty_outputs_of_one_shape_are_a_skip_row() -> None:
+    """Nothing to compare, and nothing wrong (8.1.1: the error "There is not bench calculation
+    result."); an ordinary SKIP row counts as pass for its direction."""
     row = one("Torch.zeros.0", torch.zeros(0, 4, dtype=torch.float64), torch.zeros(0, 4))
-    assert (row.status, row.message) == (ERROR, msg.NO_BENCH_RESULT)
+    assert (row.status, row.message) == (c.SKIP, msg.EMPTY_OUTPUT)
     assert texts(row)[3] == "(0, 4)"
+    assert c.aggregate([row, one("Torch.zeros.0", torch.ones(3, dtype=torch.float64), torch.ones(3))]) == PASS
+    mismatch = one("Torch.zeros.0", torch.zeros(0, 4, dtype=torch.float64), torch.zeros(4, 0))
+    assert mismatch.status == ERROR
 
 
 def test_shape_mismatch() -> None:

@@ -40,7 +40,7 @@ BENCH_NONE = "Bench output is None, skip this test."
 STRUCTURE_DIFFERENT = "bench and npu output structure is different."
 TYPE_DIFFERENT = "bench and npu output type is different."
 DICT_KEYS_DIFFERENT = "bench and npu output dict keys are different."
-NO_BENCH_RESULT = "There is not bench calculation result."
+EMPTY_OUTPUT = "The output is empty: no element to compare."  # ours (8.1.1: an error, NO_BENCH_RESULT)
 
 
 def unexpected_type(obj: object) -> str:

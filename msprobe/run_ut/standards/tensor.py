@@ -1,7 +1,7 @@
 """One output tensor → one :class:`DetailsRow`.
 
-Order of checks (each short-circuits): shape, dtype class, empty, integer/bool (binary error rate),
-float: the routed standard's columns (fp16/bf16/fp32 only), then run_ut's legacy status chain
+Order of checks (each short-circuits): shape, dtype class, empty (a SKIP row), integer/bool (binary
+error rate), float: the routed standard's columns (fp16/bf16/fp32 only), then run_ut's legacy status chain
 (cosine → max abs error → ratio steps), which alone decides the row's Status in 8.1.1.
 """
 
@@ -102,8 +102,8 @@ def compare_tensor(row_name: str, bench: Any, device: Any, scoring: Scoring) -> 
         b_name = b.dtype.name if b is not None else _torch_dtype_name(bench)
         d_name = d.dtype.name if d is not None else _torch_dtype_name(device)
         return fail(msg.cannot_compare(b_name, d_name))
-    if b.size == 0:
-        return fail(msg.NO_BENCH_RESULT)
+    if b.size == 0:  # two empty outputs of one shape: equal, nothing to score (8.1.1: an error)
+        return c.DetailsRow(status=c.SKIP, message=msg.EMPTY_OUTPUT, **base)
     if b_cls is not _FLOAT:
         rate = m.binary_error_rate(b, d)
         status = c.PASS if rate == 0 else c.ERROR
