@@ -156,6 +156,23 @@ def test_restore_leaves_mindspore_unwrapped(tmp_path):
     assert (ops.add, ms.Tensor.__dict__.get("__mul__"), ms.mint.flatten) == before
 
 
+def test_shutdown_leaves_no_hook_on_cells_or_parameters(tmp_path):
+    """mix registers cell hooks and, for the parameters' gradients, a hook on every trainable
+    parameter: after ``_shutdown`` the net trains as if the debugger had never been there."""
+    cfg, out = _cfg(tmp_path, level="mix")
+    dbg = PrecisionDebugger(config_path=cfg)
+    net = Net()
+    params = net.trainable_params()
+    before = [len(p.hooks()) for p in params]
+    dbg.start(net)
+    ms.value_and_grad(lambda i: ops.sum(net(i)), None, params)(data(0, (2, 3, 4, 4)))
+    dbg.stop()
+    assert any(n.endswith("parameters_grad") for n in _dump(out)["data"])
+    assert [len(p.hooks()) for p in params] != before  # the check below can see our hooks
+    PrecisionDebugger._shutdown()
+    assert [len(p.hooks()) for p in params] == before
+
+
 def test_token_range_dumps_only_the_selected_forwards(tmp_path):
     cfg, out = _cfg(tmp_path, level="L1")
     dbg = PrecisionDebugger(config_path=cfg)

@@ -84,9 +84,11 @@ class CellHooks:
         return len(cells)
 
     def remove(self) -> None:
+        """Every hook of ours off the cells and parameters (a later ``register`` starts afresh)."""
         for h in self.handles:
             h.remove()
         self.handles.clear()
+        self._param_hooked.clear()
 
     def names_whole(self, name: str) -> bool:
         """At mix, a ``list`` entry inside a Cell forward name selects that whole Cell."""
@@ -161,7 +163,7 @@ class CellHooks:
         for pname, param in params.items():
             if id(param) not in self._param_hooked:
                 self._param_hooked.add(id(param))
-                param.register_hook(self._param_hook(prefix, pname))
+                self.handles.append(param.register_hook(self._param_hook(prefix, pname)))
 
     def _param_hook(self, prefix: str, pname: str) -> Any:
         def hook(grad: Any) -> None:
