@@ -42,6 +42,10 @@ def class_index_target(record: dict[str, Any]) -> None:
             target["dtype"] = "torch.int64"
 
 
+INDEX_DTYPES = frozenset(("torch.int64", "torch.long", "torch.int32", "torch.int"))
+"""The dtypes of index tensors (as a record spells them)."""
+
+
 def _argument(record: dict[str, Any], index: int, name: str) -> Any:
     """The record's description of the argument at positional ``index`` or keyword ``name``."""
     args = record.get("input_args") or []
@@ -80,9 +84,6 @@ def distinct_indices(
                 item[DISTINCT_ALONG] = along
 
     return prepare_spec
-
-
-INDEX_DTYPES = frozenset(("torch.int64", "torch.long", "torch.int32", "torch.int"))
 
 
 def as_dtype(index: int, source: tuple[str, ...], target: str) -> Prepare:
