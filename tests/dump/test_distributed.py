@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -31,6 +32,10 @@ WORKER = textwrap.dedent(
     work.wait()
     dist.barrier()
     torch.relu(x)
+    if hasattr(dist, "all_gather_single"):  # FSDP2's collectives (torch >= 2.13)
+        gathered, shard = torch.zeros(2), torch.zeros(1)
+        dist.all_gather_single(gathered, torch.full((1,), float(rank + 1)))
+        dist.reduce_scatter_single(shard, torch.ones(2))
     dbg.stop()
     dist.destroy_process_group()
     """
@@ -89,6 +94,9 @@ def test_two_gloo_ranks(tmp_path: Path) -> None:
         }
         assert data["Distributed.all_reduce.1.forward"]["output"][0]["Max"] == 6.0
         assert "Torch.relu.0.forward" in data
+        if hasattr(torch.distributed, "all_gather_single"):
+            assert data["Distributed.all_gather_single.0.forward"]["output"][0]["Min"] == 1.0
+            assert data["Distributed.reduce_scatter_single.0.forward"]["output"][0]["Max"] == 2.0
 
 
 @pytest.mark.slow
