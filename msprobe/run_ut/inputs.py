@@ -329,6 +329,12 @@ def _random_complex(
     return torch.polar(magnitude, angle).to(dtype)
 
 
+NO_INPUTS = (
+    'the record holds no inputs (dumped with a data_mode without "input"): nothing to replay; '
+    'dump with data_mode ["all"] or ["input", ...] to replay it'
+)
+
+
 class ArgBuilder:
     """Turns the JSON argument descriptions of one record into Python values (tensors on CPU)."""
 
@@ -394,6 +400,8 @@ class ArgBuilder:
         requires_grad is honoured only when the call has no ``out=`` kwarg; tensors inside kwarg lists
         never require grad.
         """
+        if "input_args" not in record and "input_kwargs" not in record:
+            raise InputError(f"{self.owner}: {NO_INPUTS}".lstrip(": "))
         kwargs_spec = record.get("input_kwargs", {}) or {}
         grad_ok = "out" not in kwargs_spec
         args = [

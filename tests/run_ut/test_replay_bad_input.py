@@ -13,7 +13,9 @@ from replay_dumps import csv_pair, forward, read_csv, tensor, write_dump
 
 import msprobe.run_ut.replay
 import msprobe.run_ut.session  # noqa: F401
-from msprobe.run_ut.inputs import ArgBuilder, InputError, load_tensor
+from msprobe.run_ut.inputs import NO_INPUTS, ArgBuilder, InputError, load_tensor
+from msprobe.run_ut.records import ApiRecord
+from msprobe.run_ut.replay import replay
 
 
 def run(pytester: pytest.Pytester, dump: Path, *extra: str) -> pytest.RunResult:
@@ -213,3 +215,12 @@ def test_int32_class_target_file_of_cross_entropy_still_replays(pytester: pytest
     torch.save(torch.tensor([0, 2, 1, 0], dtype=torch.int32), dump / "dump_tensor_data" / "target.pt")
     result = run(pytester, dump, "-rs")
     result.assert_outcomes(passed=1)
+
+
+def test_a_record_without_inputs_says_so(tmp_path: Path) -> None:
+    """A dump made with ``data_mode: ["output"]`` has forward records with outputs only: each API is
+    a SKIP that names the cause, not the API's own complaint about missing arguments."""
+    out = tensor("torch.float32", [2, 3], -1.0, 1.0)
+    result = replay(ApiRecord("Functional.linear.0", 0, {"output": [out]}, None), tmp_path, "cpu")
+    assert result.result[1] == "SKIP"
+    assert result.result[3] == f"Functional.linear.0: {NO_INPUTS}"
