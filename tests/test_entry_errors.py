@@ -28,10 +28,12 @@ DETAILS = next(FIXTURE.glob("accuracy_checking_details_*.csv"))
 
 
 def write_dump(folder: Path, *, crashed: bool = False) -> Path:
-    """A rank folder holding an (empty) dump.json; with ``crashed``, also a journal, as a killed dump
-    leaves it."""
+    """A rank folder holding a dump.json of one record; with ``crashed``, also a journal, as a killed
+    dump leaves it."""
     folder.mkdir(parents=True, exist_ok=True)
-    doc = {"task": "statistics", "level": "L1", "framework": "pytorch", "dump_data_dir": None, "data": {}}
+    x = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [4], "Max": 1.0, "Min": -1.0}
+    data = {"Torch.tanh.0.forward": {"input_args": [x], "input_kwargs": {}, "output": [x]}}
+    doc = {"task": "statistics", "level": "L1", "framework": "pytorch", "dump_data_dir": None, "data": data}
     (folder / "dump.json").write_text(json.dumps(doc), encoding="utf-8")
     if crashed:  # the journal was written after dump.json's skeleton
         (folder / JOURNAL_NAME).write_text("", encoding="utf-8")

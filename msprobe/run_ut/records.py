@@ -155,14 +155,32 @@ def read_dump_header(path: Path) -> Mapping[str, Any]:
 
 
 def check_dumps(root: Path, files: Sequence[Path], option: str) -> None:
-    """Before a replay starts: each dump.json of ``root`` (given with ``option``) is a replayable dump;
-    one line naming the option, the path given and, for a folder, the file at fault."""
+    """Before a replay starts: each dump.json of ``root`` (given with ``option``) is a replayable dump,
+    and one of them holds a forward API record; one line naming the option, the path given and, for
+    a folder, the file at fault (or, when nothing is to replay, why)."""
+    why_nothing = ""
     for path in files:
         try:
-            read_dump_header(path)
+            doc = read_dump_header(path)
         except MsprobeError as exc:
             reason = str(exc).removeprefix(f"{path}: ") if path == root else str(exc)
             raise MsprobeError(f"{where(option, root)}: {reason}", exc.exit_code) from None
+        data = doc.get("data")
+        calls = dump_json.api_calls(data if isinstance(data, Mapping) else {})
+        if calls.forwards:
+            return
+        why_nothing = why_nothing or _nothing_to_replay(doc, calls)
+    raise MsprobeError(f"{where(option, root)}: no API forward record to replay: {why_nothing}")
+
+
+def _nothing_to_replay(doc: Mapping[str, Any], calls: dump_json.ApiCalls) -> str:
+    """Why a dump.json holds no forward API record, in the terms of the dump's configuration."""
+    data = doc.get("data")
+    if not data:
+        return "its data is empty (did the dump's scope or list match nothing?)"
+    if calls.backwards:
+        return 'backward records only (dumped with data_mode ["backward"]?); dump with data_mode ["all"]'
+    return "module records only (a level L0 dump); dump at level L1 or mix to replay APIs"
 
 
 def read_dump(path: Path) -> DumpFile:

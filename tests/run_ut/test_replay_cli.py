@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from replay_dumps import csv_pair, forward, read_csv, tensor, write_dump
@@ -50,11 +51,40 @@ def test_bad_resume_name_and_missing_dump_are_one_line_errors(
         capsys.readouterr().err.strip()
         == f"msprobe: error: -api_info {tmp_path / 'nope.json'}: no such file or folder"
     )
-    dump = write_dump(tmp_path / "d", {})
+    dump = write_dump(
+        tmp_path / "d", {"Torch.tanh.0.forward": forward(tensor("torch.float32", [8], -1.0, 1.0))}
+    )
     bad = tmp_path / "result.csv"
     bad.write_text("", encoding="utf-8")
     assert msprobe_main(["run_ut", "-api_info", str(dump), "-csv_path", str(bad)]) == 2
     assert "accuracy_checking_result_<14 digits>.csv" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        ({}, "its data is empty (did the dump's scope or list match nothing?)"),
+        (
+            {"Torch.tanh.0.backward": {"input": [tensor("torch.float32", [8], -1.0, 1.0)], "output": [None]}},
+            'backward records only (dumped with data_mode ["backward"]?); dump with data_mode ["all"]',
+        ),
+        (
+            {"Module.fc.Linear.forward.0": forward(tensor("torch.float32", [8], -1.0, 1.0))},
+            "module records only (a level L0 dump); dump at level L1 or mix to replay APIs",
+        ),
+    ],
+    ids=["empty", "backward only", "L0"],
+)
+def test_a_dump_with_nothing_to_replay_is_one_line_saying_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], data: dict[str, Any], why: str
+) -> None:
+    """Before: pytest's "no tests ran", exit 5, and no word on the cause."""
+    dump = write_dump(tmp_path / "d", data)
+    assert msprobe_main(["run_ut", "-api_info", str(dump), "-o", str(tmp_path / "out")]) == 2
+    assert (
+        capsys.readouterr().err.strip()
+        == f"msprobe: error: -api_info {dump}: no API forward record to replay: {why}"
+    )
 
 
 def test_run_ut_writes_both_csvs_and_saves_error_data(tmp_path: Path) -> None:
