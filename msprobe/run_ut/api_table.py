@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from msprobe.run_ut.api_info import NO_BACKWARD_DATA, NO_BACKWARD_UT, ApiInfo, Ref, Skip, Standard
 from msprobe.run_ut.arg_fixes import (
+    INDEX_DTYPES,
     as_dtype,
     class_index_target,
-    distinct_indices,
+    no_repeats,
     tuple_index,
     zero_dropout,
     zero_probability,
@@ -98,11 +99,25 @@ ENTRIES: tuple[ApiInfo, ...] = (
         "flatten floor/floor_ gather greater/greater_ greater_equal/greater_equal_ isfinite isnan "
         "less/less_ less_equal/less_equal_ logical_and/logical_and_ logical_not/logical_not_ "
         "logical_or/logical_or_ masked_fill/masked_fill_ max_pool3d maximum minimum neg/neg_ nonzero "
-        "not_equal/not_equal_ one_hot pad relu reshape round/round_ select sign/sign_ sort tile "
+        "not_equal/not_equal_ one_hot pad relu reshape round/round_ select sign/sign_ tile "
         "transpose/transpose_ tril/tril_ triu/triu_",
     ),
     BINARY.variant("histc", prepare=as_dtype(0, ("torch.int8", "torch.int32", "torch.int64"), "float32")),
-    BINARY.variant("topk", grad_index=0, hint=TOPK_HINT),
+    # sort and topk (8.1.1's binary list), argsort and the other selections (benchmark): drawn inputs
+    # repeat no value along the dimension they order (a device orders equal values its own way: other
+    # indices, other gradients); ours, 8.1.1 draws repeats
+    BINARY.variant("sort", prepare_spec=no_repeats((0, "input"), dim=(1, "dim"), default_dim=-1)),
+    BINARY.variant(
+        "topk",
+        grad_index=0,
+        hint=TOPK_HINT,
+        prepare_spec=no_repeats((0, "input"), dim=(2, "dim"), default_dim=-1),
+    ),
+    PLAIN.variant("argsort", prepare_spec=no_repeats((0, "input"), dim=(1, "dim"), default_dim=-1)),
+    PLAIN.variant("kthvalue", prepare_spec=no_repeats((0, "input"), dim=(2, "dim"), default_dim=-1)),
+    PLAIN.variant("msort", prepare_spec=no_repeats((0, "input"), default_dim=0)),
+    PLAIN.variant("mode", prepare_spec=no_repeats((0, "input"), dim=(1, "dim"), default_dim=-1)),
+    PLAIN.variant("median", aliases=("nanmedian",), prepare_spec=no_repeats((0, "input"), dim=(1, "dim"))),
     BINARY.variant("type_as", upcast=False),
     # upstream 8.1.1 ULPStandard (17 names)
     *_members(
@@ -118,20 +133,26 @@ ENTRIES: tuple[ApiInfo, ...] = (
     PLAIN.variant("__getitem__", prepare=tuple_index),
     # writes through index tensors: drawn indices repeat no value (which duplicate's write a device
     # keeps is not defined); ours, 8.1.1 draws them with repeats
-    PLAIN.variant("__setitem__", prepare=tuple_index, prepare_spec=distinct_indices((1, "key"))),
+    PLAIN.variant(
+        "__setitem__", prepare=tuple_index, prepare_spec=no_repeats((1, "key"), dtypes=INDEX_DTYPES)
+    ),
     PLAIN.variant(
         "scatter",
         aliases=("scatter_",),
-        prepare_spec=distinct_indices((2, "index"), dim=(1, "dim"), unless=(4, "reduce")),
+        prepare_spec=no_repeats((2, "index"), dim=(1, "dim"), unless=(4, "reduce"), dtypes=INDEX_DTYPES),
     ),
-    PLAIN.variant("index_copy", aliases=("index_copy_",), prepare_spec=distinct_indices((2, "index"))),
+    PLAIN.variant(
+        "index_copy", aliases=("index_copy_",), prepare_spec=no_repeats((2, "index"), dtypes=INDEX_DTYPES)
+    ),
     PLAIN.variant(
         "index_put",
         aliases=("index_put_",),
-        prepare_spec=distinct_indices((1, "indices"), unless=(3, "accumulate")),
+        prepare_spec=no_repeats((1, "indices"), unless=(3, "accumulate"), dtypes=INDEX_DTYPES),
     ),
     PLAIN.variant(
-        "put", aliases=("put_",), prepare_spec=distinct_indices((1, "index"), unless=(3, "accumulate"))
+        "put",
+        aliases=("put_",),
+        prepare_spec=no_repeats((1, "index"), unless=(3, "accumulate"), dtypes=INDEX_DTYPES),
     ),
     PLAIN.variant("repeat_interleave", backward_message=NO_BACKWARD_DATA),
     PLAIN.variant("masked_select", backward_message=NO_BACKWARD_UT),

@@ -60,15 +60,26 @@ def _given(record: dict[str, Any], argument: tuple[int, str]) -> Any:
     return spec.get("value") if isinstance(spec, dict) and "value" in spec else None
 
 
-def distinct_indices(
-    index: tuple[int, str], *, dim: tuple[int, str] | None = None, unless: tuple[int, str] | None = None
+def no_repeats(
+    argument: tuple[int, str],
+    *,
+    dim: tuple[int, str] | None = None,
+    default_dim: int | None = None,
+    unless: tuple[int, str] | None = None,
+    dtypes: frozenset[str] | None = None,
 ) -> Callable[[dict[str, Any]], None]:
-    """Integer index tensors drawn from statistics with no value repeated: the argument ``index``
-    (positional index, keyword), a tensor or a list holding tensors, along the dimension the ``dim``
-    argument names (in the whole tensor without one), unless the argument ``unless`` is true (an
-    ``accumulate``, a ``reduce``). A write through two equal indices keeps one of the written values,
-    and which one CUDA and NPU keep is not defined (the CPU keeps the last), so drawn duplicates would
-    fail the replay where the device is right. Saved index tensors keep their values."""
+    """Tensors drawn from statistics with no value repeated: the argument ``argument`` (positional
+    index, keyword), a tensor or a list holding tensors (of ``dtypes``, any when None), along the
+    dimension the ``dim`` argument names, ``default_dim`` when it is absent (None: in the whole
+    tensor), unless the argument ``unless`` is true (an ``accumulate``, a ``reduce``). Saved tensors
+    keep their values. Where a device may resolve equal values otherwise than the CPU, without being
+    wrong, drawn repeats would fail the replay:
+
+    * a write through two equal indices keeps one of the written values, and which one CUDA and
+      NPU keep is not defined (the CPU keeps the last);
+    * sorting and selecting (``sort``, ``topk``, ``median``, ...) order equal values as the kernel
+      goes, so the indices they return, and the gradients sent back through them, differ.
+    """
 
     def prepare_spec(record: dict[str, Any]) -> None:
         from msprobe.run_ut.inputs import DISTINCT_ALONG
@@ -76,11 +87,15 @@ def distinct_indices(
         if unless is not None and _given(record, unless):
             return
         along = _given(record, dim) if dim is not None else None
-        if dim is not None and not isinstance(along, int):
-            return
-        spec = _argument(record, *index)
+        if not isinstance(along, int):
+            along = default_dim
+        spec = _argument(record, *argument)
         for item in spec if isinstance(spec, list) else [spec]:
-            if isinstance(item, dict) and str(item.get("dtype")) in INDEX_DTYPES:
+            if (
+                isinstance(item, dict)
+                and "dtype" in item
+                and (dtypes is None or str(item["dtype"]) in dtypes)
+            ):
                 item[DISTINCT_ALONG] = along
 
     return prepare_spec

@@ -237,8 +237,14 @@ def finite_range(low: float, high: float, dtype: torch.dtype) -> tuple[float, fl
 
 
 DISTINCT_ALONG = "distinct_along"
-"""The key a table entry's ``prepare_spec`` puts on an integer index tensor's record to have it drawn
-with no value repeated: along the dimension it holds, or in the whole tensor when it holds None."""
+"""The key a table entry's ``prepare_spec`` puts on a tensor's record to have it drawn with no value
+repeated: along the dimension it holds, or in the whole tensor when it holds None."""
+_SAME_SIZE_INTEGERS = {
+    torch.float16: torch.int16,
+    torch.bfloat16: torch.int16,
+    torch.float32: torch.int32,
+    torch.float64: torch.int64,
+}
 
 
 def distinct_integers(
@@ -263,6 +269,39 @@ def distinct_integers(
     if dim is None:
         return drawn.reshape(shape)
     return drawn.movedim(-1, axis) if shape else drawn.reshape(shape)
+
+
+def _subnormals(dtype: torch.dtype) -> int:
+    """How many positive subnormal values ``dtype`` has (its mantissa's bit patterns but 0)."""
+    return (1 << round(-math.log2(torch.finfo(dtype).eps))) - 1
+
+
+def _ordinal(value: float, dtype: torch.dtype) -> int:
+    """The position of ``value`` (rounded to ``dtype``, subnormals to 0 or the smallest normal) among
+    the dtype's zero and normal values, 0 for ±0: the order of the floats, one step per value."""
+    bits = int(torch.tensor(value, dtype=dtype).view(_SAME_SIZE_INTEGERS[dtype]).item())
+    sign = 1 << (dtype.itemsize * 8 - 1)
+    magnitude = bits if bits >= 0 else bits + sign
+    position = max(magnitude - _subnormals(dtype), 0)
+    return position if bits >= 0 else -position
+
+
+def distinct_floats(
+    shape: list[int], dtype: torch.dtype, low: float, high: float, dim: int | None, gen: torch.Generator
+) -> torch.Tensor | None:
+    """Values of ``dtype`` in ``[low, high]``, both among them, none repeated along ``dim`` (in the
+    whole tensor when None): distinct zero or normal values (a device may flush subnormals to zero)
+    drawn uniformly, so most are small in magnitude (the floats are dense near 0). For APIs that only
+    order or select values; None when the range holds too few values or a bound is not finite."""
+    if dtype not in _SAME_SIZE_INTEGERS or not (math.isfinite(low) and math.isfinite(high)):
+        return None
+    ordinals = distinct_integers(shape, torch.int64, _ordinal(low, dtype), _ordinal(high, dtype), dim, gen)
+    if ordinals is None:
+        return None
+    sign = 1 << (dtype.itemsize * 8 - 1)
+    magnitude = torch.where(ordinals == 0, 0, ordinals.abs() + _subnormals(dtype))
+    bits = torch.where(ordinals >= 0, magnitude, magnitude - sign)
+    return bits.to(_SAME_SIZE_INTEGERS[dtype]).view(dtype)
 
 
 def random_tensor(spec: Mapping[str, Any], gen: torch.Generator) -> torch.Tensor:
@@ -290,6 +329,10 @@ def random_tensor(spec: Mapping[str, Any], gen: torch.Generator) -> torch.Tensor
             if tensor.dim() > 0:
                 tensor[-1] = low
         else:
+            if DISTINCT_ALONG in spec and low == low_origin and high == high_origin:
+                distinct = distinct_floats(shape, dtype, low, high, spec[DISTINCT_ALONG], gen)
+                if distinct is not None:
+                    return distinct
             lo, hi = finite_range(low, high, dtype)
             tensor = torch.rand(shape, dtype=dtype, generator=gen) * (hi - lo) + lo
     else:

@@ -1,6 +1,7 @@
-"""Writes through index tensors (``scatter``, ``index_copy``, ``index_put``, ``x[idx] = v``, ``put``)
-replayed from statistics: the drawn indices repeat no value, so a device that keeps another of two
-duplicate writes than the CPU (CUDA and NPU do not define which one) is not failed for it."""
+"""Inputs drawn without repeated values where a device may resolve equal values otherwise than the CPU
+without being wrong: the indices of writes (``scatter``, ``index_copy``, ``index_put``, ``x[idx] = v``,
+``put``; CUDA and NPU do not define which of two duplicate writes stays) and the values that sorting
+and selecting order (``sort``, ``topk``, ...; equal values come out in the kernel's order)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from replay_dumps import forward, scalar, tensor
 from test_replay_api_table import run
 
 from msprobe.run_ut import registry
-from msprobe.run_ut.inputs import DISTINCT_ALONG, distinct_integers, random_tensor
+from msprobe.run_ut.inputs import DISTINCT_ALONG, distinct_floats, distinct_integers, random_tensor
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
@@ -54,6 +55,33 @@ def test_a_range_too_small_for_distinct_values_keeps_the_plain_draw(k: int, shor
     spec = tensor("torch.int64", [k], 0, span - 1) | {DISTINCT_ALONG: None}
     drawn = random_tensor(spec, torch.Generator().manual_seed(seed))
     assert drawn.min() == 0 and drawn.max() == span - 1  # statistics still honoured, repeats and all
+
+
+@given(
+    dtype=st.sampled_from([torch.float16, torch.bfloat16, torch.float32]),
+    shape=st.lists(st.integers(1, 300), min_size=1, max_size=2),
+    low=st.floats(-1e3, 1e3),
+    width=st.floats(1e-3, 1e3),
+    seed=st.integers(0, 2**31),
+)
+def test_drawn_floats_repeat_no_value_and_are_never_subnormal(
+    dtype: torch.dtype, shape: list[int], low: float, width: float, seed: int
+) -> None:
+    """What sorting sees: distinct values in [Min, Max] along the last dimension; none subnormal (a
+    device that flushes them to zero would tie them again)."""
+    low = float(torch.tensor(low, dtype=dtype))
+    high = float(torch.tensor(low + width, dtype=dtype))
+    drawn = distinct_floats(shape, dtype, low, high, -1, torch.Generator().manual_seed(seed))
+    if drawn is None:  # too few values of the dtype in the range: the plain draw
+        return
+    assert drawn.dtype == dtype and list(drawn.shape) == shape
+    assert drawn.min() >= low and drawn.max() <= high
+    if drawn.numel() > 1:
+        assert drawn.min() == low and drawn.max() == high
+    rows = drawn.reshape(-1, shape[-1])
+    assert all(len(set(row.tolist())) == shape[-1] for row in rows)
+    values = drawn.float()
+    assert not ((values != 0) & (values.abs() < torch.finfo(dtype).tiny)).any()
 
 
 # --- which records the table marks -------------------------------------------------------------------
@@ -99,6 +127,25 @@ def test_the_table_marks_the_index_of_each_write_and_its_dimension() -> None:
     )
 
 
+def test_the_table_marks_what_sorting_and_selecting_order_and_along_which_dimension() -> None:
+    x = tensor("torch.float16", [4, 64], -1.0, 1.0)
+
+    def marked(api_type: str, name: str, *args: Any, **kwargs: Any) -> list[Any]:
+        return _marked(api_type, name, copy.deepcopy(forward(x, *args, **kwargs)))
+
+    assert marked("Torch", "sort") == [-1]
+    assert marked("Tensor", "sort", scalar("int", 0)) == [0]
+    assert marked("Torch", "argsort", dim=scalar("int", 1)) == [1]
+    assert marked("Torch", "topk", scalar("int", 3)) == [-1]
+    assert marked("Tensor", "topk", scalar("int", 3), scalar("int", 0)) == [0]
+    assert marked("Torch", "kthvalue", scalar("int", 3), dim=scalar("int", 0)) == [0]
+    assert marked("Torch", "msort") == [0]
+    assert marked("Torch", "mode") == [-1]
+    assert marked("Torch", "median") == [None]  # the whole tensor's median
+    assert marked("Tensor", "median", scalar("int", 1)) == [1]
+    assert marked("Torch", "nanmedian", scalar("int", 0)) == [0]
+
+
 # --- end to end, against a device that keeps the first of duplicate writes --------------------------
 
 FIRST_WRITE_WINS_CONFTEST = """
@@ -140,3 +187,53 @@ def test_writes_through_drawn_indices_replay_on_a_device_that_keeps_another_dupl
     _, rows = run(pytester, data)
     verdicts = {name: row[1] for name, row in rows.items()}
     assert verdicts == {name.removesuffix(".forward"): "pass" for name in data}
+
+
+# --- end to end, against a device that orders equal values the other way -------------------------------
+
+OTHER_TIE_ORDER_CONFTEST = """
+import torch
+
+
+def pytest_msprobe_device_function(api_type, bare_name, function):
+    # a device whose kernel orders equal values the other way round than the CPU's: the flipped
+    # input sorted, its indices mapped back (the same result where no value repeats)
+    if bare_name not in ("sort", "argsort", "topk"):
+        return function
+
+    def other_order(x, *args, **kwargs):
+        dim = kwargs.get("dim", args[0] if bare_name != "topk" and args else -1)
+        if bare_name == "topk" and len(args) > 1:
+            dim = args[1]
+        out = function(x.flip(dim), *args, **kwargs)
+        last = x.shape[dim] - 1
+        if isinstance(out, torch.Tensor):
+            return last - out
+        return type(out)((out[0], last - out[1]))
+
+    return other_order
+"""
+
+
+def test_sorting_drawn_values_replays_on_a_device_that_orders_equal_values_otherwise(
+    pytester: pytest.Pytester,
+) -> None:
+    """256 float16 values drawn with repeats in [-1, 1] repeat some (the draw has a few thousand
+    values to pick from): the device returns other indices for them, and the gradient of topk goes
+    to other elements; the replay failed where the device was right."""
+    pytester.makeconftest(OTHER_TIE_ORDER_CONFTEST)
+    x = tensor("torch.float16", [4, 256], -1.0, 1.0, requires_grad=True)
+    half = scalar("int", 128)
+    grad = {"input": [tensor("torch.float16", [4, 128], -1.0, 1.0), None], "output": [None]}
+    data = {
+        "Torch.sort.0.forward": forward(x, dim=scalar("int", -1)),
+        "Torch.argsort.0.forward": forward(x, scalar("int", 1)),
+        "Torch.topk.0.forward": forward(x, half),
+        "Torch.topk.0.backward": grad,
+    }
+    _, rows = run(pytester, data)
+    assert {name: row[1:3] for name, row in rows.items()} == {
+        "Torch.sort.0": ["pass", " "],
+        "Torch.argsort.0": ["pass", " "],
+        "Torch.topk.0": ["pass", "pass"],
+    }
