@@ -126,7 +126,7 @@ class DumpSession:
                 log.warning(
                     "msprobe: %s: this process's rank %s is not in the rank list %s, so it dumps nothing%s",
                     self.config.config_path,
-                    "(none: torch.distributed is not initialised)" if self.rank is None else self.rank,
+                    "(none: no distributed communication is initialised)" if self.rank is None else self.rank,
                     list(self.config.rank),
                     "" if self.rank is not None else '; use "rank": [] in a single-process run',
                 )

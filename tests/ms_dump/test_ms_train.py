@@ -86,6 +86,10 @@ def test_jit_function_runs_and_is_recorded_as_one_call(tmp_path):
         assert fwd["output"][0]["Min"] >= 0.0
         bwd = rec["Jit.scaled_relu.0.backward"]
         assert bwd["input"][0]["shape"] == [2, 3] and bwd["output"][0]["shape"] == [2, 3]
+        with open(os.path.join(out, f"step{step}", "rank", "construct.json"), encoding="utf-8") as fh:
+            construct = json.load(fh)
+        placed = set(construct)  # every record has its place, the jit call's backward included
+        assert {n for n in rec if not n.endswith("parameters_grad")} <= placed
     assert len(grads) == 2
 
 

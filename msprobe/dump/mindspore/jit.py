@@ -113,7 +113,7 @@ class JitHooks:
         parent = svc.parent()
         hook = None
         if mode.direction(BACKWARD) and grad_recording() and _tensor_leaves(args):
-            hook = cell_backward_hook(bname, lambda gi, go: svc.put_backward(bname, gi, go))
+            hook = cell_backward_hook(bname, lambda gi, go: svc.api_backward(bname, parent, gi, go))
         svc.inside = True
         try:
             if hook is not None:

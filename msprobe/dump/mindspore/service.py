@@ -269,7 +269,7 @@ class MsDumpService:
         bname = f"{prefix}.{api}.{index}.{BACKWARD}"
         if mode.direction(BACKWARD) and grad_recording() and _tensor_leaves(args):
             try:
-                hook = cell_backward_hook(bname, lambda gi, go: self._api_backward(bname, parent, gi, go))
+                hook = cell_backward_hook(bname, lambda gi, go: self.api_backward(bname, parent, gi, go))
             except Exception as exc:
                 s.record_error("backward_hook_register", name, exc)
         self.inside = True
@@ -290,6 +290,6 @@ class MsDumpService:
             self.put_construct(name, parent)
         return out
 
-    def _api_backward(self, name: str, fwd_parent: str | None, gi: Any, go: Any) -> None:
+    def api_backward(self, name: str, fwd_parent: str | None, gi: Any, go: Any) -> None:
         if self.put_backward(name, gi, go):
             self.put_construct(name, module_backward_name(fwd_parent))
