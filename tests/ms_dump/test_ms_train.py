@@ -9,6 +9,7 @@ from typing import Any
 import mindspore as ms
 import mindspore.dataset as ds
 import numpy as np
+import pytest
 from mindspore import mint, nn, ops
 from mindspore.train import Model
 from nets import data, write_config
@@ -91,6 +92,41 @@ def test_jit_function_runs_and_is_recorded_as_one_call(tmp_path):
         placed = set(construct)  # every record has its place, the jit call's backward included
         assert {n for n in rec if not n.endswith("parameters_grad")} <= placed
     assert len(grads) == 2
+
+
+@pytest.mark.parametrize("level", ["L0", "mix"])
+@pytest.mark.parametrize("jit_root", [False, True], ids=["jit function calling the net", "jit root Cell"])
+def test_jit_code_calling_hooked_cells_runs_as_without_the_dump(tmp_path, level, jit_root):
+    """The compiler would compile our Cell hooks into the graph (and failed on them): a jit function
+    calling the dumped net, or a dumped net whose own ``construct`` is jit, runs with them off and is
+    one Jit record at mix, nothing at L0 (its Cells run inside the graph)."""
+
+    class Net(nn.Cell):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Dense(4, 2)
+
+        def construct(self, x: Any) -> Any:
+            return self.fc(x)
+
+    if jit_root:
+        Net.construct = ms.jit(Net.construct)
+    net = Net()
+
+    def forward(x: Any) -> Any:
+        return net(x).sum()
+
+    run = forward if jit_root else ms.jit(forward)
+    x = data(0, (2, 4))
+    expected = float(net.fc(x).sum().asnumpy())  # eager: the jit code is first compiled while dumping
+    out = str(tmp_path / "dump")
+    dbg = PrecisionDebugger(config_path=write_config(str(tmp_path / "cfg.json"), "statistics", level, out))
+    dbg.start(net)
+    assert float(run(x).asnumpy()) == pytest.approx(expected, rel=1e-6)  # compiled vs eager kernels
+    dbg.stop()
+    jit_records = [n for n in _records(out, 0) if n.startswith("Jit.")]
+    assert jit_records == ([] if level == "L0" else [f"Jit.{'Net' if jit_root else 'forward'}.0.forward"])
+    assert not any(n.startswith("Cell.") for n in _records(out, 0))
 
 
 def test_jit_cell_at_l0_is_recorded_without_entering_it(tmp_path):

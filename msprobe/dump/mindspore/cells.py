@@ -37,6 +37,10 @@ def _descend(cell: Any, path: str) -> Iterator[tuple[str, Any]]:
             yield from _descend(child, sub)
 
 
+def _nothing() -> None:
+    pass
+
+
 def walk(model: Any) -> list[tuple[str, Any]]:
     """``(prefix, cell)`` for every hooked Cell; a list/tuple model gets ``{i}.`` path prefixes."""
     roots = list(model) if isinstance(model, list | tuple) else [model]
@@ -44,6 +48,8 @@ def walk(model: Any) -> list[tuple[str, Any]]:
     seen: set[int] = set()
     for i, root in enumerate(roots):
         lead = f"{i}." if isinstance(model, list | tuple) else ""
+        if is_jit_cell(root):  # compiled whole: its children run where no hook can
+            continue
         for path, cell in _descend(root, ""):
             if id(cell) in seen:
                 continue
@@ -62,7 +68,9 @@ class CellHooks:
         self.parent_of: dict[str, str | None] = {}  # forward record -> enclosing Cell forward record
         self.passed: dict[str, bool] = {}  # open forward record -> passed scope/list at its begin
         self.float_input: dict[str, bool] = {}  # forward record -> had a floating-point tensor argument
-        self.handles: list[Any] = []
+        self.handles: list[Any] = []  # the cells' hooks
+        self.param_handles: list[Any] = []  # the parameters' gradient hooks
+        self._cells: list[tuple[str, Any]] = []
         self._param_hooked: set[int] = set()
         service.step_reset.append(self._reset)
 
@@ -76,19 +84,37 @@ class CellHooks:
         self.float_input.clear()
 
     def register(self, model: Any) -> int:
-        cells = walk(model)
-        for prefix, cell in cells:
+        self._cells = walk(model)
+        self._hook_cells()
+        return len(self._cells)
+
+    def _hook_cells(self) -> None:
+        for prefix, cell in self._cells:
             self.handles.append(cell.register_forward_pre_hook(self._pre(prefix)))
             self.handles.append(cell.register_forward_hook(self._post(prefix), with_kwargs=True))
             self.handles.append(cell.register_backward_hook(self._backward(prefix)))
-        return len(cells)
 
-    def remove(self) -> None:
-        """Every hook of ours off the cells and parameters (a later ``register`` starts afresh)."""
+    def _unhook_cells(self) -> None:
         for h in self.handles:
             h.remove()
         self.handles.clear()
+
+    def suspend(self) -> Any:
+        """Take the cells' hooks off while a jit call runs (its compiler would compile the hooks of the
+        Cells it calls into the graph, and fails on them); returns the undo."""
+        if not self.handles or not self.service.running:
+            return _nothing
+        self._unhook_cells()
+        return self._hook_cells
+
+    def remove(self) -> None:
+        """Every hook of ours off the cells and parameters (a later ``register`` starts afresh)."""
+        self._unhook_cells()
+        for h in self.param_handles:
+            h.remove()
+        self.param_handles.clear()
         self._param_hooked.clear()
+        self._cells = []
 
     def names_whole(self, name: str) -> bool:
         """At mix, a ``list`` entry inside a Cell forward name selects that whole Cell."""
@@ -163,7 +189,7 @@ class CellHooks:
         for pname, param in params.items():
             if id(param) not in self._param_hooked:
                 self._param_hooked.add(id(param))
-                self.handles.append(param.register_hook(self._param_hook(prefix, pname)))
+                self.param_handles.append(param.register_hook(self._param_hook(prefix, pname)))
 
     def _param_hook(self, prefix: str, pname: str) -> Any:
         def hook(grad: Any) -> None:

@@ -97,8 +97,8 @@ class PrecisionDebugger(FrontDoor):
         self.primitives = PrimitiveHooks(self.service)
         self.jit = JitHooks(self.service)
         self.saver = DebugSaver(self.service)
-        self.jit.suspend_hooks.append(self.primitives.suspend)
-        if config.level in ("L1", "mix"):
+        self.jit.suspend_hooks += [self.primitives.suspend, self.cells.suspend]
+        if config.level in ("L0", "L1", "mix"):
             self.jit.install()
         self._registered = False
         self._model: Any = None

@@ -1,11 +1,12 @@
-"""``mindspore.jit`` under the dump (L1/mix): the call runs with every wrapper removed, one record.
+"""``mindspore.jit`` under the dump: the call runs with every wrapper and hook removed, one record.
 
-A jit function is compiled from its Python source; msprobe's API wrappers and hooked Primitive
-classes must not be visible to the compiler (upstream 8.1.1 patches the pre-2.9 executor location, so
-on MindSpore 2.10 compilation sees its wrappers and fails). Here ``_JitExecutor.__call__`` of the
-running MindSpore is wrapped: during the call the API wrappers and Primitive hooks are suspended,
-and the call is recorded as ``Jit.{function | Cell class}.{n}.forward``; its backward record holds the
-real gradients (grads of the outputs as ``input``, of the inputs as ``output``).
+A jit function is compiled from its Python source; msprobe's API wrappers, hooked Primitive classes
+and Cell hooks must not be visible to the compiler (upstream 8.1.1 patches the pre-2.9 executor
+location, so on MindSpore 2.10 compilation sees its wrappers and fails). Here
+``_JitExecutor.__call__`` of the running MindSpore is wrapped: during the call the API wrappers, the
+Primitive hooks and the Cell hooks (of the Cells a jit function calls) are suspended, and at L1 and
+mix the call is recorded as ``Jit.{function | Cell class}.{n}.forward``; its backward record holds
+the real gradients (grads of the outputs as ``input``, of the inputs as ``output``).
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ class JitHooks:
         # fixtures record none of it either); its compilation still must not see the wrappers.
         record = (
             svc.running
+            and svc.config.level != "L0"  # L0: Cells only (the jit call still runs without our hooks)
             and not svc.inside
             and svc.config.task != "structure"
             and not isinstance(getattr(executor, "obj", None), Optimizer)
