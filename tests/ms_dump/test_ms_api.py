@@ -393,3 +393,35 @@ def test_mix_list_naming_a_cell_dumps_everything_inside_it(tmp_path):
         "Cell.block.relu.ReLU.forward.0",
         "Cell.block.Block.forward.0",
     ]
+
+
+def test_an_op_failing_asynchronously_still_fails_the_program_and_keeps_every_record(tmp_path):
+    """``mint.zeros_like`` has no CPU kernel in MindSpore 2.10: the failure surfaces at the next read.
+    Our reads of the statistics are that read: the error is raised again (at ``stop()``) instead of
+    being swallowed, and every record is written, with null statistics where values cannot be read."""
+    from mindspore import mint
+
+    x = data(0, (2, 3))
+    try:
+        mint.zeros_like(x).asnumpy()
+    except RuntimeError:
+        pass
+    else:
+        pytest.skip("this MindSpore has a CPU kernel for zeros_like")
+    cfg, out = _cfg(tmp_path)
+    dbg = PrecisionDebugger(config_path=cfg)
+    dbg.start()
+    mint.mul(x, 2.0)
+    mint.where(mint.gt(x, 0.0), x, mint.zeros_like(x))
+    with pytest.raises(RuntimeError, match="ZerosLikeExt"):
+        dbg.stop()
+    PrecisionDebugger._shutdown()
+    data_ = _dump(out)["data"]
+    assert list(data_) == [
+        "Mint.mul.0.forward",
+        "Mint.gt.0.forward",
+        "Mint.zeros_like.0.forward",
+        "Mint.where.0.forward",
+    ]
+    assert data_["Mint.mul.0.forward"]["output"][0]["Max"] is not None  # read again after the surfacing
+    assert data_["Mint.zeros_like.0.forward"]["output"][0]["Max"] is None

@@ -42,7 +42,7 @@ leaf = st.one_of(
     st.integers(),
     st.text(max_size=3),
     st.none(),
-    st.builds(lambda v: Pending(v, lambda t: -t), st.integers()),
+    st.builds(lambda v: Pending(v, lambda t: -t, lambda t: None), st.integers()),
 )
 trees = st.recursive(
     leaf,
@@ -72,11 +72,57 @@ def test_batch_writes_in_order_and_when_full(monkeypatch):
     monkeypatch.setattr(deferred, "BATCH", 3)
     written: list[tuple[str, object]] = []
     batch = Batch(lambda n, r: written.append((n, r)), lambda n, e: written.append((n, "error")))
-    batch.add("a", [Pending(1, lambda t: t * 10)])
+    batch.add("a", [Pending(1, lambda t: t * 10, _blank)])
     batch.add("b", {"x": 2})
     assert written == []
-    batch.add("c", [Pending(np.float32(3), lambda t: float(t) + 0.5)])
+    batch.add("c", [Pending(np.float32(3), lambda t: float(t) + 0.5, _blank)])
     assert written == [("a", [10]), ("b", {"x": 2}), ("c", [3.5])]
-    batch.add("d", [Pending(None, lambda t: 1 / 0)])
+    batch.add("d", [Pending(None, lambda t: 1 / 0, _blank)])
     batch.flush()
-    assert written[-1] == ("d", "error") and batch.queue == []
+    assert written[-2:] == [("d", ["blank"]), ("d", "error")] and batch.queue == []
+
+
+def _blank(t):
+    return "blank"
+
+
+class _Flaky:
+    """A read that fails its first ``fails`` times (another op's error surfacing at the first read of
+    the batch, as MindSpore reports an asynchronous failure at the next read, whichever)."""
+
+    def __init__(self, fails: int) -> None:
+        self.fails = fails
+
+    def read(self, value):
+        if self.fails:
+            self.fails -= 1
+            raise RuntimeError("The kernel X unregistered.")
+        return value
+
+
+def test_a_failure_surfacing_at_our_read_is_raised_once_the_batch_is_written():
+    """Without msprobe the program's next read raises it: swallowed here, a failing program would run
+    on. The record whose read it interrupted keeps its values (read again); nothing is dropped."""
+    written: list[tuple[str, object]] = []
+    batch = Batch(lambda n, r: written.append((n, r)), lambda n, e: written.append((n, "error")))
+    surfacing = _Flaky(1)
+    batch.add("mul", [Pending(10, surfacing.read, _blank)])
+    batch.add("zeros_like", [Pending(20, _Flaky(2).read, _blank)])  # the failed op's own output
+    batch.add("where", [Pending(30, lambda t: t, _blank)])
+    with pytest.raises(RuntimeError, match="unregistered"):
+        batch.flush()
+    assert written == [
+        ("mul", [10]),
+        ("zeros_like", ["blank"]),
+        ("zeros_like", "error"),
+        ("where", [30]),
+    ]
+    assert batch.queue == []
+
+
+def test_an_error_of_our_own_summary_is_logged_not_raised():
+    written: list[tuple[str, object]] = []
+    batch = Batch(lambda n, r: written.append((n, r)), lambda n, e: written.append((n, type(e).__name__)))
+    batch.add("odd", [Pending("x", lambda t: int(t), _blank)])
+    batch.flush()
+    assert written == [("odd", ["blank"]), ("odd", "ValueError")]

@@ -7,7 +7,8 @@ is full or at a point after which a tensor could change: ``stop()``/``step()``/e
 in-place API, before a ``jit`` call (optimizers update parameters in place there). Parameters are
 never deferred (optimizers and ``set_data`` mutate them outside any op we see), and records that save
 tensor files are summarised at once. Up to :data:`BATCH` records are therefore held in memory; they
-reach the journal when their batch is written. ``MSPROBE_MS_STAT_BATCH=1`` writes every record as it
+reach the journal when their batch is written. A tensor whose values cannot be read keeps its record,
+with null statistics. ``MSPROBE_MS_STAT_BATCH=1`` writes every record as it
 completes (crash-safe like the PyTorch dump, slower).
 """
 
@@ -39,24 +40,41 @@ BATCH = _batch_size()
 
 
 class Pending:
-    """A tensor whose summary is computed when its record is written."""
+    """A tensor whose summary is computed when its record is written; ``blank`` makes its summary
+    without values (null statistics) when its values cannot be read."""
 
-    __slots__ = ("make", "tensor")
+    __slots__ = ("blank", "make", "tensor")
 
-    def __init__(self, tensor: Any, make: Callable[[Any], Summary]) -> None:
+    def __init__(self, tensor: Any, make: Callable[[Any], Summary], blank: Callable[[Any], Summary]) -> None:
         self.tensor = tensor
         self.make = make
+        self.blank = blank
 
 
-def resolve(value: Any) -> Any:
-    """``value`` with every :class:`Pending` replaced by its summary (new containers; input untouched)."""
+def resolve(value: Any, failures: list[tuple[BaseException, bool]] | None = None) -> Any:
+    """``value`` with every :class:`Pending` replaced by its summary (new containers; input untouched).
+    Without ``failures`` a summary that fails raises. With it, a failed read is tried once more, and
+    ``(error, whether the second read failed too)`` is appended: the first failure may be another
+    op's, surfacing at this read; a tensor whose second read fails too gets a blank summary."""
     t = type(value)
     if t is Pending:
-        return value.make(value.tensor)
+        if failures is None:
+            return value.make(value.tensor)
+        try:
+            return value.make(value.tensor)
+        except Exception as exc:
+            first = exc
+        try:
+            summary = value.make(value.tensor)
+        except Exception:
+            failures.append((first, True))
+            return value.blank(value.tensor)
+        failures.append((first, False))
+        return summary
     if t is dict:
-        return {k: resolve(v) for k, v in value.items()}
+        return {k: resolve(v, failures) for k, v in value.items()}
     if t is list:
-        return [resolve(v) for v in value]
+        return [resolve(v, failures) for v in value]
     return value
 
 
@@ -97,9 +115,22 @@ class Batch:
             self.flush()
 
     def flush(self) -> None:
+        """Write every queued record. A tensor that cannot be read gets null statistics and an error
+        log line; nothing is dropped. A read failing with MindSpore's ``RuntimeError`` is the program's
+        own failure (an op queued earlier that failed: its error surfaces at the next read, ours): it is
+        raised again once the batch is written, where without msprobe the program's next read raises it."""
         queue, self.queue = self.queue, []
+        program_error: BaseException | None = None
         for name, record in queue:
+            failures: list[tuple[BaseException, bool]] = []
             try:
-                self.put(name, resolve(record))
+                self.put(name, resolve(record, failures))
             except Exception as exc:
                 self.on_error(name, exc)
+            lost = [exc for exc, persisted in failures if persisted]
+            if lost:  # values the record could not get: said in the error log
+                self.on_error(name, lost[0])
+            if program_error is None:
+                program_error = next((exc for exc, _ in failures if isinstance(exc, RuntimeError)), None)
+        if program_error is not None:
+            raise program_error

@@ -107,9 +107,17 @@ class Encoder:
     def summarise(self, t: Any) -> Summary:
         return tensor_summary(str(t.dtype), list(t.shape), t.asnumpy(), self.md5)
 
+    def blank(self, t: Any) -> Summary:
+        """The summary of a tensor whose values cannot be read: null statistics (and md5), and a null
+        dtype and shape when the tensor of a failed op cannot tell them either."""
+        try:
+            return tensor_summary(str(t.dtype), list(t.shape), None, self.md5)
+        except Exception:
+            return tensor_summary(None, None, None, self.md5)
+
     def tensor(self, t: Any, saver: TensorSaver | None, stem: str, depth: int) -> Any:
         if saver is None and self.defer and not isinstance(t, ms.Parameter):
-            return Pending(t, self.summarise)
+            return Pending(t, self.summarise, self.blank)
         data = t.asnumpy()
         out = tensor_summary(str(t.dtype), list(t.shape), data, self.md5)
         if saver is not None and saver.save(f"{stem}.npy", data):

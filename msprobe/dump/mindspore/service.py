@@ -104,20 +104,28 @@ class MsDumpService:
             self._open_encoder()
         return on
 
+    # A flush raises the program's own error that surfaced at one of our reads (deferred.Batch.flush),
+    # after writing the batch: the switch below still happens.
     def stop(self) -> None:
-        self.batch.flush()
-        clear_frames()
-        self.session.stop()
+        try:
+            self.batch.flush()
+        finally:
+            clear_frames()
+            self.session.stop()
 
     def step(self) -> None:
-        self.batch.flush()
-        clear_frames()
-        self.session.step()
+        try:
+            self.batch.flush()
+        finally:
+            clear_frames()
+            self.session.step()
 
     def close(self) -> None:
-        self.batch.flush()
-        self.session.running = False
-        self.session.close_store()
+        try:
+            self.batch.flush()
+        finally:
+            self.session.running = False
+            self.session.close_store()
 
     def _open_encoder(self) -> None:
         if self.encoder is not None:

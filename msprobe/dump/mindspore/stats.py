@@ -79,11 +79,15 @@ def crc32_hex(data: np.ndarray) -> str:
     return f"{zlib.crc32(np.ascontiguousarray(host_array(data)).tobytes()) & 0xFFFFFFFF:08x}"
 
 
-def tensor_summary(dtype_name: str, shape: list[int], data: np.ndarray, md5: bool) -> Summary:
-    """The JSON object of one ``mindspore.Tensor`` leaf (key order as upstream)."""
+def tensor_summary(
+    dtype_name: str | None, shape: list[int] | None, data: np.ndarray | None, md5: bool
+) -> Summary:
+    """The JSON object of one ``mindspore.Tensor`` leaf (key order as upstream); null statistics (and
+    md5) when its values could not be read (``data`` None), null dtype and shape when unknown."""
     out = Summary(type="mindspore.Tensor", dtype=dtype_name, shape=shape)
-    for key, value in zip(_STAT_KEYS, array_stats(data)):
+    stats = array_stats(data) if data is not None else (None, None, None, None)
+    for key, value in zip(_STAT_KEYS, stats):
         out[key] = value
     if md5:
-        out["md5"] = crc32_hex(data)
+        out["md5"] = crc32_hex(data) if data is not None else None
     return out
