@@ -219,3 +219,20 @@ def test_module_save_and_save_grad_write_numbered_npy_files(tmp_path, monkeypatc
     )
     np.testing.assert_array_equal(np.load(folder / "x_float32_0.npy"), x.asnumpy())
     np.testing.assert_allclose(np.load(folder / "z_grad_float32_4.npy"), 6.0 * x.asnumpy(), rtol=1e-6)
+
+
+def test_the_update_of_an_experimental_optimizer_is_not_recorded(tmp_path):
+    """``mindspore.experimental.optim.AdamW`` runs its update as a jit call, as ``nn.Optimizer``s do;
+    neither is part of the model's step (8.1.1's dumps hold no optimizer update)."""
+    optim = pytest.importorskip("mindspore.experimental.optim")
+    out = str(tmp_path / "dump")
+    dbg = PrecisionDebugger(config_path=write_config(str(tmp_path / "cfg.json"), "statistics", "L1", out))
+    net = nn.Dense(3, 2)
+    opt = optim.AdamW(net.trainable_params(), lr=1e-3)
+    grad_fn = ms.value_and_grad(lambda x: net(x).sum(), None, opt.parameters)
+    dbg.start(net)
+    _, grads = grad_fn(data(0, (2, 3)))
+    opt(grads)
+    dbg.stop()
+    names = list(_records(out, 0))
+    assert names and not [n for n in names if n.startswith("Jit.")], names

@@ -17,6 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 from mindspore.nn import Optimizer
 
+try:  # mindspore.experimental.optim (AdamW, ...): an Optimizer of its own, no nn.Optimizer
+    from mindspore.experimental.optim import Optimizer as _ExperimentalOptimizer
+
+    OPTIMIZERS: tuple[type, ...] = (Optimizer, _ExperimentalOptimizer)
+except ImportError:
+    OPTIMIZERS = (Optimizer,)
+
 from msprobe.dump.mindspore.backward import cell_backward_hook, grad_recording
 from msprobe.dump.mindspore.service import _tensor_leaves, hook_outputs
 from msprobe.formats.record_names import BACKWARD, FORWARD
@@ -83,7 +90,7 @@ class JitHooks:
             and svc.config.level != "L0"  # L0: Cells only (the jit call still runs without our hooks)
             and not svc.inside
             and svc.config.task != "structure"
-            and not isinstance(getattr(executor, "obj", None), Optimizer)
+            and not isinstance(getattr(executor, "obj", None), OPTIMIZERS)
         )
         svc.batch.flush()  # a jit call may update queued tensors in place (optimizers do)
         suspended = svc.patcher.suspend()
