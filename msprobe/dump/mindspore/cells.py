@@ -99,10 +99,11 @@ class CellHooks:
             h.remove()
         self.handles.clear()
 
-    def suspend(self) -> Any:
-        """Take the cells' hooks off while a jit call runs (its compiler would compile the hooks of the
-        Cells it calls into the graph, and fails on them); returns the undo."""
-        if not self.handles or not self.service.running:
+    def suspend(self, model_code: bool = True) -> Any:
+        """Take the cells' hooks off while a jit call of model code runs (its compiler would compile
+        the hooks of the Cells it calls into the graph, and fails on them); returns the undo. An
+        optimizer's update calls no Cell of the model: its hooks stay."""
+        if not model_code or not self.handles or not self.service.running:
             return _nothing
         self._unhook_cells()
         return self._hook_cells

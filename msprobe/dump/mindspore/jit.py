@@ -50,7 +50,9 @@ def _executor_class() -> Any:
 class JitHooks:
     def __init__(self, service: MsDumpService) -> None:
         self.service = service
-        self.suspend_hooks: list[Callable[[], Callable[[], None]]] = []
+        # each takes whether the jit call runs model code (an optimizer's update does not) and
+        # returns the undo of what it suspended
+        self.suspend_hooks: list[Callable[[bool], Callable[[], None]]] = []
         self._cls: Any = None
         self._original: Any = None
 
@@ -85,16 +87,17 @@ class JitHooks:
         svc = self.service
         # The optimizer's jit-compiled update is not part of the model's forward/backward (8.1.1's
         # fixtures record none of it either); its compilation still must not see the wrappers.
+        model_code = not isinstance(getattr(executor, "obj", None), OPTIMIZERS)
         record = (
             svc.running
             and svc.config.level != "L0"  # L0: Cells only (the jit call still runs without our hooks)
             and not svc.inside
             and svc.config.task != "structure"
-            and not isinstance(getattr(executor, "obj", None), OPTIMIZERS)
+            and model_code
         )
         svc.batch.flush()  # a jit call may update queued tensors in place (optimizers do)
         suspended = svc.patcher.suspend()
-        resumes = [hook() for hook in self.suspend_hooks]
+        resumes = [hook(model_code) for hook in self.suspend_hooks]
         inside, svc.inside = svc.inside, True
         try:
             if record:

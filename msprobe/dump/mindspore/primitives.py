@@ -61,7 +61,7 @@ class PrimitiveHooks:
         self._keep.clear()
         self.names.clear()
 
-    def suspend(self) -> Any:
+    def suspend(self, model_code: bool = True) -> Any:
         """Give the hooked Primitives their own class back (while jit compiles); returns the undo."""
         swapped = [(p, type(p)) for p in self._keep if type(p) in _subclasses.values()]
         for prim, cls in swapped:
