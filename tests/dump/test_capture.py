@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import torch
@@ -455,3 +455,45 @@ def test_a_scope_opens_on_forward_names_when_only_backward_is_dumped(tmp_path: P
         "Torch.tanh.0.backward",
     ]
     assert sorted(data) == expected
+
+
+class _ScaledLoss(torch.Tensor):
+    """A ``__torch_function__`` subclass of the kind libraries ship (loss scaling, logging): it acts on
+    ``Tensor.backward`` (a gradient of 8) and passes everything else on."""
+
+    seen: ClassVar[list[Any]] = []
+
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        cls.seen.append(func)
+        if func is torch.Tensor.backward:
+            with torch._C.DisableTorchFunctionSubclass():
+                return torch.Tensor.backward(args[0], torch.full_like(args[0], 8.0))
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+@pytest.mark.parametrize("level", ["L1", "mix"])
+def test_a_subclass_handles_the_python_functions_it_handles_without_the_dump(
+    tmp_path: Path, debugger: Any, level: str
+) -> None:
+    """Unlisted Python functions (``Tensor.backward``, ``__format__``) are re-dispatched with the dump's
+    mode on, so that what they call is recorded; a subclass's own ``__torch_function__`` must still
+    see them (re-dispatching skipped it: its backward ran unscaled, its ``repr`` raised)."""
+
+    def grads(dump: bool) -> torch.Tensor:
+        torch.manual_seed(0)
+        lin = nn.Linear(3, 1)
+        dbg = debugger(level=level) if dump else None
+        if dbg is not None:
+            dbg.start(model=lin)
+        _ScaledLoss.seen = []
+        loss = lin(torch.randn(4, 3)).sum().as_subclass(_ScaledLoss)
+        loss.backward()
+        text = repr(loss)
+        if dbg is not None:
+            dbg.stop()
+        assert torch.Tensor.backward in _ScaledLoss.seen and "_ScaledLoss" in text
+        assert lin.weight.grad is not None
+        return lin.weight.grad
+
+    assert torch.equal(grads(dump=False), grads(dump=True))

@@ -32,6 +32,7 @@ from msprobe.dump.pytorch.torch_compat import (
     compiler_tracing,
     eval_frame_hooks,
     in_compiled_code,
+    own_torch_function,
 )
 from msprobe.formats.record_names import record_api_name
 
@@ -264,9 +265,10 @@ class ApiTracer(TorchFunctionMode):
         key = self._key_of_replacement(func)
         if key is not None:
             return self.handler(key, func, args, kwargs)
-        if _redispatch is not None and type(func) is types.FunctionType:
+        if _redispatch is not None and type(func) is types.FunctionType and not own_torch_function(types_):
             with self:
                 return _redispatch(func, types_, args, kwargs)
+        # a subclass's own __torch_function__ handles it, as without the dump (redispatching skips it)
         return func(*args, **kwargs)
 
     def _key_of_replacement(self, func: Any) -> ApiKey | None:

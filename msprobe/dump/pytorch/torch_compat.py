@@ -98,6 +98,21 @@ def direct_parameters(mod: torch.nn.Module) -> list[tuple[str, torch.nn.Paramete
 # -- distributed tensors ----------------------------------------------------------------------------
 
 
+_BASE_HANDLERS = frozenset(
+    (torch.Tensor.__torch_function__.__func__, torch._C._disabled_torch_function_impl)  # type: ignore[attr-defined]
+)
+
+
+def own_torch_function(types: Any) -> bool:
+    """Whether one of ``types`` (a ``__torch_function__`` call's) has a handler of its own, not
+    ``torch.Tensor``'s or ``nn.Parameter``'s."""
+    for t in types:
+        handler = getattr(t, "__torch_function__", None)
+        if getattr(handler, "__func__", handler) not in _BASE_HANDLERS:
+            return True
+    return False
+
+
 def local_shard(t: torch.Tensor) -> torch.Tensor:
     """A DTensor's shard on this rank, as a plain tensor (what ``to_local()`` returns, read from
     ``DTensor._local_tensor`` without an autograd node); any other tensor as it is. A DTensor has no
