@@ -147,3 +147,45 @@ def test_each_step_folder_has_its_own_files(tmp_path: Path, debugger: Any) -> No
         rank = tmp_path / "dump" / f"step{step}" / "rank"
         name = load_dump(rank)["data"]["Torch.exp.0.forward"]["input_args"][0]["data_name"]
         assert torch.equal(_load(rank / "dump_tensor_data", name), w)
+
+
+def _every_leaf_holds_its_files_values(data: dict[str, Any], folder: Path) -> int:
+    """Each tensor leaf's Max/Min/Norm are those of the values its file holds; how many leaves."""
+    count = 0
+
+    def walk(v: Any) -> None:
+        nonlocal count
+        if isinstance(v, dict) and "data_name" in v:
+            t = _load(folder, v["data_name"]).double()
+            got = (t.max().item(), t.min().item(), t.norm().item())
+            assert got == pytest.approx((v["Max"], v["Min"], v["Norm"]), rel=1e-5), v["data_name"]
+            count += 1
+        elif isinstance(v, dict):
+            for item in v.values():
+                walk(item)
+        elif isinstance(v, list):
+            for item in v:
+                walk(item)
+
+    walk(data)
+    return count
+
+
+def test_a_second_backward_through_a_call_rewrites_no_file_a_record_names(
+    tmp_path: Path, debugger: Any
+) -> None:
+    """A gradient penalty runs the backward of each call twice (``autograd.grad(create_graph=True)``,
+    then ``backward()``). The module's backward record names the file of the API's backward output;
+    the API's second pass rewrote that file, so the module record's statistics were not its file's.
+    Both keep the first pass now."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Softplus(), torch.nn.Linear(4, 1))
+    x = torch.randn(5, 3, requires_grad=True)
+    dbg = debugger(task="tensor", level="mix")
+    dbg.start(model=model)
+    (g,) = torch.autograd.grad(model(x).sum(), x, create_graph=True)
+    ((g.norm(dim=1) - 1) ** 2).mean().backward()
+    dbg.stop()
+    data, folder = _dumped(tmp_path)
+    assert "Functional.linear.0.backward" in data and "Module.0.Linear.backward.0" in data
+    assert _every_leaf_holds_its_files_values(data, folder) > 20

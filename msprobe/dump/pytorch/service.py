@@ -100,6 +100,7 @@ class TorchDumpService:
         self.module_dump_on = False
         self._tokens = TokenRange(self.session)
         self._recent_grads: Any = None
+        self._backward_recorded: set[str] = set()  # backward records of this step (first pass kept)
 
     # -- Recorder ---------------------------------------------------------------------------------
     @property
@@ -207,6 +208,7 @@ class TorchDumpService:
 
     def _reset_step(self) -> None:
         self._recent_grads = None
+        self._backward_recorded.clear()
         self.saver.reset_step()
         self.modules.reset_step()
         self.writer = None  # the cache is emptied when the next window opens
@@ -375,6 +377,12 @@ class TorchDumpService:
         store = s.store
         if store is None or self.encoder is None or not s.filter.check(name):
             return
+        if name in self._backward_recorded:
+            # A second backward through the same call (double backward: ``autograd.grad(...,
+            # create_graph=True)``, then ``backward()``): the record keeps the first pass, as the
+            # module records do, and the files other records may name are not rewritten.
+            return
+        self._backward_recorded.add(name)
         mode = self.config.data_mode
         # Keep this node's grads alive until the next backward record: the next node's grad_outputs
         # are usually these very tensors, and a live object lets the summary cache recognise them.
