@@ -74,7 +74,7 @@ def _events(model: nn.Module) -> tuple[list[tuple[str, str, list[torch.Tensor]]]
     return events, captures
 
 
-def _full_hook_grads(model: nn.Module, *x: torch.Tensor) -> dict[str, tuple[list[Any], list[Any]]]:
+def _full_hook_grads(model: nn.Module, x: torch.Tensor) -> dict[str, tuple[list[Any], list[Any]]]:
     """(grad_input, grad_output) of each submodule from torch's full backward hooks."""
     out: dict[str, tuple[list[Any], list[Any]]] = {}
     for name, m in model.named_modules():
@@ -84,7 +84,7 @@ def _full_hook_grads(model: nn.Module, *x: torch.Tensor) -> dict[str, tuple[list
                 out[name] = ([g for g in gi if g is not None], [g for g in go if g is not None])
 
             m.register_full_backward_hook(hook)
-    model(*x).sum().backward()
+    model(x).sum().backward()
     return out
 
 
@@ -408,52 +408,3 @@ def test_summing_a_modules_input_gradients_records_no_api_call(tmp_path: Path, l
             assert len(backward["output"]) == 1  # the summed input gradient is recorded all the same
     assert "Tensor.__add__.0.forward" in api_names["L1"]
     assert api_names[level] == (api_names["L1"] if level == "mix" else set())
-
-
-class _NoGradForX(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        return x * w
-
-    @staticmethod
-    def backward(ctx: Any, g: torch.Tensor) -> tuple[None, torch.Tensor]:
-        return None, g.sum(0)
-
-
-class _StopGradient(nn.Module):
-    """Two inputs that need a gradient; the first gets none (a custom Function's None, or an input
-    used only detached, as SimSiam's stop-gradient)."""
-
-    def __init__(self, detached: bool) -> None:
-        super().__init__()
-        self.detached = detached
-        self.w = nn.Parameter(torch.ones(5))
-
-    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        first = x.detach() * 2 if self.detached else _NoGradForX.apply(x, self.w)
-        return first + 3 * y
-
-
-class _Outer(nn.Module):
-    def __init__(self, detached: bool) -> None:
-        super().__init__()
-        self.inner = _StopGradient(detached)
-
-    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return self.inner(x, y)
-
-
-@pytest.mark.parametrize("detached", [False, True], ids=["Function returns None", "input used detached"])
-def test_an_input_that_gets_no_gradient_keeps_its_place_with_zeros(detached: bool) -> None:
-    """torch's full backward hooks give such an input zeros; dropping it moved the next input's
-    gradient to its place."""
-    x = torch.ones(3, 5, requires_grad=True)
-    y = torch.ones(3, 5, requires_grad=True)
-    full = _full_hook_grads(_Outer(detached), x, y)["inner"][0]
-    events, _ = _events(model := _Outer(detached))
-    model(x, y).sum().backward()
-    ends = [grads for name, kind, grads in events if kind == "end"]
-    assert len(ends) == 1 and len(ends[0]) == len(full) == 2
-    for a, b in zip(ends[0], full):
-        torch.testing.assert_close(a, b)
-    assert torch.count_nonzero(ends[0][0]) == 0 and torch.equal(ends[0][1], torch.full((3, 5), 3.0))

@@ -54,19 +54,17 @@ class Inputs:
     tensor's ``grad_fn``): the edges of the positional tensors that require grad and of every tensor
     argument, and the newest node among them."""
 
-    __slots__ = ("likes", "oldest", "slots", "stops")
+    __slots__ = ("oldest", "slots", "stops")
 
     def __init__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         seen: dict[tuple[int, int], int] = {}
         self.slots: list[tuple[Any, int]] = []  # one per distinct positional input that requires grad
-        self.likes: list[tuple[torch.Size, torch.dtype, torch.device]] = []  # its shape, dtype, device
         for a in args:
             if isinstance(a, torch.Tensor) and a.requires_grad:
                 node, nr = _edge(a)
                 if (id(node), nr) not in seen:  # attn(h, h, h): reported at the first position
                     seen[(id(node), nr)] = len(self.slots)
                     self.slots.append((node, nr))
-                    self.likes.append((a.shape, a.dtype, a.device))
         self.stops: list[Any] = []
         self.oldest = -1
         if not self.slots:
@@ -129,7 +127,6 @@ class Capture:
         self._begun = self._ended = False
         self._n_slots = len(inputs.slots) if inputs is not None else 0
         self._sums: list[torch.Tensor | None] = [None] * self._n_slots
-        self._likes = inputs.likes if inputs is not None else []
         self._pending: list[Any] | None = None  # the consumers this backward will run (first call)
         self._fired: set[int] = set()
         self._consumers: list[Any] = []
@@ -214,12 +211,7 @@ class Capture:
             if any(k not in self._fired for k in self._pending):
                 return
             self._ended = True
-        # an input that needs a gradient and gets none (a custom Function's None, an input used only
-        # detached) has zeros, as torch's full backward hooks give it: the positions stay the inputs'
-        end, sums = (
-            self._end_fn,
-            [g if g is not None else _zeros(like) for g, like in zip(self._sums, self._likes)],
-        )
+        end, sums = self._end_fn, [g for g in self._sums if g is not None]
         self._sums = []
         self.release()
         end(sums)
@@ -234,11 +226,6 @@ class Capture:
         self._grad_outputs = []
         self._begin_fn, self._end_fn = _ignore, _ignore
         self._begun = True  # late output hooks do nothing
-
-
-def _zeros(like: tuple[torch.Size, torch.dtype, torch.device]) -> torch.Tensor:
-    with DisableTorchFunction():
-        return torch.zeros(like[0], dtype=like[1], device=like[2])
 
 
 def _ignore(grads: list[Any]) -> None:
