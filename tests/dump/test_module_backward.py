@@ -408,3 +408,26 @@ def test_summing_a_modules_input_gradients_records_no_api_call(tmp_path: Path, l
             assert len(backward["output"]) == 1  # the summed input gradient is recorded all the same
     assert "Tensor.__add__.0.forward" in api_names["L1"]
     assert api_names[level] == (api_names["L1"] if level == "mix" else set())
+
+
+def test_a_user_forward_hook_that_replaces_the_output_is_what_the_record_holds(
+    tmp_path: Path, debugger: Any
+) -> None:
+    """Model code registers forward hooks that return a new output; the next module receives that
+    one, and so do the record and its backward (as upstream, whose hook runs after the model's)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))
+    model[0].register_forward_hook(lambda mod, args, out: out * 0 + 7.0)
+    dbg = debugger(level="L0")
+    dbg.start(model=model)
+    model(torch.randn(2, 4)).sum().backward()
+    dbg.stop()
+    data = load_dump(tmp_path / "dump" / "step0" / "rank")["data"]
+    out = data["Module.0.Linear.forward.0"]["output"][0]
+    assert (
+        (out["Max"], out["Min"])
+        == (7.0, 7.0)
+        == tuple(data["Module.1.Linear.forward.0"]["input_args"][0][k] for k in ("Max", "Min"))
+    )
+    grad_out = data["Module.0.Linear.backward.0"]["input"][0]["Norm"]
+    assert grad_out == data["Module.1.Linear.backward.0"]["output"][0]["Norm"] > 0

@@ -120,7 +120,9 @@ class ModuleDumper:
     def _attach(self, module: torch.nn.Module, hooks: _Hooks) -> None:
         pre, post, unwind = hooks
         self.handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
-        self.handles.append(module.register_forward_hook(post, with_kwargs=True, prepend=True))
+        # after the forward hooks already there (as upstream): the record holds the output the model
+        # goes on with when a user hook replaces it
+        self.handles.append(module.register_forward_hook(post, with_kwargs=True))
         self.handles.append(module.register_forward_hook(unwind, with_kwargs=True, always_call=True))
 
     def _make_hooks(self, module: torch.nn.Module, path: str, active: Active | None = None) -> _Hooks:
