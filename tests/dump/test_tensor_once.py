@@ -29,15 +29,13 @@ def _load(folder: Path, name: str) -> torch.Tensor:
     return torch.load(folder / name, weights_only=True)
 
 
-def _every_leaf_matches_its_file(data: dict[str, Any], folder: Path) -> set[str]:
-    """Each tensor leaf's file has the leaf's shape and dtype; the names of all files named."""
-    named: set[str] = set()
+def _saved_leaves(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every tensor leaf of the records that names a file."""
+    leaves: list[dict[str, Any]] = []
 
     def walk(v: Any) -> None:
         if isinstance(v, dict) and "data_name" in v:
-            t = _load(folder, v["data_name"])
-            assert list(t.shape) == v["shape"] and str(t.dtype) == v["dtype"], v["data_name"]
-            named.add(v["data_name"])
+            leaves.append(v)
         elif isinstance(v, dict):
             for item in v.values():
                 walk(item)
@@ -46,7 +44,15 @@ def _every_leaf_matches_its_file(data: dict[str, Any], folder: Path) -> set[str]
                 walk(item)
 
     walk(data)
-    return named
+    return leaves
+
+
+def _every_leaf_matches_its_file(data: dict[str, Any], folder: Path) -> set[str]:
+    """Each tensor leaf's file has the leaf's shape and dtype; the names of all files named."""
+    for v in _saved_leaves(data):
+        t = _load(folder, v["data_name"])
+        assert list(t.shape) == v["shape"] and str(t.dtype) == v["dtype"], v["data_name"]
+    return {v["data_name"] for v in _saved_leaves(data)}
 
 
 def test_an_output_that_is_the_next_input_is_written_once(tmp_path: Path, debugger: Any) -> None:
@@ -151,24 +157,12 @@ def test_each_step_folder_has_its_own_files(tmp_path: Path, debugger: Any) -> No
 
 def _every_leaf_holds_its_files_values(data: dict[str, Any], folder: Path) -> int:
     """Each tensor leaf's Max/Min/Norm are those of the values its file holds; how many leaves."""
-    count = 0
-
-    def walk(v: Any) -> None:
-        nonlocal count
-        if isinstance(v, dict) and "data_name" in v:
-            t = _load(folder, v["data_name"]).double()
-            got = (t.max().item(), t.min().item(), t.norm().item())
-            assert got == pytest.approx((v["Max"], v["Min"], v["Norm"]), rel=1e-5), v["data_name"]
-            count += 1
-        elif isinstance(v, dict):
-            for item in v.values():
-                walk(item)
-        elif isinstance(v, list):
-            for item in v:
-                walk(item)
-
-    walk(data)
-    return count
+    leaves = _saved_leaves(data)
+    for v in leaves:
+        t = _load(folder, v["data_name"]).double()
+        got = (t.max().item(), t.min().item(), t.norm().item())
+        assert got == pytest.approx((v["Max"], v["Min"], v["Norm"]), rel=1e-5), v["data_name"]
+    return len(leaves)
 
 
 def test_a_second_backward_through_a_call_rewrites_no_file_a_record_names(
