@@ -74,7 +74,7 @@ def _events(model: nn.Module) -> tuple[list[tuple[str, str, list[torch.Tensor]]]
     return events, captures
 
 
-def _full_hook_grads(model: nn.Module, x: torch.Tensor) -> dict[str, tuple[list[Any], list[Any]]]:
+def _full_hook_grads(model: nn.Module, *x: torch.Tensor) -> dict[str, tuple[list[Any], list[Any]]]:
     """(grad_input, grad_output) of each submodule from torch's full backward hooks."""
     out: dict[str, tuple[list[Any], list[Any]]] = {}
     for name, m in model.named_modules():
@@ -84,7 +84,7 @@ def _full_hook_grads(model: nn.Module, x: torch.Tensor) -> dict[str, tuple[list[
                 out[name] = ([g for g in gi if g is not None], [g for g in go if g is not None])
 
             m.register_full_backward_hook(hook)
-    model(x).sum().backward()
+    model(*x).sum().backward()
     return out
 
 
@@ -431,3 +431,66 @@ def test_a_user_forward_hook_that_replaces_the_output_is_what_the_record_holds(
     )
     grad_out = data["Module.0.Linear.backward.0"]["input"][0]["Norm"]
     assert grad_out == data["Module.1.Linear.backward.0"]["output"][0]["Norm"] > 0
+
+
+class _NoGradForX(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return x * w
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[None, torch.Tensor]:
+        return None, g.sum(0)
+
+
+class _StopGradient(nn.Module):
+    """Two inputs that need a gradient; the first gets none (a custom Function's None, or an input
+    used only detached, as SimSiam's stop-gradient)."""
+
+    def __init__(self, detached: bool) -> None:
+        super().__init__()
+        self.detached = detached
+        self.w = nn.Parameter(torch.ones(5))
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        first = x.detach() * 2 if self.detached else _NoGradForX.apply(x, self.w)
+        return first + 3 * y
+
+
+class _Outer(nn.Module):
+    def __init__(self, detached: bool) -> None:
+        super().__init__()
+        self.inner = _StopGradient(detached)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self.inner(x, y)
+
+
+@pytest.mark.parametrize("detached", [False, True], ids=["Function returns None", "input used detached"])
+def test_an_input_that_gets_no_gradient_keeps_its_place_with_zeros(detached: bool) -> None:
+    """torch's full backward hooks give such an input zeros; dropping it moved the next input's
+    gradient to its place."""
+    x = torch.ones(3, 5, requires_grad=True)
+    y = torch.ones(3, 5, requires_grad=True)
+    full = _full_hook_grads(_Outer(detached), x, y)["inner"][0]
+    events, _ = _events(model := _Outer(detached))
+    model(x, y).sum().backward()
+    ends = [grads for name, kind, grads in events if kind == "end"]
+    assert len(ends) == 1 and len(ends[0]) == len(full) == 2
+    for a, b in zip(ends[0], full):
+        torch.testing.assert_close(a, b)
+    assert torch.count_nonzero(ends[0][0]) == 0 and torch.equal(ends[0][1], torch.full((3, 5), 3.0))
+
+
+def test_the_record_of_a_module_whose_input_gets_no_gradient_keeps_the_positions(
+    tmp_path: Path, debugger: Any
+) -> None:
+    model = _Outer(detached=True)
+    x = torch.ones(3, 5, requires_grad=True)
+    y = torch.ones(3, 5, requires_grad=True)
+    dbg = debugger(level="L0")
+    dbg.start(model=model)
+    model(x, y).sum().backward()
+    dbg.stop()
+    record = load_dump(tmp_path / "dump" / "step0" / "rank")["data"]["Module.inner._StopGradient.backward.0"]
+    assert [(g["Max"], g["Min"]) for g in record["output"]] == [(0.0, 0.0), (3.0, 3.0)]

@@ -54,17 +54,21 @@ class Inputs:
     tensor's ``grad_fn``): the edges of the positional tensors that require grad and of every tensor
     argument, and the newest node among them."""
 
-    __slots__ = ("oldest", "slots", "stops")
+    __slots__ = ("likes", "oldest", "positions", "slots", "stops")
 
     def __init__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         seen: dict[tuple[int, int], int] = {}
         self.slots: list[tuple[Any, int]] = []  # one per distinct positional input that requires grad
-        for a in args:
+        self.positions: list[int] = []  # its position among the arguments
+        self.likes: list[tuple[torch.Size, torch.dtype, torch.device]] = []  # its shape, dtype, device
+        for i, a in enumerate(args):
             if isinstance(a, torch.Tensor) and a.requires_grad:
                 node, nr = _edge(a)
                 if (id(node), nr) not in seen:  # attn(h, h, h): reported at the first position
                     seen[(id(node), nr)] = len(self.slots)
                     self.slots.append((node, nr))
+                    self.positions.append(i)
+                    self.likes.append((a.shape, a.dtype, a.device))
         self.stops: list[Any] = []
         self.oldest = -1
         if not self.slots:
@@ -75,6 +79,17 @@ class Inputs:
                 self.stops.append(node)
                 if t.grad_fn is not None:
                     self.oldest = max(self.oldest, sequence_nr(node))
+
+    def moved(self, args: tuple[Any, ...]) -> frozenset[int]:
+        """The slots whose tensor is no longer at its edge when the call ends: written in place inside
+        the module (``nn.ReLU(inplace=True)``), so its gradient no longer passes that edge and cannot
+        be seen there."""
+        out = set()
+        for slot, (i, (node, nr)) in enumerate(zip(self.positions, self.slots)):
+            a = args[i] if i < len(args) else None
+            if not isinstance(a, torch.Tensor) or _edge(a) != (node, nr):
+                out.add(slot)
+        return frozenset(out)
 
 
 def inputs_needing_grad(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Inputs | None:
@@ -121,12 +136,26 @@ class Capture:
     ``end(grad_inputs)`` once every consumer of an input that this backward runs has reported.
     Both run at most once; :meth:`release` drops the hooks (and the graph references) early."""
 
-    def __init__(self, outputs: list[torch.Tensor], inputs: Inputs | None, begin: Begin, end: End) -> None:
+    def __init__(
+        self,
+        outputs: list[torch.Tensor],
+        inputs: Inputs | None,
+        begin: Begin,
+        end: End,
+        moved: frozenset[int] = frozenset(),
+    ) -> None:
         self._begin_fn, self._end_fn = begin, end
         self._lock = threading.Lock()
         self._begun = self._ended = False
         self._n_slots = len(inputs.slots) if inputs is not None else 0
         self._sums: list[torch.Tensor | None] = [None] * self._n_slots
+        # what a slot without a gradient reports: zeros like its input (torch's full backward hooks
+        # give those), or nothing for an input written in place inside the module (its gradient
+        # exists but does not pass the edge watched)
+        likes = inputs.likes if inputs is not None else []
+        self._no_grad: list[tuple[torch.Size, torch.dtype, torch.device] | None] = [
+            None if k in moved else like for k, like in enumerate(likes)
+        ]
         self._pending: list[Any] | None = None  # the consumers this backward will run (first call)
         self._fired: set[int] = set()
         self._consumers: list[Any] = []
@@ -211,7 +240,8 @@ class Capture:
             if any(k not in self._fired for k in self._pending):
                 return
             self._ended = True
-        end, sums = self._end_fn, [g for g in self._sums if g is not None]
+        filled = [g if g is not None else _zeros(like) for g, like in zip(self._sums, self._no_grad)]
+        end, sums = self._end_fn, [g for g in filled if g is not None]
         self._sums = []
         self.release()
         end(sums)
@@ -226,6 +256,13 @@ class Capture:
         self._grad_outputs = []
         self._begin_fn, self._end_fn = _ignore, _ignore
         self._begun = True  # late output hooks do nothing
+
+
+def _zeros(like: tuple[torch.Size, torch.dtype, torch.device] | None) -> torch.Tensor | None:
+    if like is None:
+        return None
+    with DisableTorchFunction():
+        return torch.zeros(like[0], dtype=like[1], device=like[2])
 
 
 def _ignore(grads: list[Any]) -> None:
@@ -264,9 +301,14 @@ def on_gradient(t: torch.Tensor, watcher: Callable[[torch.Tensor], None]) -> Non
     entry[1].insert(0, watcher)
 
 
-def watch(output: Any, inputs: Inputs | None, begin: Begin, end: End) -> Capture | None:
-    """Watch a module call's backward (see :class:`Capture`); None when no output requires grad."""
+def watch(
+    output: Any, inputs: Inputs | None, begin: Begin, end: End, args: tuple[Any, ...] | None = None
+) -> Capture | None:
+    """Watch a module call's backward (see :class:`Capture`); None when no output requires grad.
+    ``args``: the call's positional arguments at its end (an input written in place inside the
+    module gets no zeros when its gradient is not seen)."""
     outputs = [t for t in tensors(output) if t.requires_grad]
     if not outputs:  # no_grad forwards make none
         return None
-    return Capture(outputs, inputs, begin, end)
+    moved = inputs.moved(args) if inputs is not None and args is not None else frozenset()
+    return Capture(outputs, inputs, begin, end, moved)

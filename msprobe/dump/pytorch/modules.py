@@ -157,7 +157,7 @@ class ModuleDumper:
             if ok and not self._off():
                 self._guarded(self._record_forward, name, prefix, mod, args, kwargs, output)
             if backward:
-                self._guarded(self._watch_backward, name, output, inputs)
+                self._guarded(self._watch_backward, name, output, inputs, args)
 
         def unwind(mod: Any, args: Any, kwargs: Any, output: Any) -> None:
             """After post, or alone when the forward (or a hook before post) raised: then the call
@@ -190,7 +190,9 @@ class ModuleDumper:
             self.rec.record_error("backward_hook_register", name, exc)
             return None
 
-    def _watch_backward(self, forward: str, output: Any, inputs: module_backward.Inputs | None) -> None:
+    def _watch_backward(
+        self, forward: str, output: Any, inputs: module_backward.Inputs | None, args: Any
+    ) -> None:
         """Record ``forward``'s backward as ``...backward.N`` (the forward's N) when it runs."""
         call = _BackwardCall(forward.replace(f".{FORWARD}.", f".{BACKWARD}."))
         with DisableTorchFunction():
@@ -199,6 +201,7 @@ class ModuleDumper:
                 inputs,
                 functools.partial(self._begin_hook, call),
                 functools.partial(self._end_hook, call),
+                tuple(args),
             )
         if capture is not None:
             self._captures.append(capture)
