@@ -13,7 +13,7 @@ failing cell in upstream's evaluation order.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -46,6 +46,13 @@ def text_frame(columns: Mapping[str, np.ndarray]) -> pd.DataFrame:
         {k: pd.Series(v, dtype=object, copy=False) if v.dtype == object else v for k, v in owned.items()},
         copy=False,
     )
+
+
+def text_test(cells: np.ndarray, test: Callable[[str], bool]) -> np.ndarray:
+    """``test`` of each cell, run once per distinct text; False for a cell that is no text."""
+    codes, uniques = pd.factorize(cells)
+    hits = np.array([isinstance(u, str) and test(u) for u in uniques] + [False], dtype=bool)
+    return hits[codes]  # a missing cell's code -1 picks the trailing False
 
 
 def is_na(cells: pd.Series) -> np.ndarray:

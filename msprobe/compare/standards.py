@@ -16,6 +16,7 @@ from types import MappingProxyType
 import numpy as np
 import pandas as pd
 
+from msprobe.compare.cells import text_test
 from msprobe.run_ut import registry
 from msprobe.run_ut.api_info import Standard as Standard
 from msprobe.run_ut.api_table import TOPK_HINT as TOPK_HINT
@@ -32,12 +33,9 @@ EMPTY_SHAPE = re.compile(r"[(,]\s*0\s*[,)]")
 
 
 def empty_shapes(shapes: np.ndarray) -> np.ndarray:
-    """Which ``Shape`` cells are those of empty outputs (one test per distinct text). 8.1.1 knows
-    only ``(0,)``: other empty shapes are rows of blank metrics there, "ERROR: Input data is an
-    empty string"."""
-    codes, uniques = pd.factorize(shapes)
-    hits = np.array([isinstance(u, str) and EMPTY_SHAPE.search(u) is not None for u in uniques] + [False])
-    return hits[codes]  # a missing cell's code -1 picks the trailing False
+    """Which ``Shape`` cells are those of empty outputs. 8.1.1 knows only ``(0,)``: other empty shapes
+    are rows of blank metrics there, "ERROR: Input data is an empty string"."""
+    return text_test(shapes, lambda text: EMPTY_SHAPE.search(text) is not None)
 
 
 UNSUPPORTED_MESSAGE = "This data type does not support benchmark compare."

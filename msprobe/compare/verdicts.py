@@ -33,6 +33,7 @@ from msprobe.compare.cells import (
     is_na,
     parse,
     text_frame,
+    text_test,
 )
 from msprobe.compare.merge import BOTH, GPU_ONLY, shapes_differ, texts_differ
 from msprobe.compare.standards import UNSUPPORTED_DTYPES, Standard, empty_shapes, per_row, route
@@ -365,10 +366,7 @@ def evaluate(
     dtype_na = is_na(dtype_series)
     kind[cand & dtype_na] = "exception"
     message[cand & dtype_na] = DTYPE_ERROR
-    codes, uniques = pd.factorize(dtype)
-    blank_dtype = (
-        np.array([u.isspace() for u in uniques.tolist()], dtype=bool)[codes] if len(dtype) else dtype_na
-    )
+    blank_dtype = text_test(dtype, str.isspace)
     skip = cand & ~dtype_na & (blank_dtype | np.isin(dtype, list(UNSUPPORTED_DTYPES)) | empty_shapes(shape))
     message[skip] = as_read(m.loc[skip, "npu:Message"], "Message" in npu_numeric)
 
