@@ -252,12 +252,10 @@ def distinct_integers(
 ) -> torch.Tensor | None:
     """Integers in ``[low, high]``, ``low`` and ``high`` among them, none repeated along ``dim`` (in
     the whole tensor when ``dim`` is None); None when the range holds too few values for that."""
-    moved = list(shape) if dim is not None else [math.prod(shape)]
-    axis = (dim % len(shape)) if dim is not None and shape else 0
-    if dim is not None and shape:
-        moved.append(moved.pop(axis))
-    k = moved[-1] if moved else 1
-    rows = math.prod(moved[:-1]) if moved else 1
+    whole = dim is None or not shape
+    axis = 0 if dim is None or not shape else dim % len(shape)
+    moved = [math.prod(shape)] if whole else [*shape[:axis], *shape[axis + 1 :], shape[axis]]
+    k, rows = moved[-1], math.prod(moved[:-1])
     span = high - low + 1
     if k == 0 or span < k:
         return None
@@ -266,9 +264,7 @@ def distinct_integers(
     values[0, 0], values[-1, -1] = 0, span - 1  # a row stays sorted and so distinct
     order = torch.rand(rows, k, generator=gen).argsort(dim=1)
     drawn = (values.gather(1, order) + low).to(dtype).reshape(moved)
-    if dim is None:
-        return drawn.reshape(shape)
-    return drawn.movedim(-1, axis) if shape else drawn.reshape(shape)
+    return drawn.reshape(shape) if whole else drawn.movedim(-1, axis)
 
 
 def _subnormals(dtype: torch.dtype) -> int:

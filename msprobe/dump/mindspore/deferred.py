@@ -51,15 +51,13 @@ class Pending:
         self.blank = blank
 
 
-def resolve(value: Any, failures: list[tuple[BaseException, bool]] | None = None) -> Any:
+def resolve(value: Any, failures: list[tuple[BaseException, bool]]) -> Any:
     """``value`` with every :class:`Pending` replaced by its summary (new containers; input untouched).
-    Without ``failures`` a summary that fails raises. With it, a failed read is tried once more, and
-    ``(error, whether the second read failed too)`` is appended: the first failure may be another
-    op's, surfacing at this read; a tensor whose second read fails too gets a blank summary."""
+    A failed read is tried once more, and ``(error, whether the second read failed too)`` is appended
+    to ``failures``: the first failure may be another op's, surfacing at this read; a tensor whose
+    second read fails too gets a blank summary."""
     t = type(value)
     if t is Pending:
-        if failures is None:
-            return value.make(value.tensor)
         try:
             return value.make(value.tensor)
         except Exception as exc:

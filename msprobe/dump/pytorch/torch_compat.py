@@ -95,9 +95,6 @@ def direct_parameters(mod: torch.nn.Module) -> list[tuple[str, torch.nn.Paramete
     return out
 
 
-# -- distributed tensors ----------------------------------------------------------------------------
-
-
 _BASE_HANDLERS = frozenset(
     (torch.Tensor.__torch_function__.__func__, torch._C._disabled_torch_function_impl)  # type: ignore[attr-defined]
 )
@@ -111,6 +108,9 @@ def own_torch_function(types: Any) -> bool:
         if getattr(handler, "__func__", handler) not in _BASE_HANDLERS:
             return True
     return False
+
+
+# -- distributed tensors ----------------------------------------------------------------------------
 
 
 def local_shard(t: torch.Tensor) -> torch.Tensor:
