@@ -3,8 +3,9 @@
 An entry carries everything msprobe knows about replaying and scoring one API: which function runs
 (the framework's, or a CPU reference), how the benchmark side upcasts, which output drives backward,
 argument fixes, the precision standard that scores its float outputs, per-dtype tolerance overrides,
-the compare hint, and ``Skip`` entries with their reasons. Every field but ``name`` has a default, and
-families (:mod:`msprobe.run_ut.api_table`) are entries whose fields are the defaults of their members.
+the compare hint, what it orders (``Ties``), and ``Skip`` entries with their reasons. Every field but
+``name`` has a default, and families (:mod:`msprobe.run_ut.api_table`) are entries whose fields are
+the defaults of their members.
 
 Nothing here imports torch: the table is read by ``msprobe compare`` and by the pytest plugin before
 torch is loaded, so a CPU reference may be named by :class:`Ref` and imported on first use.
@@ -70,6 +71,19 @@ def loaded(func: Callable[..., Any] | None) -> Callable[..., Any] | None:
     return func.load() if isinstance(func, Ref) else func
 
 
+@dataclass(frozen=True)
+class Ties:
+    """An API that orders or selects the values of one tensor (sort, topk, median, ...): equal values
+    come out in its kernel's order, which a device may take otherwise than the CPU without being
+    wrong (:mod:`msprobe.run_ut.ties`). Arguments are ``(positional index, keyword)`` pairs."""
+
+    input: tuple[int, str]  # the tensor whose values are ordered
+    dim: tuple[int, str] | None = None  # the argument naming the ordered dimension
+    default_dim: int | None = -1  # the dimension when that argument is absent; None: the whole tensor
+    indices: tuple[int, ...] = ()  # the outputs that are indices into the ordered dimension
+    stable: tuple[int, str] | None = None  # an argument that, when true, fixes the order of equal values
+
+
 Prepare = Callable[[list[Any], dict[str, Any]], None]
 """Tweaks the rebuilt arguments in place (they hold ``inputs.TensorArg`` wrappers)."""
 PrepareInputs = Callable[[Any, Any], tuple[Any, Any]]
@@ -98,6 +112,7 @@ class ApiInfo:
     standard: Standard = Standard.BENCHMARK  # scores its float outputs (upstream 8.1.1 routing)
     tolerances: Tolerances = field(default_factory=dict)  # per-dtype changes to the standard's numbers
     hint: str = ""  # compare's result-row Message when the forward direction fails
+    ties: Ties | None = None  # orders values: equal ones may come out in another order on a device
     skips: tuple[Skip, ...] = ()
 
     def __post_init__(self) -> None:

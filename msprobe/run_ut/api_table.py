@@ -15,7 +15,9 @@ in :mod:`msprobe.run_ut.npu_ops`, named by :class:`Ref` so this table imports no
 
 from __future__ import annotations
 
-from msprobe.run_ut.api_info import NO_BACKWARD_DATA, NO_BACKWARD_UT, ApiInfo, Ref, Skip, Standard
+from typing import Any
+
+from msprobe.run_ut.api_info import NO_BACKWARD_DATA, NO_BACKWARD_UT, ApiInfo, Ref, Skip, Standard, Ties
 from msprobe.run_ut.arg_fixes import (
     INDEX_DTYPES,
     as_dtype,
@@ -77,6 +79,17 @@ FUSION_ATTENTION = NPU.variant(
 compressed sparse mode's generated mask replaced by the one the kernel expects."""
 
 
+_KEYWORD = 1 << 16
+"""The positional index of a keyword-only argument (no call has that many)."""
+
+
+def _ordering(family: ApiInfo, name: str, ties: Ties, **changes: Any) -> ApiInfo:
+    """A member of ``family`` that orders values (``ties``): its drawn input repeats no value along
+    the ordered dimension."""
+    spec = no_repeats(ties.input, dim=ties.dim, default_dim=ties.default_dim)
+    return family.variant(name, prepare_spec=spec, ties=ties, **changes)
+
+
 def _linalg(names: str) -> tuple[ApiInfo, ...]:
     """``torch.linalg`` functions the dump names ``Torch.<name>`` (upstream's rule: the last name
     component) whose ``torch.<name>`` is missing, removed, or another function: replayed as
@@ -103,21 +116,17 @@ ENTRIES: tuple[ApiInfo, ...] = (
         "transpose/transpose_ tril/tril_ triu/triu_",
     ),
     BINARY.variant("histc", prepare=as_dtype(0, ("torch.int8", "torch.int32", "torch.int64"), "float32")),
-    # sort and topk (8.1.1's binary list), argsort and the other selections (benchmark): drawn inputs
-    # repeat no value along the dimension they order (a device orders equal values its own way: other
-    # indices, other gradients); ours, 8.1.1 draws repeats
-    BINARY.variant("sort", prepare_spec=no_repeats((0, "input"), dim=(1, "dim"), default_dim=-1)),
-    BINARY.variant(
-        "topk",
-        grad_index=0,
-        hint=TOPK_HINT,
-        prepare_spec=no_repeats((0, "input"), dim=(2, "dim"), default_dim=-1),
-    ),
-    PLAIN.variant("argsort", prepare_spec=no_repeats((0, "input"), dim=(1, "dim"), default_dim=-1)),
-    PLAIN.variant("kthvalue", prepare_spec=no_repeats((0, "input"), dim=(2, "dim"), default_dim=-1)),
-    PLAIN.variant("msort", prepare_spec=no_repeats((0, "input"), default_dim=0)),
-    PLAIN.variant("mode", prepare_spec=no_repeats((0, "input"), dim=(1, "dim"), default_dim=-1)),
-    PLAIN.variant("median", aliases=("nanmedian",), prepare_spec=no_repeats((0, "input"), dim=(1, "dim"))),
+    # sort and topk (8.1.1's binary list), argsort and the other selections (benchmark): equal values
+    # come out in the kernel's order, which a device may take otherwise (ours: drawn inputs repeat no
+    # value along the ordered dimension, and indices and gradients are scored modulo equal values;
+    # 8.1.1 draws repeats and scores the CPU's order)
+    _ordering(BINARY, "sort", Ties((0, "input"), (1, "dim"), indices=(1,), stable=(_KEYWORD, "stable"))),
+    _ordering(BINARY, "topk", Ties((0, "input"), (2, "dim"), indices=(1,)), grad_index=0, hint=TOPK_HINT),
+    _ordering(PLAIN, "argsort", Ties((0, "input"), (1, "dim"), indices=(0,), stable=(3, "stable"))),
+    _ordering(PLAIN, "kthvalue", Ties((0, "input"), (2, "dim"), indices=(1,))),
+    _ordering(PLAIN, "msort", Ties((0, "input"), default_dim=0)),
+    _ordering(PLAIN, "mode", Ties((0, "input"), (1, "dim"), indices=(1,))),
+    _ordering(PLAIN, "median", Ties((0, "input"), (1, "dim"), None, indices=(1,)), aliases=("nanmedian",)),
     BINARY.variant("type_as", upcast=False),
     # upstream 8.1.1 ULPStandard (17 names)
     *_members(

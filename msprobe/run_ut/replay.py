@@ -31,6 +31,7 @@ from msprobe.run_ut.standards import (
     skip_rows,
 )
 from msprobe.run_ut.standards.thresholds import NOISE_FLOOR
+from msprobe.run_ut.ties import canonical_form
 
 OUT_KWARG_MESSAGE = "function with out=... arguments don't support automatic differentiation, skip backward."
 MULTIPLE_BACKWARD = "Multiple backward is not supported."
@@ -166,15 +167,24 @@ def replay(
                 plan.bench_round,
             )
         device_output = execute.select_outputs(execute.to_cpu(device_raw), info.forward_outputs)
+        scored = (bench_output, device_output, bench_grads, device_grads)
+        form = canonical_form(info.ties, args, kwargs) if info.ties is not None else None
+        if form is not None:  # equal input values: scored modulo their order
+            scored = (
+                form.outputs(bench_output),
+                form.outputs(device_output),
+                form.grads(bench_grads),
+                form.grads(device_grads),
+            )
         forward_rows = list(
-            compare_outputs(name, "forward", bench_output, device_output, routing=routing, info=info)
+            compare_outputs(name, "forward", scored[0], scored[1], routing=routing, info=info)
         )
         backward_rows: list[Any] | None = None
         if backward_message is not None:
             backward_rows = list(backward_skip_rows(name, backward_message))
         elif grad is not None:
             backward_rows = list(
-                compare_outputs(name, "backward", bench_grads, device_grads, routing=routing, info=info)
+                compare_outputs(name, "backward", scored[2], scored[3], routing=routing, info=info)
             )
         if any(r.status == ERROR for r in forward_rows + (backward_rows or [])):
             floors = execute.noise_floors(
@@ -188,9 +198,9 @@ def replay(
                 compute=plan.autocast_dtype,
                 max_ulps=NOISE_FLOOR.max_ulps,
             )
-            forward_rows = at_noise_floor(forward_rows, bench_output, device_output, floors[0])
+            forward_rows = at_noise_floor(forward_rows, scored[0], scored[1], floors[0])
             if backward_rows is not None and grad is not None:
-                backward_rows = at_noise_floor(backward_rows, bench_grads, device_grads, floors[1])
+                backward_rows = at_noise_floor(backward_rows, scored[2], scored[3], floors[1])
         if note:
             forward_rows = [replace(r, message=note + r.message) for r in forward_rows]
             backward_rows = backward_rows and [replace(r, message=note + r.message) for r in backward_rows]
