@@ -103,6 +103,7 @@ class ApiInfo:
     upcast: bool = True  # bench side raises fp16/bf16/fp32 inputs; type_as never
     upcast_fp32: bool = True  # fp32 -> fp64 on the bench side (conv keeps fp32: HF32 semantics)
     hf32: bool = False  # fp32 inputs rounded to HF32 on both sides (conv1d/conv2d)
+    autocast_casts: bool = True  # False: low + fp32 inputs are the kernel's mixed form, never a cast
     grad_index: int | None = None  # which output drives backward when the output is a tuple
     forward_outputs: tuple[int, ...] | None = None  # indices of the compared outputs (None = all)
     backward_message: str | None = None  # fixed backward SKIP message (None: backward is checked)

@@ -58,6 +58,9 @@ NPU = ApiInfo("npu", types=("NPU",))
 NPU_FORWARD_ONLY = NPU.variant("npu forward only", backward_message=NO_BACKWARD_UT)
 """Kernels without a backward in torch_npu (inference, optimizer, ``out=``)."""
 MINDSPEED = ApiInfo("mindspeed", types=("MindSpeed",))
+NORM = ApiInfo("norm", autocast_casts=False)
+"""Normalisations: a bf16/fp16 input with fp32 weight and bias is the kernel's mixed-dtype form (no
+autocast lowers a norm), so the bench keeps the fp32 weight as it is and its gradient stays fp32."""
 
 
 def _npu(module: str, attr: str) -> Ref:
@@ -163,6 +166,7 @@ ENTRIES: tuple[ApiInfo, ...] = (
         aliases=("put_",),
         prepare_spec=no_repeats((1, "index"), unless=(3, "accumulate"), dtypes=INDEX_DTYPES),
     ),
+    *_members(NORM, "layer_norm group_norm batch_norm instance_norm rms_norm"),
     PLAIN.variant("repeat_interleave", backward_message=NO_BACKWARD_DATA),
     PLAIN.variant("masked_select", backward_message=NO_BACKWARD_UT),
     # class-index targets (argument 1): drawn from 0, so an ignore_index of -100 in Min draws no

@@ -99,10 +99,19 @@ def make_plan(info: ApiInfo, dtypes: set[torch.dtype], output_dtype: str | None)
         float_out = out or {"torch.float32": torch.float32, "torch.float64": torch.float64}.get(output_dtype)
         if float_out is not None:
             is_autocast = autocast is not None and autocast != float_out
-            autocast = float_out
+            if autocast in (torch.float16, torch.bfloat16) and float_out.itemsize > autocast.itemsize:
+                # a wider output of low-precision inputs: an explicit cast (``x.float()``), or an op
+                # that autocast ran in float32 (its fp32 policy: ``cross_entropy``, ``nll_loss``, ...).
+                # Replaying under autocast of the input dtype reproduces both (autocast leaves the
+                # cast alone); the bench is float64, above the float32 the device computes in.
+                mapping[autocast] = torch.float64
+            else:
+                autocast = float_out
     if not is_autocast:
         return Plan(mapping, None)
-    computed_low = autocast in (torch.float16, torch.bfloat16) and output_dtype == str(autocast)
+    computed_low = (
+        info.autocast_casts and autocast in (torch.float16, torch.bfloat16) and output_dtype == str(autocast)
+    )
     return Plan(mapping, autocast, autocast if computed_low else None)
 
 

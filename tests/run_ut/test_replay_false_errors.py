@@ -14,7 +14,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from replay_dumps import forward, tensor
 
-from msprobe.run_ut import execute
+from msprobe.run_ut import execute, registry
 from msprobe.run_ut.inputs import TensorArg, random_tensor
 from msprobe.run_ut.records import ApiRecord
 from msprobe.run_ut.registry import ApiInfo
@@ -336,6 +336,65 @@ def test_autocast_input_grads_are_judged_in_the_autocast_dtype(tmp_path: Path) -
     grads = [r for r in result.details if ".backward." in r.name]
     assert [r.device_dtype for r in grads] == ["torch.bfloat16", "torch.bfloat16"]
     assert result.result[2] in ("pass", "Warning"), result.reason
+
+
+def test_a_wider_output_of_low_precision_inputs_replays_under_autocast_with_a_float64_bench() -> None:
+    """bf16 logits to an fp32 loss: autocast ran ``cross_entropy`` in float32 (its float32 policy), or
+    the call cast explicitly; the device replays under bf16 autocast (both then give float32) and the
+    bench sits above that float32, in float64."""
+    f32, f64, bf16 = torch.float32, torch.float64, torch.bfloat16
+    plan = execute.make_plan(ApiInfo("cross_entropy"), {bf16, torch.int64}, "torch.float32")
+    assert plan.autocast_dtype == bf16 and plan.bench_dtype == {bf16: f64} and plan.bench_round is None
+    # not widened: as before
+    same = execute.make_plan(ApiInfo("exp"), {bf16}, "torch.bfloat16")
+    assert same.autocast_dtype is None and same.bench_dtype == {bf16: f32}
+
+
+def test_a_loss_that_autocast_ran_in_float32_replays_in_float32(tmp_path: Path) -> None:
+    record = ApiRecord(
+        "Functional.cross_entropy.0",
+        0,
+        forward(
+            tensor("torch.bfloat16", [32, 256], -8.0, 8.0, requires_grad=True),
+            tensor("torch.int64", [32], 0, 255),
+            output=[tensor("torch.float32", [], 5.0, 5.0)],
+        ),
+        {"input": [tensor("torch.float32", [], 1.0, 1.0)]},
+    )
+    result = replay(record, tmp_path, "cpu")
+    assert result.outcome != "skipped", result.reason
+    assert result.details[0].device_dtype == "torch.float32"  # as dumped (without autocast: bf16)
+    assert result.details[0].bench_dtype == "torch.float64"
+    assert result.result[1:3] == ["pass", "pass"], result.reason
+
+
+def test_a_norm_with_fp32_weights_of_a_bf16_input_is_the_kernels_mixed_form(tmp_path: Path) -> None:
+    """``layer_norm(bf16 x, fp32 weight, fp32 bias)`` with a bf16 output is the kernel's own mixed-dtype
+    form (no autocast lowers a norm): the bench keeps the fp32 weight unrounded, and the device's
+    weight gradient is judged as the fp32 it is."""
+    f32, bf16 = torch.float32, torch.bfloat16
+    norm = registry.lookup("Functional", "layer_norm")
+    assert execute.make_plan(norm, {bf16, f32}, "torch.bfloat16").bench_round is None
+    assert (
+        execute.make_plan(registry.lookup("Functional", "linear"), {bf16, f32}, "torch.bfloat16").bench_round
+        == bf16
+    )
+    record = ApiRecord(
+        "Functional.layer_norm.0",
+        0,
+        forward(
+            tensor("torch.bfloat16", [16, 64], -2.0, 2.0, requires_grad=True),
+            {"type": "torch.Size", "value": [64]},
+            tensor("torch.float32", [64], 0.9, 1.1, requires_grad=True),
+            tensor("torch.float32", [64], -0.1, 0.1, requires_grad=True),
+            output=[tensor("torch.bfloat16", [16, 64], -2.0, 2.0)],
+        ),
+        {"input": [tensor("torch.bfloat16", [16, 64], -0.1, 0.1)]},
+    )
+    result = replay(record, tmp_path, "cpu")
+    grads = {r.name.rsplit(".", 1)[-1]: r for r in result.details if ".backward." in r.name}
+    assert grads["0"].device_dtype == "torch.bfloat16"
+    assert grads["1"].device_dtype == "torch.float32" and grads["2"].device_dtype == "torch.float32"
 
 
 # --- summary counts --------------------------------------------------------------------------------
