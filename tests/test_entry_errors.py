@@ -299,3 +299,53 @@ def test_pytest_refuses_a_debug_json_as_a_usage_error(tmp_path: Path) -> None:
         f"ERROR: --msprobe-dump={path}: a debugger.save file (level debug), not an API dump"
     )
     assert not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------- files that decode to no document
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [("[" * 100_000 + "]" * 100_000, "nested too deeply"), ("[" + "9" * 5000 + "]", "integer string")],
+)
+def test_json_nested_too_deeply_or_with_a_giant_number_is_one_line_everywhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, why: str
+) -> None:
+    from msprobe.dump.config import build_config
+    from msprobe.dump.exceptions import MsprobeException
+
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    (dump / "dump.json").write_text('{"data": ' + text + "}", encoding="utf-8")
+    assert msprobe_main(["run_ut", "-api_info", str(dump), "-o", str(tmp_path / "o")]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert f"{dump / 'dump.json'}: not a dump (invalid JSON" in line and why in line
+    config = tmp_path / "config.json"
+    config.write_text(text, encoding="utf-8")
+    with pytest.raises(MsprobeException, match=why) as exc:
+        build_config(str(config))
+    assert "\n" not in str(exc.value)
+    (dump / "stack.json").write_text(text, encoding="utf-8")
+    code = compare_cli.main(
+        ["-npu", str(DETAILS), "-gpu", str(DETAILS), "-o", str(tmp_path / "c"), "--dump", str(dump)]
+    )
+    assert code == 2
+    line = one_line(capsys.readouterr().err)
+    assert "stack.json: unreadable stack.json" in line and why in line
+
+
+def test_run_ut_config_that_is_a_folder_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dump = write_dump(tmp_path / "dump_path" / "step0" / "rank")
+    folder = tmp_path / "cfgdir"
+    folder.mkdir()
+    code = msprobe_main(["run_ut", "-api_info", str(dump), "-o", str(tmp_path / "o"), "-config", str(folder)])
+    assert code != 0
+    assert one_line(capsys.readouterr().err).endswith(f"{folder}: a folder, expected a config.json file")
+
+
+@pytest.mark.parametrize("threads", ["-3", "100000"])
+def test_replay_threads_out_of_range_are_a_usage_error(tmp_path: Path, threads: str) -> None:
+    write_dump(tmp_path / "dump_path" / "step0" / "rank")
+    proc = run_pytest("--msprobe-dump=dump_path/step0/rank", f"--msprobe-threads={threads}", cwd=tmp_path)
+    assert proc.returncode == 4
+    assert one_line(proc.stderr) == f"ERROR: --msprobe-threads={threads}: must be between 1 and 1024"

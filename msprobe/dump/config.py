@@ -152,7 +152,9 @@ def read_config_file(config_path: str) -> dict[str, Any]:
     try:
         with open(real, encoding="utf-8") as fh:
             data = json.load(fh)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except RecursionError:
+        raise _fail(config_path, "not valid JSON (nested too deeply)") from None
+    except (ValueError, UnicodeDecodeError) as exc:  # ValueError: JSONDecodeError, integers of > 4300 digits
         raise _fail(config_path, f"not valid JSON ({exc})") from None
     except OSError as exc:
         raise FileCheckException(f"config_path {config_path}: cannot read ({exc.strerror})") from None

@@ -1,6 +1,6 @@
 """``msprobe run_ut``: upstream's run_ut flags, run as a pytest session of the replay plugin.
 
-``msprobe run_ut -api_info DUMP -o OUT [-csv_path RESULT] [-save_error_data] [-f] [-n WORKERS]
+``msprobe run_ut -api_info DUMP -o OUT [-csv_path RESULT|DIR] [-save_error_data] [-f] [-n WORKERS]
 [-config CONFIG] [-d ID...] [-device_type cpu|cuda|npu]`` builds ``pytest --msprobe-dump=DUMP ...``
 and calls ``pytest.main``; the exit code is pytest's (0 all passed, 1 some API failed its accuracy
 check, 4 usage error, 5 nothing to replay).
@@ -50,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--result_csv_path",
         dest="csv_path",
         default="",
-        help="resume from an interrupted accuracy_checking_result_{ts}.csv",
+        help="resume from an interrupted accuracy_checking_result_{ts}.csv, or from the earlier -o folder "
+        "(a dump of several steps or ranks)",
     )
     parser.add_argument(
         "-save_error_data",
@@ -118,7 +119,8 @@ def pytest_args(argv: Sequence[str]) -> list[str]:
     args += ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
     args += ["--rootdir", str(dump.resolve().parent if dump.is_file() else dump.resolve())]
     if ns.csv_path:
-        check_resume_file(Path(ns.csv_path))
+        if not Path(ns.csv_path).is_dir():  # a folder: the earlier -o of a multi-rank/step dump
+            check_resume_file(Path(ns.csv_path))
         args += ["--msprobe-resume", ns.csv_path]
     if ns.save_error_data:
         args.append("--msprobe-save-error-data")

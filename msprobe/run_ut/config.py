@@ -55,7 +55,13 @@ def load_config(path: Path | None) -> RunConfig:
             doc = json.load(fh)
     except FileNotFoundError:
         raise MsprobeError(f"{path}: no such config file") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except IsADirectoryError:
+        raise MsprobeError(f"{path}: a folder, expected a config.json file") from None
+    except OSError as exc:
+        raise MsprobeError(f"{path}: cannot read ({exc.strerror})") from None
+    except RecursionError:
+        raise MsprobeError(f"{path}: not a JSON config file (nested too deeply)") from None
+    except (UnicodeDecodeError, ValueError) as exc:
         raise MsprobeError(f"{path}: not a JSON config file ({exc})") from None
     if not isinstance(doc, Mapping):
         raise MsprobeError(f"{path}: a config file must hold a JSON object")

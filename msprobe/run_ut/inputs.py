@@ -12,6 +12,7 @@ tensor; ``.npy`` files are read without pickle. Nothing from the dump is evaluat
 from __future__ import annotations
 
 import math
+import os
 import re
 import warnings
 from collections.abc import Mapping
@@ -170,8 +171,11 @@ def load_tensor(data_dir: Path, name: str) -> torch.Tensor:
         resolved = path.resolve(strict=True)
     except (FileNotFoundError, RuntimeError, OSError):
         raise InputError(f"{path}: no such tensor file") from None
-    if not resolved.is_relative_to(data_dir.resolve()):
+    # The rank folder's own dump_tensor_data: a dump_tensor_data that is itself a symlink leaves the dump.
+    if not resolved.is_relative_to(data_dir.parent.resolve() / data_dir.name):
         raise InputError(f"{path}: resolves outside the dump folder ({resolved}); refusing to read it")
+    if not resolved.is_file():  # a FIFO would block the replay forever, a device never ends
+        raise InputError(f"{path}: not a regular file; refusing to read it")
     if resolved.suffix == ".npy":
         try:
             return torch.from_numpy(np.load(resolved, allow_pickle=False))
@@ -234,6 +238,37 @@ def finite_range(low: float, high: float, dtype: torch.dtype) -> tuple[float, fl
     if not (math.isinf(low) or low <= lowest / 2):
         return low, high
     return max(high - max(abs(high), 1.0), lowest), high
+
+
+def max_generated_bytes() -> int:
+    """The largest tensor replay draws from statistics: ``MSPROBE_MAX_TENSOR_GB``, else 1/32 of this
+    host's memory (an API's replay holds many copies of a drawn input: the device's and the upcast
+    bench's, their outputs and gradients, the noise-floor runs)."""
+    env = os.environ.get("MSPROBE_MAX_TENSOR_GB")
+    if env:
+        try:
+            return int(float(env) * 2**30)
+        except ValueError:
+            raise InputError(f"MSPROBE_MAX_TENSOR_GB={env!r}: not a number of GiB") from None
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 32
+    except (ValueError, OSError, AttributeError):
+        return 1 << 30
+
+
+def check_size(shape: list[int], dtype: torch.dtype) -> None:
+    """Refuse to draw a tensor larger than :func:`max_generated_bytes` (a record's shape is only a claim)."""
+    nbytes = math.prod(shape) * dtype.itemsize
+    limit = max_generated_bytes()
+    if nbytes > limit:
+        raise InputError(
+            f"shape {shape} {dtype} is {_size(nbytes)}, more than replay draws from statistics "
+            f"({_size(limit)}; set MSPROBE_MAX_TENSOR_GB to allow it)"
+        )
+
+
+def _size(nbytes: int) -> str:
+    return f"{nbytes / 2**30:.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"
 
 
 DISTINCT_ALONG = "distinct_along"
@@ -309,6 +344,7 @@ def random_tensor(spec: Mapping[str, Any], gen: torch.Generator) -> torch.Tensor
     high = spec.get("Max_except_inf_nan", high_origin)
     if 0 in shape:
         return torch.empty(shape, dtype=dtype)
+    check_size(shape, dtype)
     if not (_is_number(low) and _is_number(high)):
         raise InputError("the tensor has no numeric Max/Min (and no data_name), cannot generate it")
     if dtype.is_complex:

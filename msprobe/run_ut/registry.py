@@ -47,6 +47,10 @@ __all__ = [
 NOT_SUPPORTED = "API {name} not support for run ut. SKIP."
 NO_FUNCTION = "'NoneType' object is not callable: no function for {api} in this build"
 NO_REFERENCE = "no CPU reference for {api_type}.{bare}"
+NOT_RECORDED = (
+    "{api}: not an API a dump records (in no API list of support_wrap_ops.yaml, and no tensor operation "
+    "of {namespace}): a dump.json naming it is not replayed"
+)
 
 
 def _attr_path(root: Any, dotted: str) -> Any:
@@ -82,14 +86,38 @@ class ApiType:
     default: ApiInfo = PLAIN  # the family default of an API of this type without an entry
     replayable: bool = True  # False: every API of the type is 8.1.1's "not support" SKIP
     missing: str = NO_FUNCTION  # SKIP reason when no function is found ({api}, {api_type}, {bare})
+    family: str | None = None  # the dump's API family (support_wrap_ops.yaml section) of the type
+    namespace: str = ""  # where the dump finds the family's functions
+
+
+def _dump_lists() -> dict[str, frozenset[str]]:
+    """Each family's API names as records name them: its API list, and the names the dump leaves out
+    by choice (upstream's dumps may hold them: ``Tensor.__getitem__``), read once."""
+    global _LISTS
+    if _LISTS is None:
+        from msprobe.dump.api_families import DENY_KEY, load_api_list
+        from msprobe.formats.record_names import record_api_name
+
+        lists = load_api_list()
+        names = {key: {record_api_name(n) for n in listed} for key, listed in lists.items()}
+        for entry in lists.get(DENY_KEY, []):
+            key, _, name = entry.partition(".")
+            names.setdefault(key, set()).add(record_api_name(name))
+        _LISTS = {key: frozenset(listed) for key, listed in names.items()}
+    return _LISTS
+
+
+_LISTS: dict[str, frozenset[str]] | None = None
 
 
 API_TYPES: Mapping[str, ApiType] = MappingProxyType(
     {
-        "Functional": ApiType(_namespace("torch.nn.functional")),
-        "Torch": ApiType(_namespace("torch")),
-        "Tensor": ApiType(_tensor_method),
-        "VF": ApiType(_namespace("torch._VF")),
+        "Functional": ApiType(
+            _namespace("torch.nn.functional"), family="functional", namespace="torch.nn.functional"
+        ),
+        "Torch": ApiType(_namespace("torch"), family="torch", namespace="torch"),
+        "Tensor": ApiType(_tensor_method, family="tensor", namespace="torch.Tensor"),
+        "VF": ApiType(_namespace("torch._VF"), family="_VF", namespace="torch._VF"),
         "Aten": ApiType(_aten),
         "Distributed": ApiType(None, replayable=False),
         "NPU": ApiType(None, NPU, missing=NO_REFERENCE),
@@ -138,6 +166,41 @@ def resolve(api_type: str, bare: str, info: ApiInfo) -> Callable[..., Any] | Non
         return None
     func = kind.find(bare)
     return func if callable(func) else None
+
+
+def recordable(api_type: str, bare: str, func: Any) -> bool:
+    """Whether a dump could have recorded ``func`` (found for ``bare``) as this API: the table has an
+    entry for it, it is in the family's API list (or one the dump leaves out by choice), or it is a
+    public function of its namespace that torch hands to ``__torch_function__`` (or, in
+    ``torch.nn.functional``, a Python function of that module). What no dump records (``torch.load``,
+    ``torch.save``, ``torch.set_default_dtype``, ``torch.hub...``) is never called for a dump.json
+    that names it."""
+    kind = API_TYPES.get(api_type)
+    if kind is None or kind.family is None:
+        return kind is not None and bare.split(".")[0] not in _UNSAFE_KERNELS
+    if find(api_type, bare) is not None or bare in _dump_lists().get(kind.family, ()):
+        return True
+    if bare.startswith("_") or "." in bare:  # the dump discovers public names only
+        return False
+    import torch
+
+    owner: Any = importlib.import_module(kind.namespace) if kind.namespace != "torch.Tensor" else torch.Tensor
+    try:
+        if func in torch.overrides.get_overridable_functions().get(owner, ()):
+            return True
+    except TypeError:  # unhashable: no function
+        return False
+    return kind.family == "functional" and getattr(func, "__module__", None) == kind.namespace
+
+
+_UNSAFE_KERNELS = frozenset({"from_file"})
+"""Aten kernels that read a file named by an argument (no dump records an Aten call of its own)."""
+
+
+def not_recorded_reason(api: str, api_type: str) -> str:
+    """The SKIP reason of an API :func:`recordable` refuses."""
+    kind = API_TYPES.get(api_type)
+    return NOT_RECORDED.format(api=api, namespace=kind.namespace if kind is not None else api_type)
 
 
 def missing_reason(api: str, api_type: str, bare: str) -> str:

@@ -97,6 +97,7 @@ def replay(
     hook).
     """
     name = record.name
+    from_plugin = info is not None  # the user's own entry: whatever it names is theirs to run
     if info is None:
         info = registry.lookup(record.api_type, record.bare_name)
     device_type = device.split(":")[0]
@@ -119,6 +120,12 @@ def replay(
         func = registry.resolve(record.api_type, record.bare_name, info)
         if func is None:
             return skipped(name, registry.missing_reason(name, record.api_type, record.bare_name))
+        if (
+            not from_plugin
+            and info.reference is None
+            and not registry.recordable(record.api_type, record.bare_name, func)
+        ):
+            return skipped(name, registry.not_recorded_reason(name, record.api_type))
         backward_message = _backward_message(record, info, kwargs)
         grad = None
         if record.backward is not None and backward_message is None:

@@ -35,6 +35,8 @@ from msprobe.run_ut.results import (
 CRASHED = "worker crashed while replaying this API"
 WARNING_CATEGORY = "accuracy-warning"
 
+MAX_THREADS = 1024  # torch.set_num_threads refuses < 1 and crashes the process at exit far above this
+
 
 class ReplaySession:
     def __init__(self, config: pytest.Config) -> None:
@@ -72,6 +74,9 @@ class ReplaySession:
         self.routing = opt("msprobe_routing") or "8.1.1"
         self.requested_device = opt("msprobe_device")
         self.jit_compile = bool(opt("msprobe_jit_compile"))
+        threads = opt("msprobe_threads")
+        if threads is not None and not 0 <= threads <= MAX_THREADS:  # 0: the default, 1
+            raise pytest.UsageError(f"--msprobe-threads={threads}: must be between 1 and {MAX_THREADS}")
         try:
             ids = tuple(int(i) for i in str(opt("msprobe_device_ids") or "").replace(",", " ").split())
         except ValueError:

@@ -224,3 +224,96 @@ def test_a_record_without_inputs_says_so(tmp_path: Path) -> None:
     result = replay(ApiRecord("Functional.linear.0", 0, {"output": [out]}, None), tmp_path, "cpu")
     assert result.result[1] == "SKIP"
     assert result.result[3] == f"Functional.linear.0: {NO_INPUTS}"
+
+
+# --- what a crafted dump.json names is never run, read, or drawn beyond reason ------------------------
+
+
+def test_a_record_naming_what_no_dump_records_is_never_called(pytester: pytest.Pytester) -> None:
+    """``torch.load`` with ``weights_only=False`` of a pickle shipped in the dump, ``torch.save`` to
+    any path, a global setting: no dump records them, so a dump.json naming them is refused before
+    anything runs (before, the pickle's payload ran and the API "passed")."""
+    folder = pytester.path / "d"
+    folder.mkdir()
+    torch.save({"x": Boom()}, folder / "payload.pt")
+    data = {
+        "Torch.load.0.forward": forward(
+            {"type": "str", "value": str(folder / "payload.pt")},
+            weights_only={"type": "bool", "value": False},
+        ),
+        "Torch.save.0.forward": forward(
+            tensor("torch.float32", [4], -1.0, 1.0),
+            {"type": "str", "value": str(pytester.path / "written.pt")},
+        ),
+        "Torch.set_default_dtype.0.forward": forward({"type": "torch.dtype", "value": "torch.float64"}),
+        "Torch.exp.0.forward": forward(tensor("torch.float32", [4], -1.0, 1.0)),
+    }
+    dump = write_dump(folder, data)
+    result = run(pytester, dump, "-rs")
+    result.assert_outcomes(passed=1, skipped=3)
+    assert not (pytester.path / "PWNED").exists() and not Path("PWNED").exists()
+    assert not (pytester.path / "written.pt").exists()
+    assert torch.get_default_dtype() == torch.float32
+    rows = {r[0]: r for r in read_csv(csv_pair(pytester.path / "out")[0])[1:]}
+    for name in ("Torch.load.0", "Torch.save.0", "Torch.set_default_dtype.0"):
+        assert rows[name][1] == "SKIP" and "not an API a dump records" in rows[name][3], rows[name]
+
+
+def test_every_api_of_the_committed_dumps_is_one_a_dump_records() -> None:
+    """The refusal above takes nothing from real dumps: every Torch/Tensor/Functional/VF record of
+    upstream's and our dumps names a function the dump records."""
+    import json
+
+    from msprobe.run_ut import registry
+
+    seen = 0
+    data_root = Path(__file__).resolve().parents[1] / "data"
+    for path in data_root.rglob("dump.json"):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8")).get("data", {})
+        except (ValueError, UnicodeDecodeError):
+            continue
+        if not isinstance(data, dict) or "Cell" in " ".join(data)[:10000]:
+            continue  # MindSpore dumps are not replayed
+        for key in data:
+            parts = key.split(".")
+            if len(parts) < 4 or parts[0] not in ("Torch", "Tensor", "Functional", "VF"):
+                continue
+            bare = ".".join(parts[1:-2])
+            func = registry.resolve(parts[0], bare, registry.lookup(parts[0], bare))
+            if func is not None:
+                seen += 1
+                assert registry.recordable(parts[0], bare, func), key
+    assert seen > 500
+
+
+def test_a_statistics_record_larger_than_the_draw_limit_is_skipped_with_its_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MSPROBE_MAX_TENSOR_GB", str(1 / 1024))  # 1 MiB
+    big = ApiRecord("Torch.exp.0", 0, forward(tensor("torch.float32", [512, 1024], -1.0, 1.0)), None)
+    result = replay(big, tmp_path, "cpu")
+    assert result.outcome == "skipped"
+    assert result.reason.endswith(
+        "shape [512, 1024] torch.float32 is 2.0 MiB, more than replay draws from statistics "
+        "(1.0 MiB; set MSPROBE_MAX_TENSOR_GB to allow it)"
+    ), result.reason
+    small = ApiRecord("Torch.exp.1", 0, forward(tensor("torch.float32", [64, 1024], -1.0, 1.0)), None)
+    assert replay(small, tmp_path, "cpu").outcome == "passed"
+
+
+def test_a_tensor_folder_linked_out_of_the_dump_is_refused(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    torch.save(torch.ones(2), elsewhere / "x.pt")
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    (dump / "dump_tensor_data").symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(InputError, match="resolves outside the dump folder"):
+        load_tensor(dump / "dump_tensor_data", "x.pt")
+
+
+def test_a_named_pipe_for_a_tensor_file_is_refused_not_waited_on(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "fifo.pt")
+    with pytest.raises(InputError, match="not a regular file"):
+        load_tensor(tmp_path, "fifo.pt")

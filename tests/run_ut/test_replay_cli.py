@@ -188,3 +188,15 @@ def test_quiet_summary_counts_broken_records_as_pytest_fails_them(
         ["Torch.cos.0", "SKIP"],
         ["Torch.exp.1", "error"],
     ]
+
+
+def test_csv_path_takes_the_output_folder_of_a_multi_folder_dump(tmp_path: Path) -> None:
+    """A dump of several steps or ranks writes one CSV pair per rank folder: ``-csv_path`` names the
+    earlier ``-o`` folder to resume them all (the plugin's ``--msprobe-resume`` takes either)."""
+    spec = forward(tensor("torch.float32", [4], 0.0, 1.0))
+    for step in ("step0", "step1"):
+        write_dump(tmp_path / "dump" / step / "rank", {"Torch.exp.0.forward": spec})
+    out = tmp_path / "out"
+    out.mkdir()  # the earlier run's
+    args = pytest_args(["-api_info", str(tmp_path / "dump"), "-o", str(out), "-csv_path", str(out)])
+    assert args[args.index("--msprobe-resume") + 1] == str(out)
