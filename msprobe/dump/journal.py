@@ -83,30 +83,47 @@ def read_journal(path: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, A
     stacks: dict[int, tuple[list[str], list[str]]] = {}
     stacked: set[tuple[int, str]] = set()
     construct: dict[str, Any] = {}
-    with open(path, encoding="utf-8") as fh:
+    skipped = 0
+    with open(path, encoding="utf-8", errors="replace") as fh:  # a damaged byte spoils one line only
         _wait_for_writer(fh.fileno(), path)
         for line in fh:
             if not line.endswith("\n"):
                 break
             try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if "d" in entry:
-                data[entry["d"]] = entry.get("v")
-            elif "n" in entry:
-                sid = int(entry["s"])
-                if sid not in stacks:
-                    stacks[sid] = ([], list(entry.get("f", [])))
-                if (sid, entry["n"]) not in stacked:
-                    stacked.add((sid, entry["n"]))
-                    stacks[sid][0].append(entry["n"])
-            elif "c" in entry:
-                construct[entry["c"]] = entry.get("p")
-            elif "h" in entry:
-                header = dict(entry["h"])
+                _apply(json.loads(line), header, data, stacks, stacked, construct)
+            except (ValueError, TypeError, AttributeError, KeyError, RecursionError):
+                skipped += 1  # not one of our entries: a damaged line
+    if skipped:
+        log.warning("msprobe: %s: %d damaged line(s) skipped", path, skipped)
     stack = {str(i): [names, frames] for i, (names, frames) in sorted(stacks.items())}
     return header, data, stack, construct
+
+
+def _apply(
+    entry: Any,
+    header: dict[str, Any],
+    data: dict[str, Any],
+    stacks: dict[int, tuple[list[str], list[str]]],
+    stacked: set[tuple[int, str]],
+    construct: dict[str, Any],
+) -> None:
+    """Add one journal entry; a malformed one raises (ValueError, TypeError, ...) before changing anything."""
+    if not isinstance(entry, dict):
+        raise TypeError("not an object")
+    if "d" in entry:
+        data[entry["d"]] = entry.get("v")
+    elif "n" in entry:
+        sid = int(entry["s"])
+        if sid not in stacks:
+            stacks[sid] = ([], list(entry.get("f", [])))
+        if (sid, entry["n"]) not in stacked:
+            stacked.add((sid, entry["n"]))
+            stacks[sid][0].append(entry["n"])
+    elif "c" in entry:
+        construct[entry["c"]] = entry.get("p")
+    elif "h" in entry:
+        header.clear()
+        header.update(dict(entry["h"]))
 
 
 def _wait_for_writer(fd: int, path: str) -> None:

@@ -124,6 +124,7 @@ class RankStore:
         self.on_error: Callable[[str, str, BaseException], None] | None = None
         self.encoder = encoder  # None: records are encoded here
         self._handed: list[bytes] = []  # the pickled batches handed to the encoder process
+        self._pid = os.getpid()  # a forked copy of this store never writes (the parent's files)
 
     def open(self, with_tensor_dir: bool) -> None:
         """Create the rank folder and its journal; a folder the OS refuses is one user-facing line
@@ -152,7 +153,7 @@ class RankStore:
 
     def put(self, name: str, value: Any) -> None:
         """Store a record (a later put of the same name replaces its value, keeping its place)."""
-        if not self.keep_data:
+        if not self.keep_data or os.getpid() != self._pid:
             return
         pending = self._pending
         now = self.clock()
@@ -291,6 +292,8 @@ class RankStore:
         return stack_json(zip(self._stack_names, self._stack_frames))
 
     def flush(self) -> None:
+        if os.getpid() != self._pid:
+            return
         for callback in list(self.before_flush):  # records their owners still hold back
             callback()
         self.write_batch()
@@ -311,6 +314,8 @@ class RankStore:
 
     def close(self) -> None:
         """Final flush; the journal is removed only after the json files are safely written."""
+        if os.getpid() != self._pid:
+            return
         self.flush()
         if self.encoder is not None:
             try:

@@ -191,3 +191,70 @@ def test_a_failed_fetch_of_statistics_is_reported_and_the_records_written(tmp_pa
     store.flush()
     assert errors == [("statistics", "device lost")]
     assert list(json.loads((tmp_path / "dump.json").read_text())["data"]) == ["a.b.0.forward"]
+
+
+def test_rebuild_skips_damaged_journal_lines_and_keeps_the_rest(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A journal is what a crash left: lines that are not our entries (bad bytes, a wrong type, a
+    bare string, a stack entry without a number) are counted and skipped, every sound line kept."""
+    good = [
+        json.dumps({"d": "Torch.exp.0.forward", "v": {"output": []}}),
+        json.dumps({"c": "Torch.exp.0.forward", "p": None}),
+    ]
+    bad = ['{"n": "x", "s": "abc"}', '{"h": 5}', '"dog"', "[1, 2]", '{"d": ["unhashable"], "v": 1}']
+    raw = "\n".join([good[0], *bad, good[1]]).encode() + b"\n\xff\xfe garbage\n"
+    (tmp_path / JOURNAL_NAME).write_bytes(raw)
+    with caplog.at_level("WARNING", logger="msprobe"):
+        _header, data, _stack, construct = read_journal(str(tmp_path / JOURNAL_NAME))
+    assert data == {"Torch.exp.0.forward": {"output": []}}
+    assert construct == {"Torch.exp.0.forward": None}
+    assert "6 damaged line(s) skipped" in caplog.text
+
+
+FORKING_CHILD = textwrap.dedent(
+    """
+    import os, sys, torch
+    from msprobe.pytorch import PrecisionDebugger
+    torch.manual_seed(0)
+    dbg = PrecisionDebugger(dump_path=sys.argv[1], task="tensor", level="mix")
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+    dbg.start(model=model)
+    model(torch.ones(2, 4)).sum().backward()
+    if sys.argv[2] == "fork":
+        pid = os.fork()
+        if pid == 0:  # a Hogwild-style worker: trains on its own batch, then exits normally
+            model(torch.full((3, 4), 7.0)).sum().backward()
+            sys.exit(0)
+        os.waitpid(pid, 0)
+    model(torch.ones(2, 4)).sum().backward()
+    dbg.stop()  # every record journaled
+    os.kill(os.getpid(), 9)  # a crash before step() writes the json files: rebuilt from the journal
+    """
+)
+
+
+def _crashed_forking_run(out: Path, mode: str) -> dict[str, object]:
+    """The records of a FORKING_CHILD run rebuilt after its crash; every tensor file checked to hold
+    the parent's values only."""
+    proc = subprocess.run(
+        [sys.executable, "-c", FORKING_CHILD, str(out), mode], env=dict(os.environ, OMP_NUM_THREADS="1")
+    )
+    assert proc.returncode == -signal.SIGKILL
+    rank = out / "step0" / "rank"
+    assert (rank / JOURNAL_NAME).exists()  # the child's exit left it
+    assert msprobe_main(["rebuild", str(rank)]) == 0
+    data: dict[str, object] = json.loads((rank / "dump.json").read_text())["data"]
+    assert not any("[3, 4]" in json.dumps(v) for v in data.values())
+    for name in os.listdir(rank / "dump_tensor_data"):
+        t = torch.load(rank / "dump_tensor_data" / name, weights_only=True)
+        assert not (t == 7.0).any() and 3 not in t.shape, name
+    return data
+
+
+def test_a_forked_child_never_writes_into_the_parents_dump(tmp_path: Path) -> None:
+    """A forked child inherits the dump's hooks and its exit handler; its records, its tensor files
+    and its normal exit (which wrote its own dump.json and removed the parent's journal) are not the
+    parent's: after the parent's crash, the rebuilt dump is the one made without the child."""
+    forked = _crashed_forking_run(tmp_path / "fork", "fork")
+    assert list(forked) == list(_crashed_forking_run(tmp_path / "control", "control"))

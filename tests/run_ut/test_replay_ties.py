@@ -21,9 +21,9 @@ pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptio
 
 # --- the canonical form --------------------------------------------------------------------------------
 
-rows_with_ties = st.lists(st.lists(st.integers(0, 4), min_size=1, max_size=12), min_size=1, max_size=3).filter(
-    lambda rows: len({len(r) for r in rows}) == 1
-)
+rows_with_ties = st.lists(
+    st.lists(st.integers(0, 4), min_size=1, max_size=12), min_size=1, max_size=3
+).filter(lambda rows: len({len(r) for r in rows}) == 1)
 
 
 def _permuted_within_ties(x: torch.Tensor, seed: int) -> torch.Tensor:
@@ -64,7 +64,9 @@ def test_an_index_naming_another_value_keeps_a_different_canonical_form(
 
 
 @given(rows=rows_with_ties, seed=st.integers(0, 2**31))
-def test_gradients_permuted_among_equal_inputs_have_one_canonical_form(rows: list[list[int]], seed: int) -> None:
+def test_gradients_permuted_among_equal_inputs_have_one_canonical_form(
+    rows: list[list[int]], seed: int
+) -> None:
     x = torch.tensor(rows, dtype=torch.float32)
     first = first_equal(x)
     gen = torch.Generator().manual_seed(seed)

@@ -112,7 +112,8 @@ class TorchDumpService:
         return self.session.running
 
     def idle(self) -> bool:
-        return not self.session.running or self._inside
+        # a forked child (a Hogwild worker, os.fork) inherits our hooks: it must never record
+        return not self.session.running or self._inside or os.getpid() != self._owner_pid
 
     def enter(self) -> bool:
         was, self._inside = self._inside, True
@@ -171,6 +172,8 @@ class TorchDumpService:
 
     def close(self) -> None:
         """At exit: final json of the open step, journal removed."""
+        if os.getpid() != self._owner_pid:
+            return  # the atexit handler of a forked child: the files belong to the parent
         self._pop()
         self.session.running = False
         self.session.close_store()
@@ -366,6 +369,8 @@ class TorchDumpService:
         self.on_backward(name, (grad,), (grad,))
 
     def on_backward(self, name: str, grad_inputs: Any, grad_outputs: Any) -> None:
+        if os.getpid() != self._owner_pid:
+            return  # a forked child running backward: not our process's dump
         was = self.enter()
         try:
             self._record_backward(name, grad_inputs, grad_outputs)
