@@ -425,3 +425,30 @@ def test_an_op_failing_asynchronously_still_fails_the_program_and_keeps_every_re
     ]
     assert data_["Mint.mul.0.forward"]["output"][0]["Max"] is not None  # read again after the surfacing
     assert data_["Mint.zeros_like.0.forward"]["output"][0]["Max"] is None
+
+
+def test_a_forked_child_records_nothing_and_leaves_the_files_alone(tmp_path, monkeypatch):
+    """A forked child (a dataset worker) inherits the wrappers and the exit handler: in a process
+    other than the one that made the debugger, nothing is recorded and close() writes nothing
+    (before, the child wrote its tensors into the parent's dump_tensor_data)."""
+    import msprobe.dump.mindspore.service as service
+
+    cfg, out = _cfg(tmp_path, task="tensor")
+    dbg = PrecisionDebugger(config_path=cfg)
+    x = data(0, (2, 4))
+    dbg.start()
+    ops.relu(x)
+    parent = os.getpid()
+    monkeypatch.setattr(service.os, "getpid", lambda: parent + 1)  # as in the child
+    ops.relu(data(1, (3, 4)))
+    dbg.service.close()
+    monkeypatch.setattr(service.os, "getpid", lambda: parent)
+    ops.relu(x)
+    dbg.stop()
+    d = _dump(out)["data"]
+    assert list(d) == ["Functional.relu.0.forward", "Functional.relu.1.forward"]
+    assert all(rec["input_args"][0]["shape"] == [2, 4] for rec in d.values())
+    files = sorted(os.listdir(os.path.join(out, "step0", "rank", "dump_tensor_data")))
+    assert all(
+        np.load(os.path.join(out, "step0", "rank", "dump_tensor_data", f)).shape == (2, 4) for f in files
+    )

@@ -8,6 +8,7 @@ observe MindSpore. A failure while recording goes to dump_error_info.log; the us
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -86,6 +87,7 @@ class MsDumpService:
         self.session.step_reset_hooks.append(self._reset_step)
         self.step_reset: list[Callable[[], None]] = []
         self.batch = Batch(self._store_put, self._batch_error)
+        self._pid = os.getpid()  # a forked child (a dataset worker) records nothing into our files
         if config.level in ("L1", "mix"):
             self.api_count = self.patcher.patch_families(load_api_list())
         else:
@@ -96,7 +98,7 @@ class MsDumpService:
     # -- switch -----------------------------------------------------------------------------------
     @property
     def running(self) -> bool:
-        return self.session.running and self.encoder is not None
+        return self.session.running and self.encoder is not None and os.getpid() == self._pid
 
     def start(self) -> bool:
         on = self.session.start(current_rank)
@@ -121,6 +123,8 @@ class MsDumpService:
             self.session.step()
 
     def close(self) -> None:
+        if os.getpid() != self._pid:
+            return  # the exit of a forked child: the files are the parent's
         try:
             self.batch.flush()
         finally:
