@@ -349,3 +349,30 @@ def test_replay_threads_out_of_range_are_a_usage_error(tmp_path: Path, threads: 
     proc = run_pytest("--msprobe-dump=dump_path/step0/rank", f"--msprobe-threads={threads}", cwd=tmp_path)
     assert proc.returncode == 4
     assert one_line(proc.stderr) == f"ERROR: --msprobe-threads={threads}: must be between 1 and 1024"
+
+
+def test_a_config_saved_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    """Windows editors save UTF-8 with a BOM: the config is the same JSON."""
+    from msprobe.dump.config import build_config
+    from msprobe.run_ut.config import load_config
+
+    config = tmp_path / "config.json"
+    body = {"task": "statistics", "dump_path": str(tmp_path / "d"), "level": "L1"}
+    config.write_bytes(b"\xef\xbb\xbf" + json.dumps(body).encode())
+    assert build_config(str(config)).level == "L1"
+    replay_config = tmp_path / "run_ut.json"
+    replay_config.write_bytes(b"\xef\xbb\xbf" + json.dumps({"run_ut": {}}).encode())
+    load_config(replay_config)
+
+
+@pytest.mark.parametrize("workers", ["-1", "abc", "1.5"])
+def test_run_ut_workers_must_be_a_count_or_auto(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], workers: str
+) -> None:
+    dump = write_dump(tmp_path / "dump_path" / "step0" / "rank")
+    with pytest.raises(SystemExit) as exc:
+        msprobe_main(["run_ut", "-api_info", str(dump), "-n", workers])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument -n/--num_workers: {workers!r}: a number of workers (0: in process) or 'auto'" in err
+    assert "Traceback" not in err and "pytest" not in err

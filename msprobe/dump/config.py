@@ -150,7 +150,7 @@ def check_config_path(config_path: str) -> str:
 def read_config_file(config_path: str) -> dict[str, Any]:
     real = check_config_path(config_path)
     try:
-        with open(real, encoding="utf-8") as fh:
+        with open(real, encoding="utf-8-sig") as fh:
             data = json.load(fh)
     except RecursionError:
         raise _fail(config_path, "not valid JSON (nested too deeply)") from None

@@ -72,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--num_workers",
         dest="workers",
         default="0",
+        type=_workers,
         help="xdist workers (a number or 'auto'; 0 = in process)",
     )
     parser.add_argument(
@@ -107,6 +108,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="the summary, and one line per failing API or collection error",
     )
     return parser
+
+
+def _workers(text: str) -> str:
+    """``-n``: a count of workers (0: in process) or one of pytest-xdist's words."""
+    if text in ("auto", "logical") or (text.isdigit() and int(text) >= 0):
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r}: a number of workers (0: in process) or 'auto'")
 
 
 def pytest_args(argv: Sequence[str]) -> list[str]:

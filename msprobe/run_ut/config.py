@@ -51,7 +51,7 @@ def load_config(path: Path | None) -> RunConfig:
     if path is None:
         return RunConfig()
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open(path, encoding="utf-8-sig") as fh:
             doc = json.load(fh)
     except FileNotFoundError:
         raise MsprobeError(f"{path}: no such config file") from None
