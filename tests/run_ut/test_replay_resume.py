@@ -205,3 +205,27 @@ def test_a_result_file_of_a_run_restricted_with_k_resumes(tmp_path: Path) -> Non
     result, _ = csv_pair(tmp_path / "some")
     assert replay(dump, tmp_path / "ignored", "--msprobe-resume", str(result)) == 1
     assert rows_of(tmp_path / "some") == rows_of(tmp_path / "whole")
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]])
+def test_resuming_a_finished_run_succeeds_and_keeps_its_rows(tmp_path: Path, workers: list[str]) -> None:
+    """Nothing is left to run: the results stand (exit 0, rows unchanged), not pytest's "no tests
+    ran" (exit 5), which a script resuming until done would take for a failure."""
+    dump = write_dump(
+        tmp_path / "d",
+        {
+            "Torch.exp.0.forward": forward(tensor("torch.float32", [8], -1.0, 1.0)),
+            "Torch.tanh.0.forward": forward(tensor("torch.float32", [8], -1.0, 1.0)),
+        },
+    )
+    assert replay(dump, tmp_path / "out") == 0
+    result, _ = csv_pair(tmp_path / "out")
+    before = rows_of(tmp_path / "out")
+    assert replay(dump, tmp_path / "ignored", "--msprobe-resume", str(result), *workers) == 0
+    assert rows_of(tmp_path / "out") == before
+    # a resume file of a run cut short still runs what is left
+    with open(result, encoding="utf-8") as fh:
+        kept = fh.readlines()[:2]
+    result.write_text("".join(kept), encoding="utf-8")
+    assert replay(dump, tmp_path / "ignored", "--msprobe-resume", str(result), *workers) == 0
+    assert rows_of(tmp_path / "out")[0] == before[0]
