@@ -119,10 +119,8 @@ def test_dump_root_with_rank_folders_gets_one_csv_pair_each_and_resumes_by_folde
     for step in ("step0", "step1"):
         result, _ = csv_pair(tmp_path / "out" / step / "rank0")
         assert [r[0] for r in read_csv(result)[1:]] == ["Torch.tanh.0", "Torch.sigmoid.0"]
-    assert (
-        replay(root, tmp_path / "out", "--msprobe-resume", str(tmp_path / "out"))
-        == pytest.ExitCode.NO_TESTS_COLLECTED
-    )
+    # every API already has its row: nothing runs, the results stand
+    assert replay(root, tmp_path / "out", "--msprobe-resume", str(tmp_path / "out")) == pytest.ExitCode.OK
 
 
 CRASH_CONFTEST = """
