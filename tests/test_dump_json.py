@@ -111,12 +111,18 @@ def test_tensor_file_names(path: list[int | str], side: str) -> None:
     ("name", "expected"),
     [
         ("Torch.x.0.forwardish", None),  # 'forward' occurs, last segment is not it
-        ("Functional.forward_pre.0.backward", None),  # forward wins over backward: malformed
+        # the last segment decides (8.1.1: 'forward' anywhere wins, so the backward record of
+        # F.multi_head_attention_forward, which nn.MultiheadAttention calls, was malformed)
+        ("Functional.forward_pre.0.backward", ("Functional.forward_pre.0", "backward")),
+        (
+            "Functional.multi_head_attention_forward.0.backward",
+            ("Functional.multi_head_attention_forward.0", "backward"),
+        ),
         ("forward", None),
         ("Tensor.add_.0.backward", ("Tensor.add_.0", "backward")),
     ],
 )
-def test_replay_direction_rule_is_upstreams(name: str, expected: tuple[str, str] | None) -> None:
+def test_replay_direction_is_the_last_segment(name: str, expected: tuple[str, str] | None) -> None:
     assert rn.split_direction(name) == expected
 
 

@@ -144,19 +144,28 @@ def is_module_key(key: str) -> bool:
     return MODULE in key
 
 
+_NOT_IN_PLACE_DUNDERS = frozenset(("__init__", "__index__", "__int__", "__invert__", "__iter__"))
+
+
+def in_place_name(api: str) -> bool:
+    """torch's naming of an API that writes into its first argument: a trailing ``_`` (``add_``) or an
+    augmented-assignment dunder (``__iadd__``)."""
+    if api.startswith("__"):
+        return api.startswith("__i") and api not in _NOT_IN_PLACE_DUNDERS
+    return api.endswith("_")
+
+
 def split_direction(key: str) -> tuple[str, str] | None:
     """``"Functional.linear.0.forward"`` -> ``("Functional.linear.0", "forward")``; None if malformed.
 
-    Forward if ``forward`` occurs in the key, else backward if ``backward`` does; the last segment must
-    then be exactly that word.
+    The direction is the last segment, which must be exactly ``forward`` or ``backward`` (an API whose
+    name holds one of the words, ``Functional.multi_head_attention_forward.0.backward``, is still split
+    by its last segment).
     """
-    direction = FORWARD if FORWARD in key else BACKWARD if BACKWARD in key else None
-    if direction is None:
-        return None
     name, _, last = key.rpartition(".")
-    if last != direction or not name:
+    if last not in (FORWARD, BACKWARD) or not name:
         return None
-    return name, direction
+    return name, last
 
 
 def replay_api_type(api_name: str) -> str:

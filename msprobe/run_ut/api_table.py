@@ -193,7 +193,7 @@ ENTRIES: tuple[ApiInfo, ...] = (
     # torch.solve, lstsq and matrix_rank are removed). Names torch shares with linalg (norm, svd, qr,
     # cross, ...) call torch's, as upstream: a record does not say which of the two was called.
     *_linalg(
-        "vector_norm matrix_norm cond matrix_rank lu_factor svdvals solve lstsq inv pinv vecdot multi_dot "
+        "vector_norm matrix_norm cond matrix_rank lu lu_factor svdvals solve lstsq inv pinv vecdot multi_dot "
         "householder_product tensorsolve cholesky_ex inv_ex solve_ex lu_factor_ex ldl_factor ldl_factor_ex"
     ),
     # torch_npu fused ops; grad_index follows 8.1.1's torch_ut_setting.json (only npu_fusion_attention)

@@ -75,7 +75,12 @@ class Plan:
     bench_round: torch.dtype | None = None
 
 
-def make_plan(info: ApiInfo, dtypes: set[torch.dtype], output_dtype: str | None) -> Plan:
+def make_plan(
+    info: ApiInfo, dtypes: set[torch.dtype], output_dtype: str | None, in_place: bool = False
+) -> Plan:
+    """``in_place``: the API writes into its first argument (``mul_``, ``__iadd__``); autocast never
+    casts the inputs of such an API, so low + fp32 inputs are type promotion (torch computes in the
+    wider dtype and rounds once into the output), not an autocast cast to undo on the bench."""
     present = [d for d in LOW_PRECISION if d in dtypes]
     mapping: dict[torch.dtype, torch.dtype] = {}
     autocast: torch.dtype | None = None
@@ -110,7 +115,10 @@ def make_plan(info: ApiInfo, dtypes: set[torch.dtype], output_dtype: str | None)
     if not is_autocast:
         return Plan(mapping, None)
     computed_low = (
-        info.autocast_casts and autocast in (torch.float16, torch.bfloat16) and output_dtype == str(autocast)
+        info.autocast_casts
+        and not in_place
+        and autocast in (torch.float16, torch.bfloat16)
+        and output_dtype == str(autocast)
     )
     return Plan(mapping, autocast, autocast if computed_low else None)
 
@@ -168,6 +176,12 @@ class Side:
             for k, v in kwargs.items()
             if not (isinstance(v, DeviceArg) and self.device == "cpu")
         }
+        # a compute/result dtype= that names a dtype this side raises (sum/softmax/cumsum/vector_norm
+        # of bf16 with dtype=torch.bfloat16) is raised with the tensors: otherwise the bench computes
+        # in the device's dtype (or linalg refuses the narrowing from the raised input)
+        dtype = new_kwargs.get("dtype")
+        if isinstance(dtype, torch.dtype) and dtype in self.cast:
+            new_kwargs["dtype"] = self.cast[dtype]
         return new_args, new_kwargs
 
     def grads(self) -> list[torch.Tensor | None]:

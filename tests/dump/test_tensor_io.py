@@ -21,6 +21,10 @@ DTYPES = [
     torch.uint8,
     torch.bool,
     torch.complex64,
+    torch.complex32,  # the dtypes without a typed storage class: their storage is pickled untyped
+    torch.uint16,
+    torch.uint32,
+    torch.uint64,
 ]
 SHAPES = [(3, 4), (), (0, 3), (1, 5), (5, 1), (2, 1, 3)]
 
@@ -28,18 +32,21 @@ SHAPES = [(3, 4), (), (0, 3), (1, 5), (5, 1), (2, 1, 3)]
 def _make(dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:
     g = torch.Generator().manual_seed(len(shape) * 31 + dtype.itemsize)
     if dtype.is_complex:
-        return torch.randn(shape, dtype=dtype, generator=g)
-    return (torch.randn(shape, generator=g) * 5).to(dtype)
+        return torch.randn(shape, dtype=torch.complex64, generator=g).to(dtype)
+    return (torch.randn(shape, generator=g) * 5).abs().to(dtype)
 
 
 def _check(path: Path, ref: torch.Tensor) -> None:
     got = torch.load(path, weights_only=True)
     assert type(got) is torch.Tensor
     assert got.dtype == ref.dtype and got.shape == ref.shape and not got.requires_grad
+    if ref.dtype == torch.complex32:  # no equal for it: its bytes
+        got, ref = got.reshape(-1).view(torch.uint8), ref.resolve_conj().reshape(-1).view(torch.uint8)
     assert torch.equal(got, ref)
     assert os.stat(path).st_mode & 0o777 == 0o640
 
 
+@pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_plain_tensors_round_trip(tmp_path: Path, dtype: torch.dtype) -> None:
     w = TensorWriter(str(tmp_path))

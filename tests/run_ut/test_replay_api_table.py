@@ -163,7 +163,7 @@ def _linalg_samples() -> dict[str, dict[str, Any]]:
         "tensorsolve": (t(2, 3, 6), t(2, 3)),
     }
     names = (
-        "vector_norm matrix_norm cond matrix_rank lu_factor svdvals solve lstsq inv pinv vecdot multi_dot "
+        "vector_norm matrix_norm cond matrix_rank lu lu_factor svdvals solve lstsq inv pinv vecdot multi_dot "
         "householder_product tensorsolve cholesky_ex inv_ex solve_ex lu_factor_ex ldl_factor ldl_factor_ex"
     )
     return {name: forward(*args.get(name, (m,))) for name in names.split()}

@@ -397,6 +397,33 @@ def test_a_norm_with_fp32_weights_of_a_bf16_input_is_the_kernels_mixed_form(tmp_
     assert grads["1"].device_dtype == "torch.float32" and grads["2"].device_dtype == "torch.float32"
 
 
+def test_an_in_place_op_with_a_wider_operand_is_type_promotion_not_an_autocast_cast() -> None:
+    """``bf16.mul_(fp32)``: torch computes in fp32 and rounds once into the bf16 tensor (autocast never
+    casts an in-place op), so the bench keeps the fp32 operand unrounded."""
+    f32, bf16 = torch.float32, torch.bfloat16
+    mul = registry.lookup("Tensor", "mul_")
+    assert execute.make_plan(mul, {bf16, f32}, "torch.bfloat16", in_place=True).bench_round is None
+    assert execute.make_plan(mul, {bf16, f32}, "torch.bfloat16").bench_round == bf16  # mul under autocast
+
+
+def test_a_dtype_argument_is_raised_with_the_tensors_on_the_bench(tmp_path: Path) -> None:
+    """``x.sum(dtype=torch.bfloat16)`` of a bf16 ``x``: the bench sums in float32 like its inputs (it
+    summed in bf16, as the device, and could only pass)."""
+    record = ApiRecord(
+        "Tensor.sum.0",
+        0,
+        forward(
+            tensor("torch.bfloat16", [4096], 0.5, 1.5),
+            dtype={"type": "torch.dtype", "value": "torch.bfloat16"},
+            output=[tensor("torch.bfloat16", [], 4096.0, 4096.0)],
+        ),
+        None,
+    )
+    result = replay(record, tmp_path, "cpu")
+    assert result.details[0].bench_dtype == "torch.float32"
+    assert result.details[0].device_dtype == "torch.bfloat16"
+
+
 # --- summary counts --------------------------------------------------------------------------------
 
 

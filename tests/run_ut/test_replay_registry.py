@@ -216,3 +216,10 @@ def test_a_class_target_with_ignored_positions_replays(name: str) -> None:
     target = tensor("torch.int64", [8], -100, 9)
     record = ApiRecord(name, 0, forward(scores, target, ignore_index=scalar("int", -100)), None)
     assert replay(record, None, "cpu").result[1] == "pass"
+
+
+def test_torch_lu_records_are_linalg_lu() -> None:
+    """The dump names ``torch.linalg.lu`` ``Torch.lu`` (and never records the deprecated ``torch.lu``):
+    its records replay ``torch.linalg.lu`` (three outputs P, L, U), not ``torch.lu``."""
+    info = registry.lookup("Torch", "lu")
+    assert registry.resolve("Torch", "lu", info) is torch.linalg.lu

@@ -16,19 +16,18 @@ from typing import Any
 import torch
 
 # Torch families write only when the predicate says so; every other prefix may always.
-from msprobe.formats.record_names import TORCH_PREFIXES
+from msprobe.formats.record_names import TORCH_PREFIXES, in_place_name
 
 IMPLICIT_MUTATORS = ("batch_norm", "instance_norm", "embedding", "backward", "resize")
 IMPLICIT_EXACT = frozenset(("grad", "set_"))  # torch.autograd.grad; Tensor.set_
-_NOT_INPLACE = frozenset(("__init__", "__index__", "__int__", "__invert__", "__iter__"))
 _MAX_NORM_AT = 3  # F.embedding(input, weight, padding_idx, max_norm, ...)
 
 
 def name_mutates(name: str) -> bool:
     """Whether an API of this name may write into its arguments (or, for backward, into ``.grad``)."""
     if name.startswith("__"):
-        return (name.startswith("__i") and name not in _NOT_INPLACE) or name == "__setitem__"
-    return name.endswith("_") or name in IMPLICIT_EXACT or any(m in name for m in IMPLICIT_MUTATORS)
+        return in_place_name(name) or name == "__setitem__"
+    return in_place_name(name) or name in IMPLICIT_EXACT or any(m in name for m in IMPLICIT_MUTATORS)
 
 
 def kwargs_mutate(kwargs: dict[str, Any]) -> bool:

@@ -264,6 +264,11 @@ def storage_persistent_id(obj: object) -> object:
     if isinstance(obj, torch.storage.TypedStorage):
         storage_type = getattr(torch, obj._pickle_storage_type())
         return ("storage", storage_type, "0", "cpu", obj._size())
+    if isinstance(obj, torch.UntypedStorage):
+        # dtypes without a typed storage class (complex32, uint16/32/64, bits*): torch.save pickles
+        # the untyped storage itself, by bytes (without this, pickle falls back to the storage's own
+        # __reduce__, a legacy nested torch.save that no torch.load can read back)
+        return ("storage", torch.UntypedStorage, "0", "cpu", obj.nbytes())
     return None
 
 
