@@ -240,6 +240,10 @@ def finite_range(low: float, high: float, dtype: torch.dtype) -> tuple[float, fl
     return max(high - max(abs(high), 1.0), lowest), high
 
 
+def _short(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def max_generated_bytes() -> int:
     """The largest tensor replay draws from statistics: ``MSPROBE_MAX_TENSOR_GB``, else 1/32 of this
     host's memory (an API's replay holds many copies of a drawn input: the device's and the upcast
@@ -438,14 +442,15 @@ class ArgBuilder:
         if isinstance(spec, list):
             return [self.value(item, grad_ok=grad_ok) for item in spec]
         if not isinstance(spec, Mapping):
-            raise InputError(f"unsupported argument description {spec!r}")
+            raise InputError(f"unsupported argument description {_short(repr(spec))}")
         kind = spec.get("type")
         if kind in ("torch.Tensor", "torch.nn.parameter.Parameter") or (
             kind is None and "dtype" in spec and "shape" in spec
         ):
             return TensorArg(self.tensor(spec), bool(spec.get("requires_grad")) and grad_ok)
-        if kind is None:
-            raise InputError(f"unsupported argument description {spec!r}")
+        if kind is None:  # an object the dump wrote as its fields (a dataclass): its type is not known
+            keys = ", ".join(repr(k) for k in list(spec)[:6]) + (", ..." if len(spec) > 6 else "")
+            raise InputError(f"an object recorded as its fields ({keys}) without its type: cannot rebuild it")
         value = spec.get("value")
         if kind in ("int", "float", "bool", "str"):
             return value

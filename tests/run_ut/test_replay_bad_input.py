@@ -317,3 +317,22 @@ def test_a_named_pipe_for_a_tensor_file_is_refused_not_waited_on(tmp_path: Path)
     os.mkfifo(tmp_path / "fifo.pt")
     with pytest.raises(InputError, match="not a regular file"):
         load_tensor(tmp_path, "fifo.pt")
+
+
+def test_an_object_recorded_as_its_fields_is_named_in_one_short_line(tmp_path: Path) -> None:
+    """A dataclass argument (``F.linear_cross_entropy``'s options) is dumped as its fields, without its
+    type: the SKIP says so in one short line (it printed the whole description)."""
+    fields = {f"field_{i}": {"type": "int", "value": i} for i in range(9)}
+    record = ApiRecord(
+        "Functional.linear_cross_entropy.0",
+        0,
+        forward(tensor("torch.float32", [4, 8], -1.0, 1.0), options=fields),
+        None,
+    )
+    result = replay(record, tmp_path, "cpu")
+    assert result.outcome == "skipped"
+    assert result.reason.endswith(
+        "an object recorded as its fields ('field_0', 'field_1', 'field_2', 'field_3', 'field_4', "
+        "'field_5', ...) without its type: cannot rebuild it"
+    ), result.reason
+    assert "value" not in result.reason and len(result.reason) < 200
