@@ -21,7 +21,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run_ut": ("msprobe.run_ut.cli:main", "replay a dump as pytest cases (upstream's run_ut flags)"),
     "compare": ("msprobe.compare.cli:main", "compare NPU and GPU details CSVs into verdicts and a report"),
     "api_precision_compare": ("msprobe.compare.cli:main", "alias of compare (upstream's name)"),
-    "rebuild": ("msprobe.dump.cli:main", "rebuild dump.json/stack.json from the journal of a crashed run"),
+    "rebuild": (
+        "msprobe.dump.cli:main",
+        "rebuild dump.json/stack.json/construct.json from the journal of a crashed run",
+    ),
 }
 
 USAGE = (

@@ -1,19 +1,20 @@
 """``msprobe-compare`` / ``msprobe compare`` / ``msprobe api_precision_compare``.
 
-Example (the two-host workflow)::
+Example (the two-host workflow):
 
     msprobe run_ut -api_info dump/step0/rank/dump.json -o npu_out     # on the NPU host
     msprobe run_ut -api_info dump/step0/rank/dump.json -o gpu_out     # on the GPU host
-    msprobe-compare -npu npu_out/accuracy_checking_details_X.csv \\
-                    -gpu gpu_out/accuracy_checking_details_Y.csv -o cmp --dump dump/step0/rank
+    msprobe-compare -npu npu_out -gpu gpu_out -o cmp --dump dump/step0/rank
 
-(rank/ in a dump made without torch.distributed, rank{R}/ with it.)
+(-npu/-gpu: a details CSV, or a replay's output folder for its newest one; rank/ in a dump made
+without torch.distributed, rank{R}/ with it.)
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Protocol
@@ -24,6 +25,22 @@ from msprobe.extras import require
 from msprobe.paths import missing, output_dir, where
 
 ORDER = ("error", "mismatch", "missing", "pass", "SKIP", " ")
+
+
+def newest_details(folder: str, option: str) -> str:
+    """The newest ``accuracy_checking_details_{ts}.csv`` directly in a replay's output folder (reruns
+    into one folder add one per run); said on stderr when there are several."""
+    found = sorted(n for n in os.listdir(folder) if DETAILS_NAME.fullmatch(n))
+    if not found:
+        raise MsprobeError(
+            f"{where(option, folder)}: no accuracy_checking_details_<14 digits>.csv in this folder"
+        )
+    if len(found) > 1:
+        print(f"msprobe: {option} {folder}: {found[-1]}, the newest of {len(found)}", file=sys.stderr)
+    return os.path.join(folder, found[-1])
+
+
+DETAILS_NAME = re.compile(r"accuracy_checking_details_\d{14}\.csv")
 
 
 class Command(Protocol):
@@ -42,15 +59,17 @@ class CompareCommand:
             "-npu",
             "--npu_csv_path",
             required=True,
-            metavar="CSV",
-            help="accuracy_checking_details_*.csv of the device under test (NPU)",
+            metavar="CSV|DIR",
+            help="accuracy_checking_details_*.csv of the device under test (NPU), or the replay's output "
+            "folder (its newest details CSV)",
         )
         parser.add_argument(
             "-gpu",
             "--gpu_csv_path",
             required=True,
-            metavar="CSV",
-            help="accuracy_checking_details_*.csv of the reference device (GPU)",
+            metavar="CSV|DIR",
+            help="accuracy_checking_details_*.csv of the reference device (GPU), or the replay's output "
+            "folder (its newest details CSV)",
         )
         parser.add_argument(
             "-o",
@@ -84,11 +103,14 @@ class CompareCommand:
 
     def check(self, args: argparse.Namespace) -> None:
         """The user's paths and the compare extra, before any work: one line for the first problem."""
-        for option, path in (("-npu", args.npu_csv_path), ("-gpu", args.gpu_csv_path)):
+        for option, attr in (("-npu", "npu_csv_path"), ("-gpu", "gpu_csv_path")):
+            path = getattr(args, attr)
             if not os.path.exists(path):
                 raise missing(path, option)
-            if not os.path.isfile(path):
-                raise MsprobeError(f"{where(option, path)}: a folder, not an accuracy_checking_details CSV")
+            if os.path.isdir(path):
+                setattr(args, attr, newest_details(path, option))
+            elif not os.path.isfile(path):
+                raise MsprobeError(f"{where(option, path)}: not an accuracy_checking_details CSV")
         if args.dump_dir is not None and not os.path.exists(args.dump_dir):
             raise missing(args.dump_dir, "--dump")
         if args.dump_dir is not None and not os.path.isdir(args.dump_dir):
@@ -125,7 +147,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="msprobe-compare",
         description=CompareCommand.__doc__,
-        epilog=__doc__.split("Example", 1)[1] if __doc__ else None,
+        epilog="Example" + __doc__.split("Example", 1)[1] if __doc__ else None,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     command.prepare_parser(parser)

@@ -27,8 +27,8 @@ example:
   msprobe run_ut -api_info dump_path/step0/rank/dump.json -o out -n 2
 
 The rank folder is rank/ in a dump made without torch.distributed, rank{R}/ (rank0, ...) with it.
-  msprobe api_precision_compare -npu npu/accuracy_checking_details_*.csv \\
-      -gpu gpu/accuracy_checking_details_*.csv
+Then compare two replays (the newest details CSV of each output folder):
+  msprobe api_precision_compare -npu npu_out -gpu gpu_out -o compare_out
 """
 
 

@@ -133,3 +133,27 @@ def test_a_dump_that_is_a_file_or_missing_names_the_option(tmp_path, capsys):
     assert cli.main([*argv, str(nowhere)]) == 2
     assert capsys.readouterr().err == f"msprobe: error: --dump {nowhere}: no such file or folder\n"
     assert not (tmp_path / "out").exists()
+
+
+def test_a_replay_output_folder_stands_for_its_newest_details_file(tmp_path, capsys):
+    """A rerun into one folder adds a details CSV per run (a shell glob then names several files):
+    the folder names its newest, said on stderr; a folder without one is a one-line error."""
+    import shutil
+
+    npu = tmp_path / "npu_out"
+    npu.mkdir()
+    shutil.copy(DETAILS, npu / "accuracy_checking_details_20260101000000.csv")
+    (npu / "accuracy_checking_details_20260202000000.csv").write_text(
+        "not the newest run's", encoding="utf-8"
+    )
+    shutil.copy(DETAILS, npu / "accuracy_checking_details_20270101000000.csv")
+    (npu / "accuracy_checking_result_20270101000000.csv").write_text("", encoding="utf-8")
+    rc = cli.main(["-npu", str(npu), "-gpu", str(DETAILS), "-o", str(tmp_path / "out")])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    assert f"-npu {npu}: accuracy_checking_details_20270101000000.csv, the newest of 3" in captured.err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert cli.main(["-npu", str(empty), "-gpu", str(DETAILS), "-o", str(tmp_path / "out2")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.endswith("no accuracy_checking_details_<14 digits>.csv in this folder")
