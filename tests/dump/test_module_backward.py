@@ -494,3 +494,30 @@ def test_the_record_of_a_module_whose_input_gets_no_gradient_keeps_the_positions
     dbg.stop()
     record = load_dump(tmp_path / "dump" / "step0" / "rank")["data"]["Module.inner._StopGradient.backward.0"]
     assert [(g["Max"], g["Min"]) for g in record["output"]] == [(0.0, 0.0), (3.0, 3.0)]
+
+
+class _Three(nn.Module):
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return q * 2 + k * 3 + v * 5
+
+
+class _SelfAttentionLike(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = _Three()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x, x, x)  # nn.MultiheadAttention's attn(x, x, x)
+
+
+def test_a_tensor_passed_at_several_positions_has_one_entry_holding_its_summed_gradient() -> None:
+    """Documented deviation: the graph has one edge for the tensor, so its gradient is reported once,
+    at its first position, summed over the positions (full backward hooks: one per position)."""
+    x = torch.ones(2, 3, requires_grad=True)
+    full = _full_hook_grads(_SelfAttentionLike(), x)["inner"][0]
+    assert [float(g[0, 0]) for g in full] == [2.0, 3.0, 5.0]
+    events, _ = _events(model := _SelfAttentionLike())
+    model(x).sum().backward()
+    ends = {name: grads for name, kind, grads in events if kind == "end"}
+    assert len(ends["inner"]) == 1
+    assert torch.equal(ends["inner"][0], sum(full))
