@@ -113,17 +113,20 @@ def _apply(
     if "d" in entry:
         data[entry["d"]] = entry.get("v")
     elif "n" in entry:
-        sid = int(entry["s"])
+        sid, name, frames = int(entry["s"]), entry["n"], list(entry.get("f", []))
+        if not isinstance(name, str):
+            raise TypeError("a stack entry's record name is not a string")
         if sid not in stacks:
-            stacks[sid] = ([], list(entry.get("f", [])))
-        if (sid, entry["n"]) not in stacked:
-            stacked.add((sid, entry["n"]))
-            stacks[sid][0].append(entry["n"])
+            stacks[sid] = ([], frames)
+        if (sid, name) not in stacked:
+            stacked.add((sid, name))
+            stacks[sid][0].append(name)
     elif "c" in entry:
         construct[entry["c"]] = entry.get("p")
     elif "h" in entry:
+        new = dict(entry["h"])
         header.clear()
-        header.update(dict(entry["h"]))
+        header.update(new)
 
 
 def _wait_for_writer(fd: int, path: str) -> None:

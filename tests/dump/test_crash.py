@@ -202,14 +202,22 @@ def test_rebuild_skips_damaged_journal_lines_and_keeps_the_rest(
         json.dumps({"d": "Torch.exp.0.forward", "v": {"output": []}}),
         json.dumps({"c": "Torch.exp.0.forward", "p": None}),
     ]
-    bad = ['{"n": "x", "s": "abc"}', '{"h": 5}', '"dog"', "[1, 2]", '{"d": ["unhashable"], "v": 1}']
+    bad = [
+        '{"n": "x", "s": "abc"}',
+        '{"n": ["unhashable"], "s": 7}',
+        '{"h": 5}',
+        '"dog"',
+        "[1, 2]",
+        '{"d": ["unhashable"], "v": 1}',
+    ]
     raw = "\n".join([good[0], *bad, good[1]]).encode() + b"\n\xff\xfe garbage\n"
     (tmp_path / JOURNAL_NAME).write_bytes(raw)
     with caplog.at_level("WARNING", logger="msprobe"):
-        _header, data, _stack, construct = read_journal(str(tmp_path / JOURNAL_NAME))
+        _header, data, stack, construct = read_journal(str(tmp_path / JOURNAL_NAME))
     assert data == {"Torch.exp.0.forward": {"output": []}}
+    assert stack == {}  # nothing half-added by a damaged stack entry
     assert construct == {"Torch.exp.0.forward": None}
-    assert "6 damaged line(s) skipped" in caplog.text
+    assert "7 damaged line(s) skipped" in caplog.text
 
 
 FORKING_CHILD = textwrap.dedent(
