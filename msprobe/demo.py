@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from msprobe.errors import MsprobeError
+from msprobe.formats.accuracy_csv import RUN_UT_DETAILS_NAME, run_ut_files
 
 DTYPE = "float32"
 FAULT_PLUGIN = "msprobe.demo_fault"
@@ -110,13 +111,6 @@ def _rank_dir(dump_root: Path) -> Path:
     return found[0].parent
 
 
-def _newest(folder: Path, pattern: str) -> Path:
-    found = sorted(folder.glob(pattern))
-    if not found:
-        raise MsprobeError(f"{folder}: replay wrote no {pattern}")
-    return found[-1]
-
-
 def dump(dump_root: Path) -> Path:
     """Stage 1: the child process that dumps; the rank folder it wrote."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
@@ -146,7 +140,10 @@ def replay(rank_dir: Path, out: Path, workers: int, plugins: Sequence[str] = ())
     status = int(pytest.main([*pytest_args(argv), *extra]))
     if status not in (0, 1):  # 1 only means some API failed its check: expected of the faulty run
         raise MsprobeError(f"{out}: the demo's replay stopped with pytest exit status {status}")
-    return _newest(out, "accuracy_checking_details_*.csv")
+    found = run_ut_files(out, RUN_UT_DETAILS_NAME)
+    if not found:
+        raise MsprobeError(f"{out}: replay wrote no accuracy_checking_details_<ts>.csv")
+    return found[-1]
 
 
 def run_demo(out: Path, workers: int) -> int:

@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Protocol
 
 from msprobe.cli import package_version, run_main, user_error
 from msprobe.errors import MsprobeError
 from msprobe.extras import require
+from msprobe.formats.accuracy_csv import RUN_UT_DETAILS_NAME, run_ut_files
 from msprobe.paths import missing, output_dir, where
 
 ORDER = ("error", "mismatch", "missing", "pass", "SKIP", " ")
@@ -30,7 +31,7 @@ ORDER = ("error", "mismatch", "missing", "pass", "SKIP", " ")
 def newest_details(folder: str, option: str) -> str:
     """The newest ``accuracy_checking_details_{ts}.csv`` directly in a replay's output folder (reruns
     into one folder add one per run); said on stderr when there are several."""
-    found = sorted(n for n in os.listdir(folder) if DETAILS_NAME.fullmatch(n))
+    found = [p.name for p in run_ut_files(Path(folder), RUN_UT_DETAILS_NAME)]
     if not found:
         raise MsprobeError(
             f"{where(option, folder)}: no accuracy_checking_details_<14 digits>.csv in this folder"
@@ -38,9 +39,6 @@ def newest_details(folder: str, option: str) -> str:
     if len(found) > 1:
         print(f"msprobe: {option} {folder}: {found[-1]}, the newest of {len(found)}", file=sys.stderr)
     return os.path.join(folder, found[-1])
-
-
-DETAILS_NAME = re.compile(r"accuracy_checking_details_\d{14}\.csv")
 
 
 class Command(Protocol):

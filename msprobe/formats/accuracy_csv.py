@@ -117,6 +117,15 @@ KNOWN_HEADERS: dict[tuple[str, ...], str] = {
     COMPARE_DETAILS_HEADER: "api_precision_compare_details",
 }
 
+#: The names replay gives its two CSVs, ``accuracy_checking_{result|details}_{ts}.csv`` (group 1: ts).
+RUN_UT_RESULT_NAME = re.compile(r"^accuracy_checking_result_(\d{14})\.csv$")
+RUN_UT_DETAILS_NAME = re.compile(r"^accuracy_checking_details_(\d{14})\.csv$")
+
+
+def run_ut_files(folder: Path, name: re.Pattern[str]) -> list[Path]:
+    """The files directly in ``folder`` named as ``name`` says, oldest first (by their timestamp)."""
+    return sorted(p for p in folder.glob("accuracy_checking_*.csv") if name.match(p.name))
+
 
 def format_cell(value: Any) -> str:
     """One CSV cell as upstream writes it (see module docstring)."""

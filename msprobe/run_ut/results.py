@@ -14,7 +14,6 @@ Formats: ``msprobe.formats.accuracy_csv`` (headers, ``format_cell``, BOM, blanks
 from __future__ import annotations
 
 import csv
-import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,13 +24,15 @@ from msprobe.errors import MsprobeError
 from msprobe.formats.accuracy_csv import (
     RUN_UT_DETAILS_HEADER,
     RUN_UT_RESULT_HEADER,
+    RUN_UT_RESULT_NAME,
     format_cell,
     read_appended_rows,
+    run_ut_files,
     write_rows,
 )
 from msprobe.formats.record_names import output_row_api
 
-RESULT_NAME = re.compile(r"^accuracy_checking_result_(\d{14})\.csv$")
+RESULT_NAME = RUN_UT_RESULT_NAME
 
 
 def timestamp() -> str:
@@ -249,5 +250,5 @@ def api_verdict(result: Sequence[str]) -> str:
 
 def find_resume_file(folder: Path) -> Path | None:
     """The newest ``accuracy_checking_result_*.csv`` in a folder (resume from an earlier -o)."""
-    candidates = sorted(p for p in folder.glob("accuracy_checking_result_*.csv") if RESULT_NAME.match(p.name))
+    candidates = run_ut_files(folder, RESULT_NAME)
     return candidates[-1] if candidates else None
