@@ -20,6 +20,7 @@ from typing import Any
 from msprobe.dump.exceptions import FileCheckException, MsprobeException, ScopeException
 from msprobe.dump.filters import DATA_MODES, DataMode
 from msprobe.dump.steps import parse_index_list
+from msprobe.formats.dump_json import json_problem
 from msprobe.formats.record_names import SCOPE_API_RE, SCOPE_MODULE_RE
 
 UPSTREAM_TASKS = (
@@ -152,10 +153,8 @@ def read_config_file(config_path: str) -> dict[str, Any]:
     try:
         with open(real, encoding="utf-8-sig") as fh:
             data = json.load(fh)
-    except RecursionError:
-        raise _fail(config_path, "not valid JSON (nested too deeply)") from None
-    except (ValueError, UnicodeDecodeError) as exc:  # ValueError: JSONDecodeError, integers of > 4300 digits
-        raise _fail(config_path, f"not valid JSON ({exc})") from None
+    except (ValueError, RecursionError) as exc:
+        raise _fail(config_path, f"not valid JSON ({json_problem(exc)})") from None
     except OSError as exc:
         raise FileCheckException(f"config_path {config_path}: cannot read ({exc.strerror})") from None
     if not isinstance(data, dict):

@@ -92,8 +92,9 @@ def write_rank_files(
 
 
 # -- reading ---------------------------------------------------------------------------------------------
-def _why(exc: BaseException) -> str:
-    """One line for a decoding failure (a RecursionError's text says nothing about the file)."""
+def json_problem(exc: BaseException) -> str:
+    """One line for a failure to decode a JSON file: a ``ValueError`` (invalid JSON, an integer of too
+    many digits, bytes that are no UTF-8) or a ``RecursionError`` (whose text says nothing of the file)."""
     if isinstance(exc, RecursionError):
         return "nested too deeply"
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -108,8 +109,8 @@ def read_dump_json(path: Path) -> Mapping[str, Any]:
         raise MsprobeError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise MsprobeError(f"{path}: is a folder, expected a dump.json file") from None
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # ValueError: JSONDecodeError, huge ints
-        raise MsprobeError(f"{path}: not a dump (invalid JSON: {_why(exc)})") from None
+    except (ValueError, RecursionError) as exc:  # see json_problem
+        raise MsprobeError(f"{path}: not a dump (invalid JSON: {json_problem(exc)})") from None
     if not isinstance(doc, Mapping) or not isinstance(doc.get("data"), Mapping):
         raise MsprobeError(f"{path}: not a dump (no 'data' object)")
     return doc
@@ -168,8 +169,8 @@ def parse_stack(data: object, path: Path) -> list[StackEntry]:
 def read_stack(path: Path) -> list[StackEntry]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise MsprobeError(f"{path}: unreadable stack.json ({_why(exc)})") from None
+    except (OSError, ValueError, RecursionError) as exc:
+        raise MsprobeError(f"{path}: unreadable stack.json ({json_problem(exc)})") from None
     return parse_stack(data, path)
 
 
@@ -188,6 +189,6 @@ def parse_construct(data: object, path: Path) -> dict[str, str | None]:
 def read_construct(path: Path) -> dict[str, str | None]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise MsprobeError(f"{path}: unreadable construct.json ({_why(exc)})") from None
+    except (OSError, ValueError, RecursionError) as exc:
+        raise MsprobeError(f"{path}: unreadable construct.json ({json_problem(exc)})") from None
     return parse_construct(data, path)

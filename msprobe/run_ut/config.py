@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from msprobe.errors import MsprobeError
+from msprobe.formats.dump_json import json_problem
 
 #: APIs never replayed: their outputs are uninitialised memory or a mere conversion.
 IMPLICIT_BLACK_LIST = frozenset(
@@ -59,10 +60,8 @@ def load_config(path: Path | None) -> RunConfig:
         raise MsprobeError(f"{path}: a folder, expected a config.json file") from None
     except OSError as exc:
         raise MsprobeError(f"{path}: cannot read ({exc.strerror})") from None
-    except RecursionError:
-        raise MsprobeError(f"{path}: not a JSON config file (nested too deeply)") from None
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise MsprobeError(f"{path}: not a JSON config file ({exc})") from None
+    except (ValueError, RecursionError) as exc:
+        raise MsprobeError(f"{path}: not a JSON config file ({json_problem(exc)})") from None
     if not isinstance(doc, Mapping):
         raise MsprobeError(f"{path}: a config file must hold a JSON object")
     section = doc.get(SECTION, {})
