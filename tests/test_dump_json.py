@@ -82,6 +82,19 @@ def test_replay_routing_compare_views(
     assert rn.api_record_name(api_type, rn.replay_bare_name(full), index, direction) == record
 
 
+@pytest.mark.parametrize(
+    ("api_type", "bare", "op"),
+    [
+        ("Tensor", "add_", "add_"),
+        ("Torch", "linalg.inv", "inv"),
+        ("Aten", "add_.Tensor", "add_"),  # the overload is not the op
+        ("Aten", "mul", "mul"),
+    ],
+)
+def test_replay_op_name_is_the_operator_not_an_aten_overload(api_type: str, bare: str, op: str) -> None:
+    assert rn.replay_op_name(api_type, bare) == op
+
+
 @given(
     st.lists(segments, min_size=1, max_size=3),
     segments,

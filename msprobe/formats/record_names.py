@@ -168,6 +168,12 @@ def split_direction(key: str) -> tuple[str, str] | None:
     return name, last
 
 
+def replay_op_name(api_type: str, bare: str) -> str:
+    """The operator's own name in a bare name: its last part (``inv`` of ``linalg.inv``), but the first
+    for an ``Aten`` record, whose second part is the overload (``add_`` of ``add_.Tensor``)."""
+    return bare.split(".", 1)[0] if api_type == "Aten" else bare.rsplit(".", 1)[-1]
+
+
 def replay_api_type(api_name: str) -> str:
     """``Functional.linear.0`` -> ``Functional`` (the first segment)."""
     return api_name.split(".")[0]

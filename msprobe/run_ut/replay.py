@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from msprobe.errors import first_line
-from msprobe.formats.record_names import in_place_name
+from msprobe.formats.record_names import in_place_name, replay_op_name
 from msprobe.run_ut import execute, registry
 from msprobe.run_ut.api_info import ApiInfo
 from msprobe.run_ut.inputs import ArgBuilder, apply_prepare_inputs
@@ -133,7 +133,7 @@ def replay(
             grad = builder.grad(record.backward)
         outputs = record.forward.get("output") or []
         first_out = outputs[0] if outputs and isinstance(outputs[0], dict) else {}
-        in_place = in_place_name(record.bare_name.rsplit(".", 1)[-1])
+        in_place = in_place_name(replay_op_name(record.api_type, record.bare_name))
         plan = execute.make_plan(info, execute.input_dtypes(args, kwargs), first_out.get("dtype"), in_place)
         cast, note = plan.bench_dtype, ""
 

@@ -406,6 +406,25 @@ def test_an_in_place_op_with_a_wider_operand_is_type_promotion_not_an_autocast_c
     assert execute.make_plan(mul, {bf16, f32}, "torch.bfloat16").bench_round == bf16  # mul under autocast
 
 
+def test_an_aten_in_place_overload_keeps_its_wider_operand_on_the_bench(tmp_path: Path) -> None:
+    """``Aten.mul_.Tensor``: the op is ``mul_`` (in place), not its overload ``Tensor``. The bench keeps
+    the fp32 operand, so the bf16 device differs from it by the final rounding only (half a bf16 ulp of
+    values below 1); rounding the operand first too would double that error."""
+    record = ApiRecord(
+        "Aten.mul_.Tensor.0",
+        0,
+        forward(
+            tensor("torch.bfloat16", [4096], -1.0, 1.0),
+            tensor("torch.float32", [4096], -1.0, 1.0),
+            output=[tensor("torch.bfloat16", [4096], -1.0, 1.0)],
+        ),
+        None,
+    )
+    row = replay(record, tmp_path, "cpu").details[0]
+    assert row.device_dtype == "torch.bfloat16"
+    assert float(row.metrics["最大绝对误差"]) <= 2.0**-9 * 1.001
+
+
 def test_a_dtype_argument_is_raised_with_the_tensors_on_the_bench(tmp_path: Path) -> None:
     """``x.sum(dtype=torch.bfloat16)`` of a bf16 ``x``: the bench sums in float32 like its inputs (it
     summed in bf16, as the device, and could only pass)."""
