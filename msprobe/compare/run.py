@@ -34,7 +34,7 @@ class CompareOutcome:
     api_counts: dict[str, int]  # result rows by overall verdict: pass / error / missing / SKIP
     row_counts: dict[str, int]  # details rows by 比对结果
     flagged: int  # paired rows whose dtype or shape differ between the sides
-    warning: str = ""  # a file has no rows, or the files look like details of different runs (why), or ""
+    warning: str = ""  # no rows, details of different runs, or a --dump of another run (why), or ""
     failing_apis: tuple[str, ...] = ()  # APIs judged error, worst first (the report's first ones)
 
     @property
@@ -113,6 +113,6 @@ def run_compare(
         api_counts=analysis.api_counts(),
         row_counts=analysis.row_counts(),
         flagged=int((analysis.details["_flag"] != "").sum()),
-        warning=analysis.warning(),
+        warning=report.warning,
         failing_apis=tuple(api.name for api in report.failing),
     )

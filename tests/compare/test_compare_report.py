@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from compare_rows import row, write
 
+from msprobe.compare.cli import main as compare_main
 from msprobe.compare.run import run_compare
 from msprobe.errors import MsprobeError
 from msprobe.formats import accuracy_csv as ac
@@ -215,6 +216,21 @@ def test_long_tables_fold_away(tmp_path):
     assert html.index('<details><summary>10 more</summary><table id="failing-more"') > 0
     assert '<details><summary>show the 12 rows</summary><table id="missing"' in html
     assert html.count('<section class="api"') == 30 and html.count("<details open>") == 5
+
+
+def test_a_dump_of_another_run_is_a_warning_and_the_dump_of_this_run_is_not(tmp_path, capsys):
+    npu, gpu, dump = _inputs(tmp_path)
+    assert run_compare(npu, gpu, tmp_path / "out", dump_dir=dump).warning == ""
+    other = tmp_path / "other"
+    other.mkdir()
+    stack = {"0": [["Functional.gelu.7.forward"], ["File train.py, line 9, in step, \n y = gelu(x)"]]}
+    (other / "stack.json").write_text(json.dumps(stack))
+    out = run_compare(npu, gpu, tmp_path / "out2", dump_dir=other)
+    assert out.warning == f"{other}: its stack.json names none of the 6 compared APIs (another run?)"
+    assert out.warning in out.report_md.read_text(encoding="utf-8")
+    argv = ["-npu", str(npu), "-gpu", str(gpu), "-o", str(tmp_path / "out3"), "--dump", str(other)]
+    assert compare_main([*argv, "--strict"]) == 1
+    assert capsys.readouterr().err == f"msprobe: warning: {out.warning}\n"
 
 
 def test_a_dump_folder_without_stack_json_is_refused(tmp_path):

@@ -110,7 +110,7 @@ class Report:
     # API family (first segment of the name: Functional, Tensor, Torch, NPU, ...) → each API's worst
     # counted NPU/GPU ratio divided by its error bound (> 1 fails that bound)
     family_ratios: tuple[tuple[str, np.ndarray], ...] = ()
-    warning: str = ""  # a file has no rows or the files look like different runs (said first), or ""
+    warning: str = ""  # no rows, different runs, a --dump naming no compared API (said first), or ""
 
 
 def _ordered(counts: dict[str, int]) -> tuple[tuple[str, int], ...]:
@@ -221,5 +221,13 @@ def build_report(analysis: Analysis, dump_dir: Path | None = None) -> Report:
         ratios=ratios,
         bounds=dict(RATIO_PLOTS),
         family_ratios=family_ratios,
-        warning=analysis.warning(),
+        warning="; ".join(w for w in (analysis.warning(), _unrelated_dump(dump_dir, stacks, results)) if w),
     )
+
+
+def _unrelated_dump(dump_dir: Path | None, stacks: Mapping[str, object], results: pd.DataFrame) -> str:
+    """The warning for a ``--dump`` whose stack.json names none of the compared APIs ("" if it names one):
+    most likely the dump of another run, so the report shows no call stack."""
+    if dump_dir is None or not len(results) or any(str(api) in stacks for api in results["_full"]):
+        return ""
+    return f"{dump_dir}: its stack.json names none of the {len(results)} compared APIs (another run?)"
