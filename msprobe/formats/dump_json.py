@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from msprobe.errors import MsprobeError
+from msprobe.errors import MsprobeError, first_line
 from msprobe.formats import jsonfmt
 from msprobe.formats.record_names import FORWARD, is_module_key, split_direction
 
@@ -97,7 +97,7 @@ def json_problem(exc: BaseException) -> str:
     many digits, bytes that are no UTF-8) or a ``RecursionError`` (whose text says nothing of the file)."""
     if isinstance(exc, RecursionError):
         return "nested too deeply"
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return first_line(exc)
 
 
 def read_dump_json(path: Path) -> Mapping[str, Any]:

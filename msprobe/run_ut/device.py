@@ -17,6 +17,8 @@ import importlib.util
 from collections.abc import Callable
 from typing import Any
 
+from msprobe.errors import first_line
+
 CHOICES = ("cpu", "cuda", "npu")
 
 
@@ -24,9 +26,9 @@ class DeviceError(Exception):
     """The requested device is not available on this host."""
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+def _named(exc: BaseException) -> str:
+    line = first_line(exc)
+    return line if line == type(exc).__name__ else f"{type(exc).__name__}: {line}"
 
 
 def _npu_installed() -> bool:
@@ -46,7 +48,7 @@ def _npu() -> Any | None:
     try:
         importlib.import_module("torch_npu")
     except Exception as exc:  # whatever a broken torch_npu raises is named on one line
-        raise DeviceError(f"torch_npu is installed but failed to import ({_first_line(exc)})") from None
+        raise DeviceError(f"torch_npu is installed but failed to import ({_named(exc)})") from None
     import torch
 
     npu = getattr(torch, "npu", None)

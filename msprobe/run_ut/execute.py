@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from msprobe.errors import first_line
 from msprobe.run_ut.api_info import ApiInfo
 from msprobe.run_ut.inputs import DeviceArg, TensorArg
 
@@ -245,9 +246,7 @@ def fallback_cast(cast: dict[torch.dtype, torch.dtype]) -> dict[torch.dtype, tor
 
 def fallback_note(exc: BaseException) -> str:
     """The line prefixed to each details Message of an API benchmarked by :func:`fallback_cast`."""
-    text = str(exc).strip().splitlines()
-    why = text[0] if text else type(exc).__name__
-    return f"Bench ran in float32: the float64 benchmark failed ({why}).\n"
+    return f"Bench ran in float32: the float64 benchmark failed ({first_line(exc)}).\n"
 
 
 def _map_tensors(value: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from msprobe.errors import MsprobeError
+from msprobe.errors import MsprobeError, first_line
 from msprobe.paths import dump_input, output_dir
 from msprobe.run_ut.collect import RESULT_KEY, SESSION_KEY, ApiItem, DumpDirectory, DumpFile
 from msprobe.run_ut.config import RunConfig, load_config
@@ -266,8 +266,7 @@ class ReplaySession:
         if call.when == "call" and call.excinfo is not None and RESULT_KEY not in item.stash:
             from msprobe.run_ut.replay import skipped
 
-            text = str(call.excinfo.value).strip().splitlines()
-            item.stash[RESULT_KEY] = skipped(item.record.name, text[0] if text else call.excinfo.typename)
+            item.stash[RESULT_KEY] = skipped(item.record.name, first_line(call.excinfo.value))
         first_skip = call.when == "setup" and report.skipped and item.msprobe_skip is not None
         if call.when == "call" or first_skip:
             rows = item.rows()
