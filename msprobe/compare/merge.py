@@ -105,7 +105,19 @@ def duplicates(table: DetailsTable, side: str) -> list[Duplicate]:
 
 def shapes_differ(m: pd.DataFrame) -> np.ndarray:
     """Paired rows whose ``Shape`` texts differ (outputs that cannot be compared)."""
-    return (m["presence"].to_numpy() == BOTH) & texts_differ(m["npu:Shape"], m["gpu:Shape"])
+    return (m["presence"].to_numpy() == BOTH) & stated_texts_differ(m["npu:Shape"], m["gpu:Shape"])
+
+
+def stated_texts_differ(a: pd.Series, b: pd.Series) -> np.ndarray:
+    """Cells that state a value on both sides and differ. A blank is no value: a replay's SKIP row (an
+    API that raised or was skipped on one device only) has no dtype or shape, which 8.1.1's SKIP rules
+    judge, not a difference."""
+    out = texts_differ(a, b)
+    idx = np.flatnonzero(out)
+    if len(idx):
+        x, y = a.to_numpy(dtype=object)[idx].tolist(), b.to_numpy(dtype=object)[idx].tolist()
+        out[idx] = [bool(p.strip()) and bool(q.strip()) for p, q in zip(x, y)]
+    return out
 
 
 def texts_differ(a: pd.Series, b: pd.Series) -> np.ndarray:

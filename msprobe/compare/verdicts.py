@@ -35,7 +35,7 @@ from msprobe.compare.cells import (
     text_frame,
     text_test,
 )
-from msprobe.compare.merge import BOTH, GPU_ONLY, shapes_differ, texts_differ
+from msprobe.compare.merge import BOTH, GPU_ONLY, shapes_differ, stated_texts_differ
 from msprobe.compare.standards import UNSUPPORTED_DTYPES, Standard, empty_shapes, per_row, route
 from msprobe.formats.accuracy_csv import BLANK, COMPARE_DETAILS_HEADER
 from msprobe.formats.record_names import output_rows_columns
@@ -426,7 +426,7 @@ def _flags(m: pd.DataFrame, presence: np.ndarray) -> np.ndarray:
     both = presence == BOTH
     out = _strings(len(m))
     for col, word in (("DEVICE Dtype", "dtype"), ("Shape", "shape")):
-        differ = both & texts_differ(m[f"npu:{col}"], m[f"gpu:{col}"])
+        differ = both & stated_texts_differ(m[f"npu:{col}"], m[f"gpu:{col}"])
         if differ.any():
             a = m[f"npu:{col}"].to_numpy(dtype=object)[differ].tolist()
             b = m[f"gpu:{col}"].to_numpy(dtype=object)[differ].tolist()

@@ -387,3 +387,22 @@ def test_invalid_names_come_first_then_the_open_api(tmp_path):
     assert a.details["API Name"].tolist() == [r[0] for r in npu]
     d = detail(a, "nodots")
     assert (d["比对结果"], d["Message"], d["比对算法"]) == ("SKIP", "The API name nodots is invalid.", " ")
+
+
+def test_an_api_skipped_on_one_side_only_is_a_skip_with_its_reason_not_a_shape_mismatch(tmp_path):
+    """The NPU replay raised (one SKIP row: blank dtype and shape, the reason in Message); the GPU
+    evaluated the API. A blank Shape is no shape that differs: 8.1.1's blank-NPU-dtype SKIP, and the
+    other way round its blank-GPU-metrics SKIP; neither makes the files look like different runs."""
+    name = f"Torch.exp.0.{F}.0"
+    skipped = row(name, " ", shape=" ", message="NPU kernel raised: out of memory", bench=False)
+    evaluated = row(name, cells={"双千指标": "1"})
+    a = pair(tmp_path, [skipped], [evaluated])
+    assert result_list(a) == [["Torch.exp.0", "SKIP", " ", "NPU kernel raised: out of memory"]]
+    assert (detail(a, name)["比对结果"], detail(a, name)["Message"]) == (
+        "SKIP",
+        "NPU kernel raised: out of memory",
+    )
+    assert a.warning() == ""
+    b = pair(tmp_path, [evaluated], [skipped])
+    assert result_list(b) == [[name, "SKIP", "SKIP", "ERROR: Input data is an empty string"]]  # 8.1.1's row
+    assert b.warning() == ""
