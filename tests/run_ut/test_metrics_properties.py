@@ -219,6 +219,25 @@ def test_different_inf_nan_placement_is_an_error(api: str, x: np.ndarray, data: 
     assert row.reason.startswith(row.name)
 
 
+@APIS
+@given(same=SPECIALS, mine=SPECIALS, at=st.integers(0, 19_999), data=st.data())
+def test_a_mismatch_left_alone_among_same_placement_specials_is_an_error(
+    api: str, same: float, mine: float, at: int, data: st.DataObject
+) -> None:
+    """Every element but one is the same inf/NaN on both sides; the last one is a mismatch (1.0 against
+    a special). Left out of the cosine, the same pairs leave that one element, which is no scalar that
+    passes: the placement differs, so the row is an error (with enough elements the ratio chain alone
+    would pass it)."""
+    b = np.full(20_000, same)
+    b[at] = 1.0
+    d = b.astype(np.float32)
+    d[at] = mine
+    if data.draw(st.booleans(), label="special on the bench"):
+        b, d = d.astype(np.float64), b.astype(np.float32)
+    row = _row(api, b, torch.from_numpy(d))
+    assert row.status == ERROR, row.message
+
+
 # --- robustness: any values, any float dtype ---------------------------------------------------------------
 
 DEVICE_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
