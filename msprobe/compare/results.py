@@ -119,8 +119,10 @@ def result_rows(details: pd.DataFrame) -> pd.DataFrame:
     ):
         some = np.flatnonzero(counts)
         texts = [text.format(k) for k in counts[some].tolist()]
-        note[some] = note[some] + np.array(texts, dtype=object)
-    message = np.where(unsupported, UNSUPPORTED_MESSAGE, message + note).astype(object)
+        note[some] = note[some] + np.array([t + " " for t in texts], dtype=object)
+    note = np.array([t.rstrip() for t in note.tolist()], dtype=object)
+    sep = np.where((message != "") & (note != ""), " ", "").astype(object)  # "reason" + " " + "N row(s) ..."
+    message = np.where(unsupported, UNSUPPORTED_MESSAGE, message + sep + note).astype(object)
 
     # emission position: just before the next normal row after the API's last row (or after everything)
     normal_pos = pos[normal]

@@ -233,7 +233,20 @@ def _judge_rates(v: _View, table: tuple[tuple[str, R.Rule], ...], joiner: str) -
         message = np.array([joiner.join(p for p in row if p) for row in zip(*parts)], dtype=object)
     else:
         message = np.sum(parts, axis=0) if parts else _strings(n)
-    return _Judged(cells, failed, message + notes, [c for _, c in parsed], worst.severity, worst.texts())
+    return _Judged(
+        cells, failed, _joined(message, notes), [c for _, c in parsed], worst.severity, worst.texts()
+    )
+
+
+def _joined(first: np.ndarray, then: np.ndarray) -> np.ndarray:
+    """Each text of ``first`` followed by that of ``then``, on a new line when it does not end one."""
+    return np.array(
+        [
+            a + ("\n" if a and b and not a.endswith("\n") else "") + b
+            for a, b in zip(first.tolist(), then.tolist())
+        ],
+        dtype=object,
+    )
 
 
 def _judge_one(v: _View, column: str, rule: R.Rule) -> _Judged:
@@ -261,11 +274,15 @@ def _judge_ulp(v: _View) -> _Judged:
     over = np.where(fp32, R.ULP_FP32.fails([mu, p, r]), R.ULP_HALF.fails([p, r]))
     # the escapes read the NPU alone: one no worse than the GPU's lets the row pass (compare(X, X) clean)
     mean_rule, fp32_share, half_share = R.ULP_FP32.rules[0], R.ULP_FP32.rules[1], R.ULP_HALF.rules[0]
-    by_share = np.where(
-        fp32,
-        _excused(v, fp32_share, fp32_share.fails(p), p, "ULP误差大于阈值占比"),
-        _excused(v, half_share, half_share.fails(p), p, "ULP误差大于阈值占比"),
-    ) & over & consistent
+    by_share = (
+        np.where(
+            fp32,
+            _excused(v, fp32_share, fp32_share.fails(p), p, "ULP误差大于阈值占比"),
+            _excused(v, half_share, half_share.fails(p), p, "ULP误差大于阈值占比"),
+        )
+        & over
+        & consistent
+    )
     by_mean = fp32 & _excused(v, mean_rule, mean_rule.fails(mu), mu, "ULP误差平均值") & over & consistent
     excused = by_share | by_mean
     bad_check = over & ~excused
@@ -396,7 +413,8 @@ def evaluate(
     plain_message = message.copy()
     flag = _flags(m, presence)
     has_flag = flag != ""
-    message[has_flag] = message[has_flag] + np.array([f"NOTE: {f}\n" for f in flag[has_flag]], dtype=object)
+    notes = np.array([f"NOTE: {f}\n" for f in flag[has_flag]], dtype=object)
+    message[has_flag] = _joined(message[has_flag], notes)
     out[STATUS] = status
     out[MESSAGE] = message
     analysis = {

@@ -90,7 +90,7 @@ def test_shape_differences_are_flagged_and_not_compared(tmp_path):
     d = detail(a, name)
     assert d["比对结果"] == "mismatch"
     flag = "dtype differs: NPU torch.float16, GPU torch.float32; shape differs: NPU (2, 3), GPU (3, 2)"
-    assert d["Message"].endswith(f"are both files from one run?NOTE: {flag}\n")
+    assert d["Message"].endswith(f"are both files from one run?\nNOTE: {flag}\n")
     assert d["_flag"] == flag
     assert result_list(a)[0][:3] == ["Torch.a.0", "mismatch", " "]
 
@@ -175,3 +175,16 @@ def test_an_output_path_that_is_a_file_is_refused(tmp_path):
         run_compare(npu, npu, tmp_path / "taken")
     with pytest.raises(MsprobeError, match=r"cannot write"):
         run_compare(npu, npu, tmp_path / "taken" / "below")
+
+
+def test_a_result_row_keeps_its_reason_and_notes_apart(tmp_path):
+    """A forward SKIP's reason, then the counts of one-sided and shape-differing rows: separate sentences."""
+    skip = row("Torch.u.0.forward.output.0", " ", shape=" ", message="why.", bench=False)
+    b0, b1 = "Torch.u.0.backward.output.0", "Torch.u.0.backward.output.1"
+    npu = [skip, row(b0), row(b1, shape="(3, 2)")]
+    gpu = [skip, row(b1)]
+    (result,) = result_list(pair(tmp_path, npu, gpu))
+    assert result[3] == (
+        "why. 1 output row(s) present on one side only. "
+        "1 output row(s) whose shapes differ between NPU and GPU (not compared)."
+    )
