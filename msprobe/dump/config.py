@@ -319,14 +319,14 @@ def build_config(
         cfg_level = "mix"
     if where:
         warn_unknown_keys(raw, cfg_task, where)
-    cfg_dump_path = dump_path if dump_path is not None else raw.get("dump_path")
+    cfg_dump_path = dump_path or raw.get("dump_path")  # 8.1.1: ``dump_path`` argument or the file's
     if cfg_dump_path is None:
         raise _fail(
             where, "The dump_path not found: set dump_path in config.json or PrecisionDebugger(dump_path=)"
         )
     if not isinstance(cfg_dump_path, str) or not cfg_dump_path:
         raise _fail(where, f"dump_path is invalid, it should be a non-empty string, got {cfg_dump_path!r}")
-    check_dump_path(cfg_dump_path, origin(dump_path, "dump_path"))
+    check_dump_path(cfg_dump_path, origin(dump_path or None, "dump_path"))
     steps = (
         parse_index_list(step, "step")
         if step is not None
@@ -346,6 +346,9 @@ def build_config(
     tensor_list: tuple[str, ...] = ()
     if cfg_task == "statistics":
         tensor_list = _str_list(section.get("tensor_list", []), "tensor_list", f"{sec_where}.tensor_list")
+        if tensor_list and cfg_level == "debug":
+            log.warning("msprobe: %s.tensor_list is ignored at level debug (as in 8.1.1)", sec_where)
+            tensor_list = ()
     data_mode = _data_mode(section.get("data_mode", ["all"]), f"{sec_where}.data_mode")
     summary_mode = section.get("summary_mode", "statistics")
     if summary_mode not in SUMMARY_MODES:

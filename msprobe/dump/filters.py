@@ -38,10 +38,22 @@ class RecordFilter:
     checked, so (as upstream) the end API contributes its inputs but not its output.
     """
 
-    def __init__(self, scope: Sequence[str] = (), names: Sequence[str] = ()) -> None:
+    def __init__(
+        self, scope: Sequence[str] = (), names: Sequence[str] = (), whole_modules: bool = False
+    ) -> None:
         self.scope = tuple(scope)
         self.names = tuple(names)
         self._on = False
+        # mix (8.1.1 MixRangeScope): a ``list`` entry naming a module dumps everything inside it
+        self.whole_modules = whole_modules
+        self._open: set[str] = set()  # listed modules running now (whole-module mode)
+
+    def _listed(self, name: str) -> bool:
+        return bool(self._open) or any(s in name for s in self.names)
+
+    def _open_if_listed(self, name: str) -> None:
+        if self.whole_modules and any(s in name for s in self.names):
+            self._open.add(name)
 
     @property
     def active(self) -> bool:
@@ -58,22 +70,32 @@ class RecordFilter:
             if name == self.scope[1]:
                 self._on = False
         if ok and self.names:
-            ok = any(s in name for s in self.names)
+            ok = self._listed(name)
         return ok
 
     def begin(self, name: str) -> bool:
-        """Module begin (pre-hook): may open the scope window; the end module is fully included."""
-        if not self.scope and not self.names:
-            return True
+        """Module begin (pre-hook): may open the scope window (the end module is fully included) and,
+        at mix, a listed module's whole-module mode; whether the module passes now."""
         if self.scope and name == self.scope[0]:
             self._on = True
+        self._open_if_listed(name)
+        return self.passes(name)
+
+    def passes(self, name: str) -> bool:
+        """Whether a module passes now, without moving the window. PyTorch asks when the call ends,
+        before :meth:`end` (8.1.1 collects a module record in its forward hook): a module that began
+        before the window and ends inside it is recorded, one that outlives the window is not."""
+        if not self.scope and not self.names:
+            return True
         ok = self._on if self.scope else True
-        return ok and (not self.names or any(s in name for s in self.names))
+        return ok and (not self.names or self._listed(name))
 
     def end(self, name: str) -> None:
         """Module end (forward hook): closes the window after the end module."""
         if self.scope and name == self.scope[1]:
             self._on = False
+        self._open.discard(name)
 
     def reset(self) -> None:
         self._on = False
+        self._open.clear()

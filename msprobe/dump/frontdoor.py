@@ -175,8 +175,9 @@ class FrontDoor:
     @classmethod
     @user_entry
     def forward_backward_dump_end(cls) -> None:
-        """Deprecated alias of :meth:`stop` (8.1.1)."""
-        cls._get().service.stop()
+        """Deprecated alias of :meth:`stop` (8.1.1): whatever a front's ``stop`` does (under
+        ``enable_dataloader``, nothing)."""
+        cls.stop()
 
     @classmethod
     @user_entry

@@ -183,12 +183,13 @@ def test_seed_all_reproduces_and_removes_dropout() -> None:
         torch.use_deterministic_algorithms(False)
 
 
-def test_deprecated_model_argument(tmp_path: Path) -> None:
+def test_deprecated_model_argument(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     PrecisionDebugger._shutdown()
     net = torch.nn.Sequential(torch.nn.Linear(2, 2))
     try:
-        with pytest.warns(DeprecationWarning, match="start"):
+        with caplog.at_level("WARNING", logger="msprobe"):
             dbg = PrecisionDebugger(config_path=write_config(tmp_path, level="L0"), model=net)
+        assert any("deprecated" in r.message and "start(model=" in r.message for r in caplog.records)
         dbg.start()  # uses the constructor's model
         net(torch.ones(1, 2))
         dbg.stop()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -50,10 +49,16 @@ class PrecisionDebugger(FrontDoor):
         self.config = build_config(config_path, task, dump_path, level, step)
         if model is not None:
             _check_model(model)
-            warnings.warn(
-                "PrecisionDebugger(model=...) is deprecated, pass the model to start(model=...)",
-                DeprecationWarning,
-                stacklevel=2,
+            # a log line, as 8.1.1: a DeprecationWarning raised here is attributed to msprobe's own
+            # frame and hidden by Python's default filters
+            log.warning(
+                "msprobe: PrecisionDebugger(model=...) is deprecated, pass the model to start(model=...)"
+            )
+        if self.config.enable_dataloader and model is None and self.config.level in ("L0", "mix"):
+            raise MsprobeException(
+                _INVALID,
+                f"{self.config.config_path}: enable_dataloader at level {self.config.level} starts the dump "
+                "from the DataLoader, so PrecisionDebugger must receive a 'model' parameter",
             )
         self.model = model
         self.service = TorchDumpService(self.config)

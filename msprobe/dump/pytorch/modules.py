@@ -129,9 +129,9 @@ class ModuleDumper:
         """The hooks of one module, made once (``no_compile`` wrappers are not free)."""
         prefix = f"Module.{path}.{type(module).__name__}"
         backward = self.rec.config.data_mode.direction(BACKWARD)
-        # per call, innermost last: (name, parent, passes the filter, the inputs' autograd edges at
-        # the call), or None for a call not recorded
-        pending: list[tuple[str, str | None, bool, module_backward.Inputs | None] | None] = []
+        # per call, innermost last: (name, parent, the inputs' autograd edges at the call), or None
+        # for a call not recorded
+        pending: list[tuple[str, str | None, module_backward.Inputs | None] | None] = []
         posted = [False]  # post ran for the innermost call that ended: unwind has nothing to do
 
         def pre(mod: Any, args: Any, kwargs: Any) -> None:
@@ -139,9 +139,9 @@ class ModuleDumper:
                 pending.append(None)
                 return
             name = f"{prefix}.{FORWARD}.{self.rec.counter.next(prefix + '.' + FORWARD)}"
-            ok = self.rec.filter.begin(name)
+            self.rec.filter.begin(name)
             inputs = self._inputs(name, args, kwargs) if backward else None
-            pending.append((name, self.forward_stack[-1] if self.forward_stack else None, ok, inputs))
+            pending.append((name, self.forward_stack[-1] if self.forward_stack else None, inputs))
             self.forward_stack.append(name)
 
         def post(mod: Any, args: Any, kwargs: Any, output: Any) -> None:
@@ -151,7 +151,8 @@ class ModuleDumper:
             call = pending.pop()
             if call is None:
                 return
-            name, parent, ok, inputs = call
+            name, parent, inputs = call
+            ok = self.rec.filter.passes(name)  # judged at the call's end, as 8.1.1
             if not self._end_call(name, parent):
                 return
             if ok and not self._off():

@@ -334,10 +334,11 @@ class TorchDumpService:
                 record["output"] = encoded
             except Exception as exc:
                 s.record_error("forward_output_data_collect", name, exc)
+        if self.api_parents:
+            # every call, recorded or not (8.1.1 updates construct.json before its scope/list check),
+            # and before the record: a batch written at the put below then holds the whole record
+            store.put_construct(name, self.modules.api_parent(FORWARD))
         if record is not None:
-            # stack and parent first: a batch written at this put then holds the whole record
-            if self.api_parents:
-                store.put_construct(name, self.modules.api_parent(FORWARD))
             code = getattr(func, "__code__", None)
             store.put_stack(name, capture_stack(sys._getframe(1), _SKIP_FILES, code))
             store.put(name, record)
@@ -380,7 +381,11 @@ class TorchDumpService:
     def _record_backward(self, name: str, grad_inputs: Any, grad_outputs: Any) -> None:
         s = self.session
         store = s.store
-        if store is None or self.encoder is None or not s.filter.check(name):
+        if store is None or self.encoder is None:
+            return
+        if not s.filter.check(name):
+            if self.api_parents:
+                store.put_construct(name, self.modules.api_parent(BACKWARD))
             return
         if name in self._backward_recorded:
             # A second backward through the same call (double backward: ``autograd.grad(...,

@@ -1,0 +1,199 @@
+"""config.json's filters and entry points as 8.1.1 applies them to modules: a module record judged when
+the module ends, a listed module dumped whole at mix, construct.json kept whole, and the config corners
+(``enable_dataloader`` without a model, ``forward_backward_dump_end``, ``tensor_list`` at debug, an empty
+``dump_path`` argument)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from msprobe.dump.exceptions import MsprobeException
+from tests.dump.conftest import load_dump, write_config
+
+RANK = Path("dump") / "step0" / "rank"
+
+
+class Sub(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.fc(x))
+
+
+class Net(nn.Module):
+    """linear_1 (Functional.linear.0) -> block = Sub(fc (Functional.linear.1), Torch.relu.0) ->
+    linear_2 (Functional.linear.2) -> Functional.relu.0"""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear_1 = nn.Linear(8, 4)
+        self.block = Sub()
+        self.linear_2 = nn.Linear(4, 2, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(self.linear_2(self.block(self.linear_1(x))))
+
+
+def _dump(tmp_path: Path, debugger: Any, **fields: Any) -> tuple[list[str], dict[str, Any]]:
+    """Record names (file order) and construct.json of one forward + backward of Net."""
+    torch.manual_seed(0)
+    net = Net()
+    dbg = debugger(**fields)
+    dbg.start(model=net)
+    net(torch.randn(3, 8)).sum().backward()
+    dbg.stop()
+    dbg.step()
+    construct = json.loads((tmp_path / RANK / "construct.json").read_text())
+    return list(load_dump(tmp_path / RANK)["data"]), construct
+
+
+def _section(**fields: Any) -> dict[str, Any]:
+    return {"statistics": {"scope": [], "list": [], "data_mode": ["all"], **fields}}
+
+
+def _forward_records(names: list[str]) -> list[str]:
+    return [n for n in names if ".forward" in n]
+
+
+@pytest.mark.parametrize(
+    ("scope", "recorded", "left_out"),
+    [
+        # Sub begins before the window opens at fc and ends inside it: recorded
+        (
+            ["Module.block.fc.Linear.forward.0", "Module.linear_2.Linear.forward.0"],
+            "Module.block.Sub.forward.0",
+            None,
+        ),
+        # the window closes when fc ends, before Sub ends: Sub is not recorded
+        (
+            ["Module.linear_1.Linear.forward.0", "Module.block.fc.Linear.forward.0"],
+            None,
+            "Module.block.Sub.forward.0",
+        ),
+    ],
+)
+def test_l0_scope_judges_a_module_when_it_ends(
+    tmp_path: Path, debugger: Any, scope: list[str], recorded: str | None, left_out: str | None
+) -> None:
+    names, _ = _dump(tmp_path, debugger, level="L0", **_section(scope=scope))
+    forward = _forward_records(names)
+    assert scope[0] in forward and scope[1] in forward  # the end module is fully included
+    assert recorded is None or recorded in forward
+    assert left_out is None or left_out not in forward
+
+
+def test_mix_api_scope_takes_the_modules_that_end_inside_it(tmp_path: Path, debugger: Any) -> None:
+    scope = ["Functional.linear.1.forward", "Functional.linear.2.forward"]
+    names, _ = _dump(tmp_path, debugger, level="mix", **_section(scope=scope))
+    assert _forward_records(names) == [
+        "Functional.linear.1.forward",
+        "Module.block.fc.Linear.forward.0",
+        "Torch.relu.0.forward",
+        "Module.block.Sub.forward.0",
+        "Functional.linear.2.forward",  # the end API: its inputs (the window closes at its output)
+    ]
+
+
+@pytest.mark.parametrize("listed", ["Module.block.Sub.forward.0", "block"])
+def test_mix_list_naming_a_module_dumps_every_call_inside_it(
+    tmp_path: Path, debugger: Any, listed: str
+) -> None:
+    names, _ = _dump(tmp_path, debugger, level="mix", **_section(list=[listed]))
+    assert _forward_records(names) == [
+        "Functional.linear.1.forward",
+        "Module.block.fc.Linear.forward.0",
+        "Torch.relu.0.forward",
+        "Module.block.Sub.forward.0",
+    ]
+    # whole-module mode runs from the module's begin to its end: no API backward inside it
+    assert not [n for n in names if n.endswith(".backward") and not n.startswith("Module")]
+
+
+def test_l1_list_naming_a_module_dumps_no_api(tmp_path: Path, debugger: Any) -> None:
+    """Whole-module mode is mix's: at L1 the list is a substring match on API names only."""
+    names, _ = _dump(tmp_path, debugger, level="L1", **_section(list=["block"]))
+    assert names == []
+
+
+@pytest.mark.parametrize(
+    "section",
+    [
+        _section(data_mode=["backward"]),
+        _section(list=["relu"]),
+        _section(scope=["Functional.linear.1.forward", "Functional.linear.2.forward"]),
+    ],
+)
+def test_mix_construct_json_holds_every_call_whatever_is_recorded(
+    tmp_path: Path, debugger: Any, section: dict[str, Any]
+) -> None:
+    _, construct = _dump(tmp_path, debugger, level="mix", **section)
+    full = tmp_path / "full"
+    full.mkdir()
+    _, everything = _dump(full, debugger_at(full), level="mix", **_section())
+    assert construct == everything
+
+
+def debugger_at(path: Path) -> Any:
+    from msprobe.pytorch import PrecisionDebugger
+
+    def make(**fields: Any) -> Any:
+        PrecisionDebugger._shutdown()
+        return PrecisionDebugger(config_path=write_config(path, **fields))
+
+    return make
+
+
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_enable_dataloader_at_a_module_level_needs_the_model(debugger: Any, level: str) -> None:
+    with pytest.raises(MsprobeException, match=r"config\.json: enable_dataloader at level .*'model'"):
+        debugger(level=level, enable_dataloader=True)
+
+
+def test_forward_backward_dump_end_is_skipped_like_stop_under_enable_dataloader(
+    tmp_path: Path, debugger: Any
+) -> None:
+    dbg = debugger(enable_dataloader=True)
+    for batch in torch.utils.data.DataLoader(torch.randn(4, 8), batch_size=2):
+        torch.relu(batch)
+        dbg.forward_backward_dump_end()
+        torch.sigmoid(batch)
+    dbg.service.stop()
+    for step in ("step0", "step1"):
+        assert list(load_dump(tmp_path / "dump" / step / "rank")["data"]) == [
+            "Torch.relu.0.forward",
+            "Torch.sigmoid.0.forward",
+        ]
+
+
+def test_tensor_list_is_ignored_at_level_debug(
+    tmp_path: Path, debugger: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="msprobe"):
+        dbg = debugger(level="debug", statistics={"tensor_list": ["x"]})
+    assert any("tensor_list is ignored at level debug" in r.getMessage() for r in caplog.records)
+    dbg.save(torch.ones(2), "x")
+    dbg.step()
+    debug = json.loads((tmp_path / RANK / "debug.json").read_text())
+    assert "data_name" not in debug["data"]["x.0.debug"]
+    assert not (tmp_path / RANK / "dump_tensor_data").exists()
+
+
+def test_an_empty_dump_path_argument_takes_the_files(tmp_path: Path) -> None:
+    from msprobe.pytorch import PrecisionDebugger
+
+    PrecisionDebugger._shutdown()
+    try:
+        dbg = PrecisionDebugger(config_path=write_config(tmp_path), dump_path="")
+        assert dbg.config.dump_path == str(tmp_path / "dump")
+    finally:
+        PrecisionDebugger._shutdown()
