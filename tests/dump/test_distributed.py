@@ -184,3 +184,56 @@ def test_fsdp2_llama_step_is_dumped_on_every_rank(tmp_path: Path, level: str) ->
         assert any(name.startswith("Functional.embedding.0.forward") for name in data)
         updates = [v for name, v in data.items() if name.startswith("Tensor.lerp_.")]  # AdamW's
         assert updates and all(v["output"][0]["Max"] is not None for v in updates)
+
+
+P2P_WORKER = textwrap.dedent(
+    """
+    import faulthandler, sys, torch, torch.distributed as dist
+    from msprobe.pytorch import PrecisionDebugger
+    faulthandler.dump_traceback_later(120, exit=True)  # a hang fails the test instead of blocking it
+    rank = int(sys.argv[1])
+    peer = 1 - rank
+    dbg = PrecisionDebugger(config_path=sys.argv[2])
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    dist.P2POp(dist.isend, torch.zeros(1), peer)  # Megatron's pipeline: P2POp checks the function
+    mine = torch.full((2,), 10.0 * (rank + 1))
+    dbg.start()
+    # both ranks send first, then receive: waiting inside isend would deadlock
+    send = dist.isend(mine, peer)
+    got = torch.zeros(2)
+    dist.recv(got, peer)
+    send.wait()
+    # the caller's own wait on a handle the dump waited for must not block (gloo's would)
+    got2 = torch.zeros(2)
+    if rank:  # rank 1 receives first: its irecv completes with rank 0's isend
+        reqs = [dist.irecv(got2, peer), dist.isend(mine, peer)]
+    else:
+        reqs = [dist.isend(mine, peer), dist.irecv(got2, peer)]
+    for r in reqs:
+        r.wait()
+    got3 = torch.zeros(2)
+    ops = [dist.P2POp(dist.isend, mine, peer), dist.P2POp(dist.irecv, got3, peer)]
+    for r in dist.batch_isend_irecv(ops):
+        r.wait()
+    summed = torch.ones(2)
+    dist.all_reduce(summed, dist.ReduceOp.SUM, None, True).wait()  # async_op by position
+    assert got.tolist() == got2.tolist() == got3.tolist() == [10.0 * (peer + 1)] * 2
+    assert summed.tolist() == [2.0, 2.0]
+    dbg.stop()
+    dist.destroy_process_group()
+    """
+)
+
+
+@pytest.mark.slow
+def test_point_to_point_calls_run_as_without_the_dump_and_record_what_arrived(tmp_path: Path) -> None:
+    step = run_ranks(tmp_path, P2P_WORKER, level="L1")
+    for rank in (0, 1):
+        data = json.loads((step / f"rank{rank}" / "dump.json").read_text())["data"]
+        peer_value = 10.0 * (2 - rank)
+        irecv = data["Distributed.irecv.0.forward"]["output"][0]
+        batch = data["Distributed.batch_isend_irecv.0.forward"]["output"][0][1]["tensor"]
+        reduced = data["Distributed.all_reduce.0.forward"]["output"][0]
+        assert (irecv["Max"], irecv["Min"]) == (peer_value, peer_value)
+        assert (batch["Max"], batch["Min"]) == (peer_value, peer_value)
+        assert (reduced["Max"], reduced["Min"]) == (2.0, 2.0)

@@ -304,11 +304,23 @@ class Patcher:
         self.handler = handler
         # (id(owner), attr) -> (owner, original, whether the owner itself held it or inherited it)
         self._originals: dict[tuple[int, str], tuple[Any, Any, bool]] = {}
+        # (id(original), key) -> its wrapper: a function bound under several names
+        # (``torch.distributed.isend`` is ``distributed_c10d.isend``) gets one wrapper, so identity
+        # checks such as ``P2POp``'s ``op in [isend, irecv]`` still hold while it is patched
+        self._wrappers: dict[tuple[int, ApiKey], Callable[..., Any]] = {}
 
     def wrap(self, owner: Any, attr: str, key: ApiKey) -> None:
         orig = getattr(owner, attr)
         if getattr(orig, "_msprobe_original_of_wrapper", None) is not None:  # wrapped already
             return
+        wrapper = self._wrappers.get((id(orig), key))
+        if wrapper is None or getattr(wrapper, "_msprobe_original_of_wrapper", None) is not orig:
+            wrapper = self._wrappers[(id(orig), key)] = self._new_wrapper(orig, key)
+        own = attr in getattr(owner, "__dict__", {})
+        self._originals[(id(owner), attr)] = (owner, orig, own)
+        setattr(owner, attr, wrapper)
+
+    def _new_wrapper(self, orig: Any, key: ApiKey) -> Callable[..., Any]:
         handler = self.handler
 
         @functools.wraps(orig)
@@ -321,9 +333,7 @@ class Patcher:
 
         _never_compiled(wrapper)
         wrapper._msprobe_original_of_wrapper = orig  # type: ignore[attr-defined]
-        own = attr in getattr(owner, "__dict__", {})
-        self._originals[(id(owner), attr)] = (owner, orig, own)
-        setattr(owner, attr, wrapper)
+        return wrapper
 
     def restore(self, owner: Any, attr: str) -> bool:
         entry = self._originals.pop((id(owner), attr), None)

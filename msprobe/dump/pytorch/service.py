@@ -27,6 +27,7 @@ import torch
 
 from msprobe.dump.api_families import FAMILIES, load_api_list
 from msprobe.dump.config import DumpConfig
+from msprobe.dump.pytorch import collectives
 from msprobe.dump.pytorch.callsite import recover_call_args
 from msprobe.dump.pytorch.capture import ApiKey, ApiTracer, Patcher, build_mode_table
 from msprobe.dump.pytorch.debug_save import DebugSaver
@@ -263,8 +264,9 @@ class TorchDumpService:
             self._forget_tensors([*args, *kwargs.values()] if written is None else written)
         shown = out
         if prefix in self._collective_prefixes:
-            shown = self._collective_result(api, out, args, kwargs)
+            out, shown = collectives.settle(api, func, out, args, kwargs)
             self._forget_tensors(shown)
+            self._forget_tensors(collectives.p2p_tensors(shown))
         out_ok = fwd and s.filter.check(name) and mode.side("output")
         self._after(
             name, index, key, func, out, record, out_ok, shown, unwritten_args=() if mutated else args
@@ -286,16 +288,6 @@ class TorchDumpService:
         """A call that writes its arguments without bumping their version counters (a fused
         optimizer step, GradScaler's unscale): whatever we remember of them is stale."""
         self._forget_tensors([*args, *kwargs.values()])
-
-    @staticmethod
-    def _collective_result(api: str, out: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """Collectives are in place: show the arguments after the op (waiting for async handles)."""
-        if out is not None and (kwargs.get("async_op") or api in ("isend", "irecv", "batch_isend_irecv")):
-            for work in out if isinstance(out, list) else [out]:
-                wait = getattr(work, "wait", None)
-                if wait is not None:
-                    wait()
-        return [*args, *kwargs.values()]
 
     def _inputs(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
         assert self.encoder is not None
