@@ -312,3 +312,23 @@ def test_the_family_plot_draws_one_point_per_pixel():
     values = np.full(50_000, 0.5)  # every API on one x position
     _, of, _ = _svg(family_svg([("Torch", values)]))
     assert 1 <= len(of("point")) <= 11  # the jitter spans 11 pixel rows
+
+
+def test_a_dump_root_gives_the_stacks_of_the_replayed_rank(tmp_path):
+    """Pipeline stages call one API from different lines: with a dump root, the stacks come from the
+    step and rank folder of the replay compared (run_ut's ``OUT/<step>/<rank>/``), not rank 0's."""
+    npu, gpu, dump = _inputs(tmp_path)
+    rank1 = dump / "step0" / "rank1"
+    rank1.mkdir()
+    stack = {
+        "0": [["Functional.linear.0.forward"], ["File stage1.py, line 9, in forward, \n return self.fc(x)"]]
+    }
+    (rank1 / "stack.json").write_text(json.dumps(stack))
+    replayed = tmp_path / "out_npu" / "step0" / "rank1"
+    replayed.mkdir(parents=True)
+    npu = npu.rename(replayed / npu.name)
+    out = run_compare(npu, gpu, tmp_path / "out", dump_dir=dump)
+    page = Page()
+    page.feed(out.report_html.read_text(encoding="utf-8"))
+    assert "stage1.py" in page.stacks["Functional.linear.0"]
+    assert "model.py" in page.stacks["Torch.exp.0"]  # only rank 0's file names it

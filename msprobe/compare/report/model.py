@@ -167,7 +167,7 @@ def _family_ratios(apis: pd.Series, ratios: Mapping[str, np.ndarray]) -> tuple[t
 
 def build_report(analysis: Analysis, dump_dir: Path | None = None) -> Report:
     details, results = analysis.details, analysis.results
-    stacks = load_stacks(dump_dir) if dump_dir is not None else {}
+    stacks = load_stacks(dump_dir, analysis.npu.path.parent) if dump_dir is not None else {}
     failing_rows = results[results[VERDICT] == "error"]
     severities = failing_rows["_severity"].to_numpy(dtype=float)
     order = sorted(range(len(failing_rows)), key=lambda i: _sort_key(float(severities[i])))[:MAX_FAILING]

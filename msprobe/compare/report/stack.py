@@ -2,8 +2,9 @@
 
 Format: :mod:`msprobe.formats.dump_json` (upstream 8.1.1's, both layouts; a frame is
 ``"File PATH, line N, in FUNC, \\n CODE"``). ``dump_dir`` may be a rank folder (holding ``stack.json``)
-or a dump root with ``step*/rank*/`` (or ``proc*``) folders; with several files the first (sorted
-path) that names an API wins. Only files inside ``dump_dir`` are read.
+or a dump root with ``step*/rank*/`` (or ``proc*``) folders; with several files the first that names an
+API wins: the one in the step and rank folder of the replay's output (run_ut writes ``OUT/<step>/<rank>/``
+for a dump root), then the others in path order. Only files inside ``dump_dir`` are read.
 :func:`user_frames` drops the frames of the framework's own packages (``torch``, ``torch_npu`` under
 site-packages), so the report shows the user's code only.
 """
@@ -62,10 +63,15 @@ def stack_files(dump_dir: Path) -> list[Path]:
     return found
 
 
-def load_stacks(dump_dir: Path) -> dict[str, list[str]]:
-    """Every API's call stack found under ``dump_dir`` (first file wins)."""
+def load_stacks(dump_dir: Path, replay_dir: Path | None = None) -> dict[str, list[str]]:
+    """Every API's call stack found under ``dump_dir`` (first file wins; first the one in the step and
+    rank folder whose names end ``replay_dir``, the folder of the details CSV compared)."""
+    files = stack_files(dump_dir)
+    if replay_dir is not None and len(files) > 1:
+        tail = replay_dir.parts[-2:]
+        files.sort(key=lambda p: p.parent.parts[-2:] != tail)  # stable: the rest keep path order
     out: dict[str, list[str]] = {}
-    for path in stack_files(dump_dir):
+    for path in files:
         for api, frames in _by_api(read_stack(path)).items():
             out.setdefault(api, frames)
     return out
