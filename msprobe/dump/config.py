@@ -255,7 +255,7 @@ def _scope(value: Any, level: str, where: str) -> tuple[str, ...]:
         if not hit:
             want = {
                 "L1": "API names like Functional.linear.0.forward",
-                "L0": "module names like Module.fc.Linear.forward.0",
+                "L0": "module names like Module.fc.Linear.forward.0 (MindSpore: Cell.fc.Dense.forward.0)",
             }.get(level, "API or module record names")
             raise ScopeException(
                 ScopeException.InvalidScope,

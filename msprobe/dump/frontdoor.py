@@ -127,6 +127,9 @@ class FrontDoor:
         construction's are ignored with one warning line."""
         if not getattr(self, "_initialized", False):
             self._arguments = arguments
+            self._custom_wrapped: set[tuple[int, str]] = (
+                set()
+            )  # (id(module), name) register_custom_api wrapped
             return True
         if arguments != getattr(self, "_arguments", arguments):
             given = ", ".join(f"{k}={_short(v)}" for k, v in arguments.items() if v is not None)
@@ -195,11 +198,18 @@ class FrontDoor:
     def register_custom_api(cls, module: Any, api_name: str, api_prefix: str | None = None) -> None:
         inst = cls._get()
         prefix = check_custom_api(module, api_name, api_prefix)
+        before = getattr(module, api_name)
         inst.service.patcher.wrap(module, api_name, (prefix, api_name))
+        if getattr(module, api_name) is not before:  # wrapped now (an API the dump wraps stays as it is)
+            inst._custom_wrapped.add((id(module), api_name))
 
     @classmethod
     @user_entry
     def restore_custom_api(cls, module: Any, api_name: str) -> None:
+        """Undoes :meth:`register_custom_api`, as 8.1.1: only what it wrapped, never an API the dump
+        records anyway (its wrapper stays) or a name never registered."""
         inst = cls._get()
         check_has_api(module, api_name)
-        inst.service.patcher.restore(module, api_name)
+        if (id(module), api_name) in inst._custom_wrapped:
+            inst._custom_wrapped.discard((id(module), api_name))
+            inst.service.patcher.restore(module, api_name)

@@ -153,11 +153,18 @@ class CellHooks:
             name = stack.pop()
             s = svc.session
             mode = svc.config.data_mode
-            passed = self.passed.pop(name, False)
+            self.passed.pop(name, None)
+            # judged when the call ends, as 8.1.1 (its forward data hook runs before end_module) and
+            # the PyTorch dump: a Cell that began before the window and ends inside it is recorded,
+            # one that outlives the window is not
+            passed = s.filter.passes(name) or svc.whole_cells > 0
             s.filter.end(name)  # the end Cell of a scope is included whole
             if self.names_whole(name):
                 svc.whole_cells -= 1
-            if svc.config.task == "structure" or not mode.direction(FORWARD) or not passed:
+            if svc.config.task == "structure" and passed:
+                svc.finish_forward(name, None, output, False)  # stack.json only
+                return
+            if not mode.direction(FORWARD) or not passed:
                 self._placeholder(prefix, cell, passed=passed)
                 return
             record: dict[str, Any] | None = None
@@ -196,7 +203,7 @@ class CellHooks:
         def hook(grad: Any) -> None:
             svc = self.service
             store = svc.session.store
-            if store is None or svc.encoder is None or prefix not in self.placed:
+            if store is None or svc.encoder is None or prefix not in self.placed or not svc.running:
                 return
             name = f"{prefix}.parameters_grad"
             svc.inside = True
@@ -220,7 +227,9 @@ class CellHooks:
                 return
             index = pending.pop()
             name = f"{prefix}.{BACKWARD}.{index}"
-            if not svc.config.data_mode.direction(BACKWARD) or svc.config.task == "structure":
+            if not svc.running:  # Cell hooks need the switch on (8.1.1), unlike API backward
+                return
+            if not svc.config.data_mode.direction(BACKWARD):
                 return
             gi = grad_input if isinstance(grad_input, tuple) else (grad_input,)
             if not self.float_input.get(f"{prefix}.{FORWARD}.{index}", True):

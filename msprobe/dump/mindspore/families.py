@@ -132,6 +132,9 @@ class Patcher:
         self.handler = handler
         self._saved: dict[tuple[int, str], tuple[Any, str, Any, bool]] = {}
         self._wrappers: dict[tuple[int, str], Any] = {}
+        # a wrapper replaced by a later wrap of the same name (register_custom_api on an API the dump
+        # wraps), put back by restore()
+        self._replaced: dict[tuple[int, str], Any] = {}
 
     def wrap(self, owner: Any, attr: str, key: ApiKey, handler: Handler | None = None) -> bool:
         slot = (id(owner), attr)
@@ -152,12 +155,21 @@ class Patcher:
             return False
         if slot not in self._saved:
             self._saved[slot] = (owner, attr, raw, own)
+        elif slot in self._wrappers:
+            self._replaced.setdefault(slot, self._wrappers[slot])
         self._wrappers[slot] = wrapper
         return True
 
     def restore(self, owner: Any, attr: str) -> None:
-        saved = self._saved.pop((id(owner), attr), None)
-        self._wrappers.pop((id(owner), attr), None)
+        """Undoes the last wrap of the name: back to the wrapper it replaced, else to the original."""
+        slot = (id(owner), attr)
+        replaced = self._replaced.pop(slot, None)
+        if replaced is not None:
+            setattr(owner, attr, replaced)
+            self._wrappers[slot] = replaced
+            return
+        saved = self._saved.pop(slot, None)
+        self._wrappers.pop(slot, None)
         if saved is not None:
             _put_back(*saved)
 
@@ -166,6 +178,7 @@ class Patcher:
             _put_back(*saved)
         self._saved.clear()
         self._wrappers.clear()
+        self._replaced.clear()
 
     def suspend(self) -> list[tuple[Any, str, Any]]:
         """Put every original back (e.g. while ``mindspore.jit`` compiles); returns what to re-wrap."""

@@ -80,7 +80,7 @@ class PrimitiveHooks:
         if base is None:
             return original(prim, *args, **kwargs)
         index = self.counter.next(base)
-        if svc.inside or not svc.running or svc.config.task == "structure":
+        if svc.inside or not svc.running:
             return original(prim, *args, **kwargs)
         s = svc.session
         mode = svc.config.data_mode
@@ -88,7 +88,7 @@ class PrimitiveHooks:
         bname = f"{base}.{index}.{BACKWARD}"
         fwd = mode.direction(FORWARD)
         record = None
-        if fwd and svc.check(name) and mode.side("input"):
+        if fwd and not svc.structure_only and svc.check(name) and mode.side("input"):
             record = svc.encode_inputs(name, args, kwargs)
         parent = svc.parent()
         backward = mode.direction(BACKWARD) and grad_recording()
@@ -112,7 +112,9 @@ class PrimitiveHooks:
             svc.inside = False
         if backward:
             out = self._hook_outputs(out, bname, parent, grads_in, grads_out)
-        svc.finish_forward(name, record, out, fwd and svc.check(name) and mode.side("output"))
+        svc.finish_forward(
+            name, record, out, fwd and not svc.structure_only and svc.check(name) and mode.side("output")
+        )
         svc.put_construct(name, parent)
         return out
 
@@ -137,8 +139,8 @@ class PrimitiveHooks:
 
     def _write(self, bname: str, parent: str | None, grads_in: list[Any], grads_out: list[Any]) -> None:
         svc = self.service
-        if svc.put_backward(bname, grads_in, grads_out):
-            svc.put_construct(bname, module_backward_name(parent))
+        svc.put_backward(bname, grads_in, grads_out)
+        svc.put_construct(bname, module_backward_name(parent))
 
 
 def _hooked_class(cls: type, hooks: PrimitiveHooks) -> type:

@@ -185,6 +185,10 @@ class MsDumpService:
         self.session.record_error("statistics_data_collect", name, exc)
 
     @property
+    def structure_only(self) -> bool:
+        return self.config.task == "structure"
+
+    @property
     def records_structure(self) -> bool:
         return self.config.level == "mix" or self.config.level == "L0"
 
@@ -227,12 +231,16 @@ class MsDumpService:
                 try:
                     record = {} if record is None else record
                     record["output"] = self.encoder.output(out, name)
-                    if extra is not None:
-                        extra(record)
+                except Exception as exc:
+                    self.session.record_error("forward_output_data_collect", name, exc)
+            if extra is not None and record is not None:
+                try:  # a Cell's ``parameters``: in every forward record, as 8.1.1's analyze_forward
+                    extra(record)
                 except Exception as exc:
                     self.session.record_error("forward_output_data_collect", name, exc)
             if record is not None:
                 self.put(name, record)
+            if record is not None or (self.structure_only and self.check(name)):
                 store.put_stack(name, capture_stack(sys._getframe(1)))
         finally:
             self.inside = False
@@ -243,6 +251,8 @@ class MsDumpService:
         store = s.store
         if store is None or self.encoder is None or not self.check(name):
             return False
+        if self.structure_only:
+            return True  # task structure: construct.json only (8.1.1 updates it before analysing)
         mode = self.config.data_mode
         self.inside = True
         try:
@@ -264,7 +274,7 @@ class MsDumpService:
         self, key: ApiKey, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         s = self.session
-        if self.inside or not self.running or self.config.task == "structure":
+        if self.inside or not self.running:
             return func(*args, **kwargs)
         prefix, api = key
         if is_inplace(api):
@@ -274,7 +284,7 @@ class MsDumpService:
         mode = self.config.data_mode
         fwd = mode.direction(FORWARD)
         record = None
-        if fwd and self.check(name) and mode.side("input"):
+        if fwd and not self.structure_only and self.check(name) and mode.side("input"):
             record = self.encode_inputs(name, args, kwargs)
         parent = self.parent()
         hook = None
@@ -297,11 +307,17 @@ class MsDumpService:
         recorded = out
         if family is not None and family.collective:
             out, recorded = finish_collective(family, api, out, args, kwargs)
-        self.finish_forward(name, record, recorded, fwd and self.check(name) and mode.side("output"))
+        self.finish_forward(
+            name,
+            record,
+            recorded,
+            fwd and not self.structure_only and self.check(name) and mode.side("output"),
+        )
         if record is not None or fwd:
             self.put_construct(name, parent)
         return out
 
     def api_backward(self, name: str, fwd_parent: str | None, gi: Any, go: Any) -> None:
-        if self.put_backward(name, gi, go):
-            self.put_construct(name, module_backward_name(fwd_parent))
+        self.put_backward(name, gi, go)
+        # construct.json keeps the calls a filter leaves out (8.1.1 updates it before the scope check)
+        self.put_construct(name, module_backward_name(fwd_parent))

@@ -1,0 +1,110 @@
+"""MindSpore front door corners where 8.1.1's behaviour is specified: a Cell judged by scope when it
+ends, construct.json kept whole, task structure, parameters with any data_mode, the switch for Cell
+backward, and restore_custom_api undoing only what register_custom_api did."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import mindspore as ms
+import numpy as np
+from mindspore import Tensor, ops
+from nets import Net, data, run_fixture_net, write_config
+
+from msprobe.mindspore import PrecisionDebugger, seed_all
+
+
+def _cfg(tmp_path: Any, task: str = "statistics", level: str = "L1", **section: Any) -> tuple[str, str]:
+    tmp_path.mkdir(exist_ok=True)
+    out = str(tmp_path / "dump")
+    return write_config(str(tmp_path / "cfg.json"), task, level, out, **section), out
+
+
+def _read(out: str, name: str) -> dict[str, Any]:
+    with open(os.path.join(out, "step0", "rank", name), encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def _stack_names(out: str) -> set[str]:
+    return {n for names, _ in _read(out, "stack.json").values() for n in names}
+
+
+def test_l0_scope_leaves_out_a_cell_that_ends_after_the_window(tmp_path: Any) -> None:
+    scope = ["Cell.block.Block.forward.0", "Cell.block.conv.Conv2d.forward.0"]
+    cfg, out = _cfg(tmp_path, level="L0", scope=scope, data_mode=["forward"])
+    run_fixture_net(PrecisionDebugger, seed_all, cfg, steps=1, level="L0")
+    # the window opens as Block begins and closes when conv ends, before Block ends
+    assert list(_read(out, "dump.json")["data"]) == ["Cell.block.conv.Conv2d.forward.0"]
+
+
+def test_mix_construct_json_keeps_the_calls_a_list_leaves_out(tmp_path: Any) -> None:
+    full_cfg, full_out = _cfg(tmp_path / "full", level="mix")
+    run_fixture_net(PrecisionDebugger, seed_all, full_cfg, steps=1, level="mix")
+    PrecisionDebugger._shutdown()
+    cfg, out = _cfg(tmp_path, level="mix", list=["Cell.fc"])
+    run_fixture_net(PrecisionDebugger, seed_all, cfg, steps=1, level="mix")
+    everything = _read(full_out, "construct.json")
+    assert any(".backward" in k and not k.startswith("Cell") for k in everything)
+    assert _read(out, "construct.json") == everything
+
+
+def test_task_structure_fills_stack_and_construct_json(tmp_path: Any) -> None:
+    stats_cfg, stats_out = _cfg(tmp_path / "stats", level="mix")
+    run_fixture_net(PrecisionDebugger, seed_all, stats_cfg, steps=1, level="mix")
+    PrecisionDebugger._shutdown()
+    cfg, out = _cfg(tmp_path, task="structure", level="mix")
+    run_fixture_net(PrecisionDebugger, seed_all, cfg, steps=1, level="mix")
+    assert _read(out, "dump.json")["data"] == {}
+    assert _read(out, "construct.json") == _read(stats_out, "construct.json")
+    assert _stack_names(out) == _stack_names(stats_out) != set()
+
+
+def test_cell_records_hold_parameters_whatever_the_data_mode(tmp_path: Any) -> None:
+    cfg, out = _cfg(tmp_path, level="L0", data_mode=["input"])
+    run_fixture_net(PrecisionDebugger, seed_all, cfg, steps=1, level="L0")
+    record = _read(out, "dump.json")["data"]["Cell.fc.Dense.forward.0"]
+    assert sorted(record) == ["input_args", "input_kwargs", "parameters"]
+    assert sorted(record["parameters"]) == ["bias", "weight"]
+
+
+def test_cell_backward_needs_the_dump_switched_on(tmp_path: Any) -> None:
+    cfg, out = _cfg(tmp_path, level="L0")
+    ms.set_context(mode=ms.PYNATIVE_MODE, device_target="CPU")
+    seed_all(1234)
+    dbg = PrecisionDebugger(config_path=cfg)
+    net = Net()
+
+    def loss(x: Tensor) -> Tensor:
+        y = net(x)
+        dbg.stop()  # off before the backward runs
+        return y.sum()
+
+    dbg.start(net)
+    ms.value_and_grad(loss, None, net.trainable_params())(data(0, (2, 3, 4, 4)))
+    dbg.step()
+    records = _read(out, "dump.json")["data"]
+    assert [k for k in records if ".backward." in k] == []
+    assert records["Cell.fc.Dense.parameters_grad"] == {"weight": [None], "bias": [None]}
+
+
+def test_restore_custom_api_undoes_only_what_register_custom_api_did(tmp_path: Any) -> None:
+    cfg, out = _cfg(tmp_path)
+    dbg = PrecisionDebugger(config_path=cfg)
+    x = Tensor(np.ones((2, 2), np.float32))
+    dbg.register_custom_api(ops, "mul", "MyOps")  # an API the dump records anyway
+    dbg.start()
+    ops.mul(x, x)
+    dbg.stop()
+    dbg.restore_custom_api(ops, "mul")  # back to the dump's own wrapper
+    dbg.restore_custom_api(ops, "add")  # never registered: nothing to undo
+    dbg.start()
+    ops.mul(x, x)
+    ops.add(x, x)
+    dbg.stop()
+    assert list(_read(out, "dump.json")["data"]) == [
+        "MyOps.mul.0.forward",
+        "Functional.mul.0.forward",
+        "Functional.add.0.forward",
+    ]
