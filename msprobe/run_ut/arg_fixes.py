@@ -117,6 +117,23 @@ def as_dtype(index: int, source: tuple[str, ...], target: str) -> Prepare:
 
 
 def tuple_index(args: list[Any], kwargs: dict[str, Any]) -> None:
-    """A dumped multi-dimensional index is a JSON list; torch wants a tuple (a list is a tensor index)."""
+    """A dumped multi-dimensional index is a JSON list; torch wants a tuple (a list is a tensor index).
+
+    The dump writes ``x[i, j]`` (a tuple) and ``x[[i, j]]`` (a list, a tensor index) alike. A list
+    of plain ints is taken as the tuple only when it can be one (one int per dimension, each in
+    range); a list of bools is always a mask, as in torch."""
     if len(args) > 1 and isinstance(args[1], list):
-        args[1] = tuple(args[1])
+        index = args[1]
+        if index and all(isinstance(i, bool) for i in index):
+            return
+        if index and all(isinstance(i, int) for i in index) and not _names_an_element(args[0], index):
+            return
+        args[1] = tuple(index)
+
+
+def _names_an_element(tensor_arg: Any, index: list[int]) -> bool:
+    """Whether ``index`` read as a tuple of ints fits the shape of ``tensor_arg`` (a TensorArg)."""
+    shape = getattr(getattr(tensor_arg, "tensor", None), "shape", None)
+    if shape is None:
+        return True
+    return len(index) <= len(shape) and all(-n <= i < n for i, n in zip(index, shape))

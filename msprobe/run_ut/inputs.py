@@ -448,6 +448,11 @@ class ArgBuilder:
             kind is None and "dtype" in spec and "shape" in spec
         ):
             return TensorArg(self.tensor(spec), bool(spec.get("requires_grad")) and grad_ok)
+        if kind is None and not spec:  # upstream's dump writes a positional dtype/device as {}
+            raise InputError(
+                "{} (a positional torch.dtype or torch.device: upstream's dump records no value for it): "
+                "cannot rebuild it"
+            )
         if kind is None:  # an object the dump wrote as its fields (a dataclass): its type is not known
             keys = ", ".join(repr(k) for k in list(spec)[:6]) + (", ..." if len(spec) > 6 else "")
             raise InputError(f"an object recorded as its fields ({keys}) without its type: cannot rebuild it")

@@ -336,3 +336,12 @@ def test_an_object_recorded_as_its_fields_is_named_in_one_short_line(tmp_path: P
         "'field_5', ...) without its type: cannot rebuild it"
     ), result.reason
     assert "value" not in result.reason and len(result.reason) < 200
+
+
+def test_an_empty_object_is_named_as_upstreams_positional_dtype(tmp_path: Path) -> None:
+    """Upstream's dump writes a positional ``torch.dtype`` or ``torch.device`` (``x.view(torch.int32)``)
+    as ``{}``: the SKIP names that, not "an object recorded as its fields ()"."""
+    record = ApiRecord("Tensor.view.0", 0, forward(tensor("torch.float32", [4], -1.0, 1.0), {}), None)
+    result = replay(record, tmp_path, "cpu")
+    assert result.outcome == "skipped"
+    assert "a positional torch.dtype or torch.device" in result.reason and "fields" not in result.reason

@@ -154,6 +154,28 @@ def test_multi_dimensional_index_list_becomes_a_tuple() -> None:
     assert result.details[0].shape == "(4, 2)"
 
 
+@pytest.mark.parametrize(
+    ("index", "shape"),
+    [
+        ([3, 4], "(2, 2)"),  # rows 3 and 4: no element of a 5x2 tensor, so a tensor index
+        ([True, False, True, False, True], "(3, 2)"),  # a mask, never a tuple of bools
+        ([4, 1], "()"),  # fits the shape: read as x[4, 1], as the dump writes a tuple index
+    ],
+)
+def test_an_int_or_bool_list_index_is_a_tuple_only_when_it_names_an_element(
+    index: list[Any], shape: str
+) -> None:
+    """The dump writes ``x[i, j]`` and ``x[[i, j]]`` alike, as a JSON list."""
+    kind = "bool" if isinstance(index[0], bool) else "int"
+    spec = [{"type": kind, "value": v} for v in index]
+    record = ApiRecord(
+        "Tensor.__getitem__.0", 0, forward(tensor("torch.float32", [5, 2], -1.0, 1.0), spec), None
+    )
+    result = replay(record, None, "cpu")
+    assert result.result[:2] == ["Tensor.__getitem__.0", "pass"], result.result
+    assert result.details[0].shape == shape
+
+
 def test_aten_overloads_resolve_through_torch_ops() -> None:
     spec = tensor("torch.float16", [8], -1.0, 1.0)
     record = ApiRecord("Aten.mul.Tensor.0", 0, forward(spec, tensor("torch.float16", [8], -1.0, 1.0)), None)
