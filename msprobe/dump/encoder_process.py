@@ -164,15 +164,22 @@ def serve(inp: int, out: int) -> None:
                 reply = NO_STORE
             elif kind == FLUSH:
                 rank_dir, header, stack, construct, data_file = msg
-                write_rank_files(rank_dir, header, current.records.items(), stack, construct, data_file)
+                reply = False  # the files could not be written: the journal must stay
+                try:
+                    write_rank_files(rank_dir, header, current.records.items(), stack, construct, data_file)
+                except OSError as exc:
+                    errors.append(("write", rank_dir, type(exc).__name__, str(exc)))
+                else:
+                    reply = True
             elif kind == CLOSE:
                 current.journal.close(remove=msg)
                 current = None
             elif kind == VALUE:
                 reply = current.records.get(msg)
         except Exception as exc:
-            errors.append(("write", "", type(exc).__name__, str(exc)))
-            if kind == OPEN:
+            where = os.path.dirname(msg[0]) if kind == OPEN else ""  # the rank folder whose journal failed
+            errors.append(("write", where, type(exc).__name__, str(exc)))
+            if kind in (OPEN, BATCH):  # never answered: the error goes with the next answer
                 continue
         try:
             answer = pickle.dumps((reply, errors), protocol=pickle.HIGHEST_PROTOCOL)

@@ -125,6 +125,7 @@ class RankStore:
         self.encoder = encoder  # None: records are encoded here
         self._handed: list[bytes] = []  # the pickled batches handed to the encoder process
         self._pid = os.getpid()  # a forked copy of this store never writes (the parent's files)
+        self._written = True  # the json files hold what the journal holds (else the journal is kept)
 
     def open(self, with_tensor_dir: bool) -> None:
         """Create the rank folder and its journal; a folder the OS refuses is one user-facing line
@@ -148,7 +149,10 @@ class RankStore:
                 self._encode_here(str(exc))
         else:
             assert self.journal is not None
-            self.journal.append_raw(header_line)
+            try:  # a full disk: said, as for every later journal write, and the training goes on
+                self.journal.append_raw(header_line)
+            except OSError as exc:
+                self._report("journal", self.rank_dir, exc)
         self.flush()
 
     def put(self, name: str, value: Any) -> None:
@@ -191,7 +195,10 @@ class RankStore:
     def _encode(self, lines: list[str], pending: list[tuple[str, Any]]) -> None:
         encode_records(pending, self.records, lines, lambda name, exc: self._report("encode", name, exc))
         if lines and self.journal is not None:
-            self.journal.append_lines(lines)
+            try:  # never into the user's call that stored the record (a full disk)
+                self.journal.append_lines(lines)
+            except OSError as exc:
+                self._report("journal", self.rank_dir, exc)
 
     def _hand_over(self, lines: list[str], pending: list[tuple[str, Any]]) -> None:
         """One batch to the encoder process, pickled (a value that cannot be is encoded here)."""
@@ -239,7 +246,10 @@ class RankStore:
         except OSError as exc:
             self._report("journal", "", exc)
         if self.journal is not None:
-            self.journal.append_raw(self._header_line())
+            try:
+                self.journal.append_raw(self._header_line())
+            except OSError as exc:
+                self._report("journal", self.rank_dir, exc)
         handed, self._handed = self._handed, []
         for payload in handed:  # lines journaled twice read as once (journal.read_journal)
             self._encode(*pickle.loads(payload))
@@ -306,11 +316,18 @@ class RankStore:
         if self.encoder is not None:
             msg = (os.path.abspath(self.rank_dir), self.header, stack, construct, self.data_file)
             try:
-                self._answered(self.encoder.request(encoder_process.FLUSH, msg))
+                self._written = self._answered(self.encoder.request(encoder_process.FLUSH, msg)) is not False
                 return
             except EncoderError as exc:
                 self._encode_here(str(exc))
-        write_rank_files(self.rank_dir, self.header, self.records.items(), stack, construct, self.data_file)
+        try:
+            records = self.records.items()
+            write_rank_files(self.rank_dir, self.header, records, stack, construct, self.data_file)
+            self._written = True
+        except OSError as exc:  # reported, as the encoder process reports it; the journal is kept
+            self._written = False
+            self._dirty = True
+            self._report("write", self.rank_dir, exc)
 
     def close(self) -> None:
         """Final flush; the journal is removed only after the json files are safely written."""
@@ -319,12 +336,12 @@ class RankStore:
         self.flush()
         if self.encoder is not None:
             try:
-                self._answered(self.encoder.request(encoder_process.CLOSE, True))
+                self._answered(self.encoder.request(encoder_process.CLOSE, self._written))
             except EncoderError as exc:  # the files are written: only the journal is left
                 self._encode_here(str(exc))
             self._handed = []
         if self.journal is not None:
-            self.journal.close(remove=True)
+            self.journal.close(remove=self._written)  # kept for `msprobe rebuild` if the files are not
             self.journal = None
 
 

@@ -267,3 +267,64 @@ def test_reading_a_journal_waits_for_its_writer(tmp_path: Path) -> None:
     finally:
         writer.kill()
         writer.wait()
+
+
+def test_a_batch_the_helper_fails_to_journal_gets_no_answer_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch is never answered: when journaling it fails (a full disk), its error goes with the next
+    answer. An answer of its own would be read as the next request's, and every request after it would
+    read the answer before its own, until the pipe filled and both processes waited forever."""
+    import pickle
+    import threading
+
+    def full_disk(self: Any, lines: list[str], records: list[Any], errors: list[Any]) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(encoder_process._RankFiles, "batch", full_disk)
+    to_helper, from_training = os.pipe()
+    to_training, from_helper = os.pipe()
+    server = threading.Thread(target=encoder_process.serve, args=(to_helper, from_helper))
+    server.start()
+
+    def send(kind: int, msg: Any) -> None:
+        body = pickle.dumps(msg)
+        os.write(from_training, encoder_process._FRAME.pack(len(body), kind) + body)
+
+    send(encoder_process.OPEN, (str(tmp_path / JOURNAL_NAME), json.dumps(HEADER)))
+    send(encoder_process.BATCH, (["{}"], []))
+    send(encoder_process.VALUE, "Torch.a.0.forward")
+    os.close(from_training)  # the helper leaves once it has read everything
+    server.join(timeout=60)
+    os.close(from_helper)
+    replies = []
+    while head := encoder_process._read_exactly(to_training, encoder_process._FRAME.size):
+        size, kind = encoder_process._FRAME.unpack(head)
+        replies.append((kind, pickle.loads(encoder_process._read_exactly(to_training, size) or b"")))
+    assert [kind for kind, _ in replies] == [encoder_process.VALUE]
+    assert [e[2] for e in replies[0][1][1]] == ["OSError"]  # the batch's error, with the answer
+
+
+@pytest.mark.parametrize("where", ["helper", "in process"])
+def test_files_that_cannot_be_written_keep_the_journal(tmp_path: Path, where: str) -> None:
+    """A final write that fails (a full disk; here dump.json is a folder) is reported, raises nothing
+    into the training, and leaves the journal for ``msprobe rebuild``."""
+    helper = EncoderProcess() if where == "helper" else None
+    try:
+        (tmp_path / "dump.json").mkdir()
+        errors: list[tuple[str, str]] = []
+        store = RankStore(str(tmp_path), dict(HEADER), encoder=helper)
+        store.on_error = lambda what, name, exc: errors.append((what, name))
+        store.open(with_tensor_dir=False)
+        records = _records(3)
+        _fill(store, records)
+        store.close()
+    finally:
+        if helper is not None:
+            helper.stop()
+    assert ("write", str(tmp_path)) in errors or ("write", os.path.abspath(tmp_path)) in errors, errors
+    assert (tmp_path / JOURNAL_NAME).exists()
+    assert not [p.name for p in tmp_path.iterdir() if ".tmp" in p.name]
+    (tmp_path / "dump.json").rmdir()
+    rebuild(str(tmp_path))
+    assert list(json.loads((tmp_path / "dump.json").read_text())["data"]) == [n for n, _ in records]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -197,3 +199,35 @@ def test_inference_tensors_are_written_every_time(tmp_path: Path) -> None:
     assert w.save(t, "a.pt") == "a.pt"
     assert w.save(t, "b.pt") == "b.pt"  # no version counter: never known to be unchanged
     _check(tmp_path / "b.pt", t)
+
+
+_FULL_DISK = """
+import errno, io, sys
+import torch
+from msprobe.dump.pytorch.tensor_io import _LeanSaver
+
+class FullDisk(io.RawIOBase):
+    written = 0
+    def writable(self):
+        return True
+    def write(self, b):
+        if self.written + len(b) > 1 << 16:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self.written += len(b)
+        return len(b)
+
+try:
+    _LeanSaver().save(torch.randn(1 << 18), FullDisk())
+except OSError as exc:
+    print("raised", exc.errno == errno.ENOSPC)
+"""
+
+
+def test_a_full_disk_is_an_error_not_an_abort(tmp_path: Path) -> None:
+    """A write that fails mid-file leaves the archive unfinished; finishing it again in the writer's
+    destructor would throw from C++ and abort the training process."""
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    done = subprocess.run(
+        [sys.executable, "-c", _FULL_DISK], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "raised True"), done.stderr[-2000:]

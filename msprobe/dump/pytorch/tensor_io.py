@@ -113,12 +113,23 @@ class _LeanSaver:
     def save(self, d: torch.Tensor, fh: io.BufferedWriter) -> None:
         data = self._pickle(d)
         writer = PyTorchFileWriter(fh, False, self._alignment)
-        writer.write_record("data.pkl", data, len(data))
-        writer.write_record(".format_version", b"1", 1)
-        writer.write_record(".storage_alignment", self._align, len(self._align))
-        writer.write_record("byteorder", self._byteorder, len(self._byteorder))
-        storage = d.untyped_storage()  # the stub's ``Storage`` predates UntypedStorage; torch passes it
-        writer.write_record("data/0", storage, storage.nbytes())  # type: ignore[arg-type]
+        try:
+            writer.write_record("data.pkl", data, len(data))
+            writer.write_record(".format_version", b"1", 1)
+            writer.write_record(".storage_alignment", self._align, len(self._align))
+            writer.write_record("byteorder", self._byteorder, len(self._byteorder))
+            storage = d.untyped_storage()  # the stub's ``Storage`` predates UntypedStorage; torch passes it
+            writer.write_record("data/0", storage, storage.nbytes())  # type: ignore[arg-type]
+        except BaseException:
+            # A failed write (ENOSPC, EIO) leaves the archive unfinished, and the writer's destructor
+            # would finish it, fail again and throw from a C++ destructor: std::terminate, the
+            # training aborted. Finish it here (torch marks it finalized even when this raises), as
+            # torch.save does in its ``__exit__``, and report the first error.
+            try:
+                writer.write_end_of_file()
+            except Exception:
+                pass
+            raise
         writer.write_end_of_file()
 
 
