@@ -43,12 +43,15 @@ def _format(code: CodeType, lineno: int) -> str | None:
 
 
 # Stacks of the frames still running, per ``skip_files``: id(frame) -> (frame, its f_lasti, texts from
-# it outwards). A running ordinary frame's callers are all suspended, so what lies outside it cannot
-# change while it runs at that offset: most captures walk a few frames and find the rest here. Holding
-# the frame keeps its id from being reused; the memo is bounded and cleared at every stop
-# (clear_frames). Generator and coroutine frames are resumed by other callers: never memoised.
-_memos: dict[tuple[str, ...], dict[int, tuple[FrameType, int, tuple[str, ...]]]] = {}
-_SUFFIXES_MAX = 256
+# it outwards, its place in the chain), and the chain of those ids, outermost first. A running
+# ordinary frame's callers are all suspended, so what lies outside it cannot change while it runs at
+# that offset: most captures walk a few frames and find the rest here. Holding the frame keeps its id
+# from being reused, and its locals alive: so the memo holds only the frames of the last captured
+# stack (the entries beyond a capture's hit have returned or moved on, and are dropped then), never
+# the frames of calls that returned long ago (a model's earlier layers and their tensors). Cleared at
+# every stop (clear_frames). Generator and coroutine frames are resumed by other callers: never memoised.
+_Memo = dict[int, tuple[FrameType, int, tuple[str, ...], int]]
+_memos: dict[tuple[str, ...], tuple[_Memo, list[int]]] = {}
 _RESUMABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 
@@ -67,9 +70,11 @@ def capture_stack(
         walked: list[tuple[FrameType, int, str | None]] = []
         tail: tuple[str, ...] = ()
         get = _by_offset.get
-        memo = _memos.get(skip_files)
-        if memo is None:
-            memo = _memos[skip_files] = {}
+        memoised = _memos.get(skip_files)
+        if memoised is None:
+            memoised = _memos[skip_files] = ({}, [])
+        memo, chain = memoised
+        kept = 0  # chain entries still on the stack: the hit and the frames outside it
         own = _own_code
         while f is not None:
             code = f.f_code
@@ -81,6 +86,7 @@ def capture_stack(
                 hit = memo.get(id(f))
                 if hit is not None and hit[0] is f and hit[1] == lasti:
                     tail = hit[2]
+                    kept = hit[3] + 1
                     break
             key = (id(code), lasti)
             cached = get(key)
@@ -96,13 +102,14 @@ def capture_stack(
             walked.append((f, lasti, text))
             f = f.f_back
         out = tail
-        if len(memo) + len(walked) > _SUFFIXES_MAX:
-            memo.clear()
+        while len(chain) > kept:  # returned, or running at another offset (walked again below)
+            memo.pop(chain.pop(), None)
         for fr, lasti, text in reversed(walked):
             if text is not None:
                 out = (text, *out)
                 if not fr.f_code.co_flags & _RESUMABLE:
-                    memo[id(fr)] = (fr, lasti, out)
+                    memo[id(fr)] = (fr, lasti, out, len(chain))
+                    chain.append(id(fr))
         return out
     except Exception:  # pragma: no cover - defensive: a stack is never worth a crash
         return STACK_FAILED

@@ -4,6 +4,7 @@ different callers, the skipped API frame)."""
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Iterator
 from types import CodeType, FrameType
@@ -90,6 +91,30 @@ def test_the_memo_is_bounded_and_cleared() -> None:
     for _ in range(200):
         middle()
     assert all(got == expected for got, expected in captured)
-    assert sum(len(m) for m in stack._memos.values()) <= stack._SUFFIXES_MAX
+    # only the frames of the last captured stack are held, never those of calls that returned
+    depth = len(inspect.stack(0))
+    assert all(len(memo) == len(chain) <= depth + 8 for memo, chain in stack._memos.values())
     clear_frames()
     assert not stack._memos
+
+
+def test_the_memo_does_not_keep_returned_frames_locals() -> None:
+    """A returned frame holds its locals: a model layer's temporaries must not outlive it."""
+    import weakref
+
+    class Big:
+        pass
+
+    refs = []
+
+    def layer() -> None:
+        tmp = Big()
+        refs.append(weakref.ref(tmp))
+        capture_stack()
+
+    clear_frames()
+    for _ in range(5):
+        layer()
+    layer()  # a later capture drops what the earlier ones memoised
+    assert sum(r() is not None for r in refs[:-1]) == 0
+    clear_frames()

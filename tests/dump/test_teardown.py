@@ -144,3 +144,22 @@ def test_shutdown_leaves_everything_as_before_construction(tmp_path: Path, debug
     PrecisionDebugger._shutdown()  # without stop(): teardown undoes what start() and the debugger did
     assert hooks_on(net) == []
     assert_same(before, snapshot())
+
+
+def test_stop_lets_go_of_the_last_backward_gradients(debugger: Any) -> None:
+    """The dump keeps a backward node's gradients until the next backward record (the summary cache
+    recognises them there); after ``stop()`` they are the user's again (an embedding-sized gradient
+    must not live on through ``optimizer.step()``)."""
+    import gc
+    import weakref
+
+    dbg = debugger()
+    x = torch.randn(64, 64, requires_grad=True)
+    seen: list[weakref.ref[torch.Tensor]] = []
+    dbg.start()
+    y = torch.exp(x)
+    y.register_hook(lambda g: seen.append(weakref.ref(g)) or None)
+    y.sum().backward()
+    dbg.stop()
+    gc.collect()
+    assert seen and seen[0]() is None

@@ -165,6 +165,7 @@ class TorchDumpService:
 
     def stop(self) -> None:
         self._pop()
+        self._recent_grads = None  # the window is closed: the last backward node's grads are the user's
         self.session.stop()
 
     def step(self) -> None:
