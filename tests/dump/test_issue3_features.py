@@ -220,3 +220,17 @@ def test_enable_dataloader(tmp_path: Path, debugger: Any) -> None:
     assert steps == ["step0", "step1", "step2"]
     for s in steps:
         assert list(load_dump(tmp_path / "dump" / s / "rank")["data"]) == ["Torch.relu.0.forward"]
+
+
+def test_enable_dataloader_counts_every_batch_of_every_epoch_as_one_step(
+    tmp_path: Path, debugger: Any
+) -> None:
+    """The StopIteration that ends an epoch closes its last step; the next epoch's first batch opens
+    the next step number (it counted an empty step in between, so ``step: [N]`` missed batch N)."""
+    debugger(enable_dataloader=True)
+    loader = torch.utils.data.DataLoader(torch.arange(6.0).reshape(3, 2), batch_size=1)
+    for _epoch in range(2):
+        for batch in loader:
+            torch.relu(batch)
+    steps = sorted(p.name for p in (tmp_path / "dump").iterdir())
+    assert steps == [f"step{i}" for i in range(6)]

@@ -73,15 +73,18 @@ class PrecisionDebugger(FrontDoor):
         iter_class = dataloader_iter_class()
         orig = iter_class.__next__
         service = self.service
-        state = {"first": True}
+        state = {"open": False}  # a step was started by a next() and not closed yet
 
         def __next__(it: Any) -> Any:
-            if not state["first"]:
+            if state["open"]:
+                state["open"] = False
                 service.stop()
                 service.step()
-            state["first"] = False
-            batch = orig(it)  # StopIteration: the last step is closed, no empty step is opened
+            # StopIteration: the last step is closed, no empty step is opened, and the next epoch's
+            # first next() does not close (and count) a step again
+            batch = orig(it)
             service.start(self.model)
+            state["open"] = True
             return batch
 
         iter_class.__next__ = __next__
