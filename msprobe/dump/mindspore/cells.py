@@ -66,7 +66,6 @@ class CellHooks:
         self.param_grads: dict[str, dict[str, Any]] = {}  # prefix -> {param: [summary]}
         self.placed: set[str] = set()  # prefixes whose parameters_grad placeholder is in this step
         self.parent_of: dict[str, str | None] = {}  # forward record -> enclosing Cell forward record
-        self.passed: dict[str, bool] = {}  # open forward record -> passed scope/list at its begin
         self.float_input: dict[str, bool] = {}  # forward record -> had a floating-point tensor argument
         self.handles: list[Any] = []  # the cells' hooks
         self.param_handles: list[Any] = []  # the parameters' gradient hooks
@@ -80,7 +79,6 @@ class CellHooks:
         self.param_grads.clear()
         self.placed.clear()
         self.parent_of.clear()
-        self.passed.clear()
         self.float_input.clear()
 
     def register(self, model: Any) -> int:
@@ -130,10 +128,9 @@ class CellHooks:
             if not svc.running:
                 return
             name = f"{prefix}.{FORWARD}.{index}"
-            self.passed[name] = svc.session.filter.begin(name) or svc.whole_cells > 0
+            svc.session.filter.begin(name)  # may open the scope window; judged at the end (_post)
             if self.names_whole(name):
                 svc.whole_cells += 1
-                self.passed[name] = True
             self.float_input[name] = any(
                 isinstance(a, ms.Tensor) and a.dtype in ms.dtype.float_type for a in args
             )
@@ -153,7 +150,6 @@ class CellHooks:
             name = stack.pop()
             s = svc.session
             mode = svc.config.data_mode
-            self.passed.pop(name, None)
             # judged when the call ends, as 8.1.1 (its forward data hook runs before end_module) and
             # the PyTorch dump: a Cell that began before the window and ends inside it is recorded,
             # one that outlives the window is not
