@@ -127,9 +127,8 @@ class FrontDoor:
         construction's are ignored with one warning line."""
         if not getattr(self, "_initialized", False):
             self._arguments = arguments
-            self._custom_wrapped: set[tuple[int, str]] = (
-                set()
-            )  # (id(module), name) register_custom_api wrapped
+            # (id(module), name) of what register_custom_api wrapped (restore_custom_api undoes only that)
+            self._custom_wrapped: set[tuple[int, str]] = set()
             return True
         if arguments != getattr(self, "_arguments", arguments):
             given = ", ".join(f"{k}={_short(v)}" for k, v in arguments.items() if v is not None)
