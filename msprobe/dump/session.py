@@ -58,6 +58,9 @@ class DumpSession:
         self.store: RankStore | None = None
         self.store_batching = batching(config)  # a front whose records arrive batched sets its own
         self.error_log: ErrorLog | None = None
+        # failures by kind since the last stop(): the first is said, the others counted and said at
+        # stop() or the step's end (a full disk fails every tensor file: thousands of lines a step)
+        self._failures: dict[tuple[str, str], int] = {}
         self.step_reset_hooks: list[Callable[[], None]] = []
 
     # -- steps -------------------------------------------------------------------------------------
@@ -156,6 +159,7 @@ class DumpSession:
         if self.store is not None:
             self.store.flush()
             log.info("msprobe: dump.json is at %s", self.rank_dir())
+        self._count_failures()
 
     def step(self) -> None:
         if self.finished:
@@ -175,6 +179,19 @@ class DumpSession:
             self.store.close()
             self.store = None
             self.error_log = None
+        self._count_failures()
+
+    def _count_failures(self) -> None:
+        """At stop() and the step's end: how many failures were not said, by kind."""
+        for (function, kind), count in self._failures.items():
+            if count > 1:
+                log.warning(
+                    "msprobe: %s failed %d more times with %s (see dump_error_info.log)",
+                    function,
+                    count - 1,
+                    kind,
+                )
+        self._failures.clear()
 
     # -- records -----------------------------------------------------------------------------------
     def record_error(self, function: str, name: str, exc: BaseException, extra: str = "") -> None:
@@ -182,6 +199,10 @@ class DumpSession:
             self.error_log = ErrorLog(self.store.rank_dir)
         if self.error_log is not None:
             self.error_log.record(function, name, exc, extra)
-        log.warning(
-            "msprobe: %s failed for %s: %s (see dump_error_info.log)", function, name, first_line(exc)
-        )
+        errno = getattr(exc, "errno", None)
+        kind = (function, type(exc).__name__ + (f" [Errno {errno}]" if errno else ""))
+        self._failures[kind] = self._failures.get(kind, 0) + 1
+        if self._failures[kind] == 1:
+            log.warning(
+                "msprobe: %s failed for %s: %s (see dump_error_info.log)", function, name, first_line(exc)
+            )

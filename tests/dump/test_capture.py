@@ -319,6 +319,36 @@ def test_recording_failure_goes_to_error_log(
     assert line.endswith(": injected (see dump_error_info.log)")  # the console gets the first line
 
 
+def test_repeated_failures_of_one_kind_are_said_once_and_counted_at_stop(
+    tmp_path: Path, debugger: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A full disk fails every tensor file of a step: the console gets the first failure of each kind
+    and one count at stop(); dump_error_info.log keeps every one."""
+    from msprobe.dump.pytorch import encode
+
+    def full_disk(self: Any, out: Any, record: str) -> Any:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(encode.Encoder, "output", full_disk)
+    x = torch.randn(3)
+
+    def body() -> None:
+        for _ in range(10):
+            torch.relu(x)
+
+    with caplog.at_level("WARNING", logger="msprobe"):
+        run(tmp_path, debugger, body)
+    said = [r.getMessage() for r in caplog.records if "forward_output_data_collect" in r.getMessage()]
+    assert said == [
+        "msprobe: forward_output_data_collect failed for Torch.relu.0.forward: [Errno 28] No space left on "
+        "device (see dump_error_info.log)",
+        "msprobe: forward_output_data_collect failed 9 more times with OSError [Errno 28] "
+        "(see dump_error_info.log)",
+    ]
+    log = (tmp_path / RANK / "dump_error_info.log").read_text()
+    assert all(f"name=Torch.relu.{i}.forward" in log for i in range(10))
+
+
 def test_a_statistics_failure_names_the_records_of_its_batch(
     tmp_path: Path, debugger: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
