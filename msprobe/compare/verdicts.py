@@ -203,6 +203,12 @@ def _judge_benchmark(v: _View) -> _Judged:
             failed |= bad
             errors = errors + np.where(bad, rule.message, "").astype(object)
             worst.add(rule, bad, np.where(consistent, rule.severity(ratio), np.inf), ratio)
+    if not v.npu_alone:
+        (cx, cx_code), (cy, cy_code) = v.npu(R.NPU_ONLY_NONFINITE.value), v.gpu(R.NPU_ONLY_NONFINITE.value)
+        npu_only = np.isnan(cx) & (cx_code == OK) & np.isfinite(cy) & (cy_code == OK)
+        failed |= npu_only
+        errors = errors + np.where(npu_only, R.NPU_ONLY_NONFINITE.message, "").astype(object)
+        worst.add(R.NPU_ONLY_NONFINITE, npu_only, np.full(n, np.inf), cx)
     codes = [c for (_, xc), (_, yc) in parsed for c in (xc, yc)]
     return _Judged(cells, failed, notes + errors, codes, worst.severity, worst.texts())
 

@@ -5,6 +5,8 @@ Each case has its exact outcome (docs/compare.md, "Deviations from 8.1.1").
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from compare_rows import detail, pair, result_list, row, write
 
@@ -188,3 +190,26 @@ def test_a_result_row_keeps_its_reason_and_notes_apart(tmp_path):
         "why. 1 output row(s) present on one side only. "
         "1 output row(s) whose shapes differ between NPU and GPU (not compared)."
     )
+
+
+@pytest.mark.parametrize(
+    ("npu_cosine", "gpu_cosine", "verdict"),
+    [
+        ("nan", "0.99999", "error"),  # inf/NaN where the NPU alone has it
+        ("nan", "nan", "pass"),  # both devices differ from the bench alike: the ratios judge
+        ("0.99999", "nan", "pass"),  # the GPU alone: not the NPU's failure
+        (" ", "0.99999", "pass"),  # one element: no cosine
+    ],
+)
+def test_an_inf_or_nan_only_the_npu_produces_fails_a_benchmark_row(
+    tmp_path: Path, npu_cosine: str, gpu_cosine: str, verdict: str
+) -> None:
+    """Every benchmark metric leaves inf/NaN positions out, so their ratios pass an NPU that returns NaN
+    where the bench and the GPU have numbers (8.1.1 passes it). The replay's NaN cosine says so."""
+    name = "Functional.gelu.0.forward.output.0"
+    npu = [row(name, cells={"余弦相似度": npu_cosine})]
+    gpu = [row(name, cells={"余弦相似度": gpu_cosine})]
+    d = detail(pair(tmp_path, npu, gpu), name)
+    assert (d["比对算法"], d["比对结果"]) == ("标杆比对法", verdict)
+    assert ("ERROR: inf/nan on the NPU only" in d["Message"]) == (verdict == "error")
+    assert detail(pair(tmp_path, npu, gpu, npu_alone=True), name)["比对结果"] == "pass"  # 8.1.1
