@@ -206,3 +206,44 @@ def test_a_device_naming_an_element_of_another_value_still_fails(pytester: pytes
     _, rows = run(pytester, data)
     assert rows["Torch.topk.0"][1] == "error"
     assert rows["Tensor.kthvalue.0"][1] == "error"
+
+
+HALF_GRADIENT_CONFTEST = """
+import torch
+
+
+class _Half(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, v):
+        return v.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 0.5
+
+
+def pytest_msprobe_device_function(api_type, bare_name, function):
+    # right values and indices, half the gradient sent back: a wrong backward kernel
+    if bare_name not in ("topk", "msort"):
+        return function
+
+    def half_gradient(x, *args, **kwargs):
+        out = function(x, *args, **kwargs)
+        if isinstance(out, torch.Tensor):
+            return _Half.apply(out)
+        return type(out)((_Half.apply(out[0]), out[1]))
+
+    return half_gradient
+"""
+
+
+def test_a_wrong_gradient_of_inputs_with_equal_values_fails(pytester: pytest.Pytester) -> None:
+    # a perturbed input breaks the ties and moves whole gradients: that is no noise floor to excuse
+    # a gradient of an API that only selects values
+    pytester.makeconftest(HALF_GRADIENT_CONFTEST)
+    folder = pytester.path / "d"
+    data = {k: v for k, v in _records(folder).items() if k.startswith(("Torch.topk", "Torch.msort"))}
+    write_dump(folder, data, task="tensor")
+    _, rows = run(pytester, data)
+    assert rows["Torch.topk.0"][1:3] == ["pass", "error"]
+    assert rows["Torch.msort.0"][1:3] == ["pass", "error"]
