@@ -123,12 +123,19 @@ ENTRIES: tuple[ApiInfo, ...] = (
     # come out in the kernel's order, which a device may take otherwise (ours: drawn inputs repeat no
     # value along the ordered dimension, and indices and gradients are scored modulo equal values;
     # 8.1.1 draws repeats and scores the CPU's order)
-    _ordering(BINARY, "sort", Ties((0, "input"), (1, "dim"), indices=(1,), stable=(_KEYWORD, "stable"))),
+    # sort, kthvalue and mode return (values, indices): their gradient flows through the values, so
+    # grad_index=0 checks it (8.1.1 has none for them: "Multiple backward is not supported.")
+    _ordering(
+        BINARY,
+        "sort",
+        Ties((0, "input"), (1, "dim"), indices=(1,), stable=(_KEYWORD, "stable")),
+        grad_index=0,
+    ),
     _ordering(BINARY, "topk", Ties((0, "input"), (2, "dim"), indices=(1,)), grad_index=0, hint=TOPK_HINT),
     _ordering(PLAIN, "argsort", Ties((0, "input"), (1, "dim"), indices=(0,), stable=(3, "stable"))),
-    _ordering(PLAIN, "kthvalue", Ties((0, "input"), (2, "dim"), indices=(1,))),
+    _ordering(PLAIN, "kthvalue", Ties((0, "input"), (2, "dim"), indices=(1,)), grad_index=0),
     _ordering(PLAIN, "msort", Ties((0, "input"), default_dim=0)),
-    _ordering(PLAIN, "mode", Ties((0, "input"), (1, "dim"), indices=(1,))),
+    _ordering(PLAIN, "mode", Ties((0, "input"), (1, "dim"), indices=(1,)), grad_index=0),
     _ordering(PLAIN, "median", Ties((0, "input"), (1, "dim"), None, indices=(1,)), aliases=("nanmedian",)),
     BINARY.variant("type_as", upcast=False),
     # upstream 8.1.1 ULPStandard (17 names)

@@ -161,14 +161,18 @@ def _records(folder: Path) -> dict[str, Any]:
     g_topk = _saved(folder, "g_topk.pt", torch.randn(4, 8, generator=gen).bfloat16())
     g_msort = _saved(folder, "g_msort.pt", torch.randn(4, 32, generator=gen).bfloat16())
     g_median = _saved(folder, "g_median.pt", torch.randn((), generator=gen).bfloat16())
+    g_sort = _saved(folder, "g_sort.pt", torch.randn(4, 32, generator=gen).bfloat16())
+    g_mode = _saved(folder, "g_mode.pt", torch.randn(32, generator=gen).bfloat16())
     return {
         "Torch.sort.0.forward": forward(x, dim=scalar("int", -1)),
+        "Torch.sort.0.backward": {"input": [g_sort, None], "output": [None]},
         "Tensor.sort.0.forward": forward(x, scalar("int", 0)),
         "Torch.argsort.0.forward": forward(x, scalar("int", 1), scalar("bool", True)),
         "Torch.topk.0.forward": forward(x, scalar("int", 8)),
         "Torch.topk.0.backward": {"input": [g_topk, None], "output": [None]},
         "Tensor.kthvalue.0.forward": forward(x, scalar("int", 5), scalar("int", 1)),
         "Torch.mode.0.forward": forward(x, scalar("int", 0)),
+        "Torch.mode.0.backward": {"input": [g_mode, None], "output": [None]},
         "Torch.median.0.forward": forward(x, scalar("int", -1)),
         "Torch.median.1.forward": forward(x),
         "Torch.median.1.backward": {"input": [g_median], "output": [None]},
@@ -186,12 +190,12 @@ def test_saved_inputs_with_equal_values_replay_on_a_device_that_orders_them_othe
     write_dump(folder, data, task="tensor")
     _, rows = run(pytester, data)
     assert {name: row[1:3] for name, row in rows.items()} == {
-        "Torch.sort.0": ["pass", " "],
+        "Torch.sort.0": ["pass", "pass"],
         "Tensor.sort.0": ["pass", " "],
         "Torch.argsort.0": ["pass", " "],
         "Torch.topk.0": ["pass", "pass"],
         "Tensor.kthvalue.0": ["pass", " "],
-        "Torch.mode.0": ["pass", " "],
+        "Torch.mode.0": ["pass", "pass"],
         "Torch.median.0": ["pass", " "],
         "Torch.median.1": ["pass", "pass"],
         "Torch.msort.0": ["pass", "pass"],
@@ -224,7 +228,7 @@ class _Half(torch.autograd.Function):
 
 def pytest_msprobe_device_function(api_type, bare_name, function):
     # right values and indices, half the gradient sent back: a wrong backward kernel
-    if bare_name not in ("topk", "msort"):
+    if bare_name not in ("topk", "msort", "sort", "mode"):
         return function
 
     def half_gradient(x, *args, **kwargs):
@@ -242,8 +246,9 @@ def test_a_wrong_gradient_of_inputs_with_equal_values_fails(pytester: pytest.Pyt
     # a gradient of an API that only selects values
     pytester.makeconftest(HALF_GRADIENT_CONFTEST)
     folder = pytester.path / "d"
-    data = {k: v for k, v in _records(folder).items() if k.startswith(("Torch.topk", "Torch.msort"))}
+    kept = ("Torch.topk", "Torch.msort", "Torch.sort", "Torch.mode")
+    data = {k: v for k, v in _records(folder).items() if k.startswith(kept)}
     write_dump(folder, data, task="tensor")
     _, rows = run(pytester, data)
-    assert rows["Torch.topk.0"][1:3] == ["pass", "error"]
-    assert rows["Torch.msort.0"][1:3] == ["pass", "error"]
+    for api in ("Torch.topk.0", "Torch.msort.0", "Torch.sort.0", "Torch.mode.0"):
+        assert rows[api][1:3] == ["pass", "error"], api
