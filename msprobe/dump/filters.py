@@ -73,12 +73,14 @@ class RecordFilter:
             ok = self._listed(name)
         return ok
 
-    def begin(self, name: str) -> bool:
-        """Module begin (pre-hook): may open the scope window (the end module is fully included) and,
-        at mix, a listed module's whole-module mode; whether the module passes now."""
+    def begin(self, name: str, whole_module: bool = True) -> bool:
+        """Module begin (forward pre-hook, or a module's backward begin with ``whole_module=False``): may
+        open the scope window (the end module is fully included) and, for a forward at mix, a listed
+        module's whole-module mode; whether the module passes now."""
         if self.scope and name == self.scope[0]:
             self._on = True
-        self._open_if_listed(name)
+        if whole_module:
+            self._open_if_listed(name)
         return self.passes(name)
 
     def passes(self, name: str) -> bool:

@@ -197,3 +197,19 @@ def test_an_empty_dump_path_argument_takes_the_files(tmp_path: Path) -> None:
         assert dbg.config.dump_path == str(tmp_path / "dump")
     finally:
         PrecisionDebugger._shutdown()
+
+
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_a_scope_starting_at_a_module_backward_opens_when_that_backward_begins(
+    tmp_path: Path, debugger: Any, level: str
+) -> None:
+    """The backward of what runs inside ``block`` (its fc, and at mix the APIs) lies between Sub's
+    backward begin and end: inside a window that starts at Sub's backward."""
+    scope = ["Module.block.Sub.backward.0", "Module.linear_1.Linear.backward.0"]
+    names, _ = _dump(tmp_path, debugger, level=level, **_section(scope=scope))
+    backward = [n for n in names if ".backward" in n]
+    expected = {"Module.block.Sub.backward.0", "Module.block.fc.Linear.backward.0", scope[1]}
+    if level == "mix":
+        # (linear_1's input needs no gradient: its module backward ends before its linear's backward)
+        expected |= {"Torch.relu.0.backward", "Functional.linear.1.backward"}
+    assert set(backward) == expected

@@ -212,6 +212,8 @@ class ModuleDumper:
             return
         call.begun.append((self.backward_stack[-1] if self.backward_stack else None, grad_output))
         self.backward_stack.append(call.name)
+        # a scope starting at this backward opens at its begin: its children's backward is inside
+        self.rec.filter.begin(call.name, whole_module=False)
 
     def _backward_end(self, call: _BackwardCall, grad_input: list[Any]) -> None:
         if not call.begun:
