@@ -180,7 +180,10 @@ def _nothing_to_replay(doc: Mapping[str, Any], calls: dump_json.ApiCalls) -> str
         return "its data is empty (did the dump's scope or list match nothing?)"
     if calls.backwards:
         return 'backward records only (dumped with data_mode ["backward"]?); dump with data_mode ["all"]'
-    return "module records only (a level L0 dump); dump at level L1 or mix to replay APIs"
+    level = doc.get("level")
+    if level == "L0":
+        return "module records only (a level L0 dump); dump at level L1 or mix to replay APIs"
+    return f"module records only (a level {level} dump whose scope or list kept no API forward record)"
 
 
 def read_dump(path: Path) -> DumpFile:

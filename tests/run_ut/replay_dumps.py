@@ -44,12 +44,12 @@ def forward(*args: Any, output: list[Any] | None = None, **kwargs: Any) -> dict[
     return {"input_args": list(args), "input_kwargs": kwargs, "output": output or []}
 
 
-def write_dump(folder: Path, data: dict[str, Any], *, task: str = "statistics") -> Path:
+def write_dump(folder: Path, data: dict[str, Any], *, task: str = "statistics", level: str = "L1") -> Path:
     """``folder/dump.json`` with the given ``data`` records; returns the folder."""
     folder.mkdir(parents=True, exist_ok=True)
     doc = {
         "task": task,
-        "level": "L1",
+        "level": level,
         "framework": "pytorch",
         "dump_data_dir": str(folder / "dump_tensor_data") if task == "tensor" else None,
         "data": data,

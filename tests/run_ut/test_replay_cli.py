@@ -60,26 +60,32 @@ def test_bad_resume_name_and_missing_dump_are_one_line_errors(
     assert "accuracy_checking_result_<14 digits>.csv" in capsys.readouterr().err
 
 
+MODULE_ONLY = {"Module.fc.Linear.forward.0": forward(tensor("torch.float32", [8], -1.0, 1.0))}
+
+
 @pytest.mark.parametrize(
-    ("data", "why"),
+    ("data", "level", "why"),
     [
-        ({}, "its data is empty (did the dump's scope or list match nothing?)"),
+        ({}, "L1", "its data is empty (did the dump's scope or list match nothing?)"),
         (
             {"Torch.tanh.0.backward": {"input": [tensor("torch.float32", [8], -1.0, 1.0)], "output": [None]}},
+            "L1",
             'backward records only (dumped with data_mode ["backward"]?); dump with data_mode ["all"]',
         ),
+        (MODULE_ONLY, "L0", "module records only (a level L0 dump); dump at level L1 or mix to replay APIs"),
         (
-            {"Module.fc.Linear.forward.0": forward(tensor("torch.float32", [8], -1.0, 1.0))},
-            "module records only (a level L0 dump); dump at level L1 or mix to replay APIs",
+            MODULE_ONLY,
+            "mix",
+            "module records only (a level mix dump whose scope or list kept no API forward record)",
         ),
     ],
-    ids=["empty", "backward only", "L0"],
+    ids=["empty", "backward only", "L0", "mix"],
 )
 def test_a_dump_with_nothing_to_replay_is_one_line_saying_why(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], data: dict[str, Any], why: str
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], data: dict[str, Any], level: str, why: str
 ) -> None:
     """Before: pytest's "no tests ran", exit 5, and no word on the cause."""
-    dump = write_dump(tmp_path / "d", data)
+    dump = write_dump(tmp_path / "d", data, level=level)
     assert msprobe_main(["run_ut", "-api_info", str(dump), "-o", str(tmp_path / "out")]) == 2
     assert (
         capsys.readouterr().err.strip()
