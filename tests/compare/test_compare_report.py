@@ -332,3 +332,19 @@ def test_a_dump_root_gives_the_stacks_of_the_replayed_rank(tmp_path):
     page.feed(out.report_html.read_text(encoding="utf-8"))
     assert "stage1.py" in page.stacks["Functional.linear.0"]
     assert "model.py" in page.stacks["Torch.exp.0"]  # only rank 0's file names it
+
+
+def test_the_error_balance_is_shown_as_not_counted(tmp_path):
+    """8.1.1 writes the error balance's verdict but never counts it: beside its "error" the report says
+    so, or a row failing on RMSE would seem to fail on it too."""
+    from msprobe.compare.report.model import build_report
+    from msprobe.compare.run import analyse
+    from msprobe.compare.table import load_details
+
+    name = f"Functional.gelu.0.{F}.0"
+    npu = write(tmp_path / "n.csv", [row(name, cells={"均方根误差": "0.05", "误差均衡性": "0.1"})])
+    gpu = write(tmp_path / "g.csv", [row(name)])
+    (api,) = build_report(analyse(load_details(npu), load_details(gpu))).failing
+    shown = {m.name: m.status for m in api.rows[0].metrics}
+    assert shown["误差均衡性比值"] == "error, not counted"
+    assert shown["均方根误差比值"] == "error"
