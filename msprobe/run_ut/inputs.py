@@ -25,7 +25,13 @@ import torch
 
 
 class InputError(Exception):
-    """An argument cannot be rebuilt (missing or unsafe file, unsupported dtype, no statistics)."""
+    """An argument cannot be rebuilt (missing or unsafe file, unsupported dtype, no statistics).
+
+    ``path`` is where inside the argument (``[1]`` for the second tensor of a list argument)."""
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
 
 
 @dataclass(frozen=True)
@@ -427,7 +433,7 @@ class ArgBuilder:
         try:
             return self.value(spec, grad_ok=grad_ok)
         except InputError as exc:
-            raise InputError(f"{self.owner} {where}: {exc}".lstrip()) from None
+            raise InputError(f"{self.owner} {where}{exc.path}: {exc}".lstrip()) from None
 
     def tensor(self, spec: Mapping[str, Any]) -> torch.Tensor:
         name = spec.get("data_name") or spec.get("datapath")
@@ -440,7 +446,13 @@ class ArgBuilder:
         if spec is None:
             return None
         if isinstance(spec, list):
-            return [self.value(item, grad_ok=grad_ok) for item in spec]
+            items = []
+            for i, item in enumerate(spec):
+                try:
+                    items.append(self.value(item, grad_ok=grad_ok))
+                except InputError as exc:
+                    raise InputError(str(exc), f"[{i}]{exc.path}") from None
+            return items
         if not isinstance(spec, Mapping):
             raise InputError(f"unsupported argument description {_short(repr(spec))}")
         kind = spec.get("type")

@@ -345,3 +345,15 @@ def test_an_empty_object_is_named_as_upstreams_positional_dtype(tmp_path: Path) 
     result = replay(record, tmp_path, "cpu")
     assert result.outcome == "skipped"
     assert "a positional torch.dtype or torch.device" in result.reason and "fields" not in result.reason
+
+
+def test_a_missing_file_inside_a_list_argument_names_its_place(tmp_path: Path) -> None:
+    """``torch.cat([a, b])`` whose ``b`` file is gone: the reason names ``input_args[0][1]``, not the
+    whole list."""
+    torch.save(torch.ones(2, 3), tmp_path / "a.pt")
+    present = tensor("torch.float32", [2, 3], 1.0, 1.0, data_name="a.pt")
+    gone = tensor("torch.float32", [2, 3], 1.0, 1.0, data_name="gone.pt")
+    record = ApiRecord("Torch.cat.0", 0, forward([present, gone]), None)
+    result = replay(record, tmp_path, "cpu")
+    assert result.outcome == "skipped"
+    assert "Torch.cat.0 input_args[0][1]: " in result.reason and "gone.pt" in result.reason, result.reason
