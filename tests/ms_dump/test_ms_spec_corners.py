@@ -108,3 +108,12 @@ def test_restore_custom_api_undoes_only_what_register_custom_api_did(tmp_path: A
         "Functional.mul.0.forward",
         "Functional.add.0.forward",
     ]
+
+
+def test_a_scope_starting_at_a_cell_backward_holds_what_ran_inside_the_cell(tmp_path: Any) -> None:
+    """The window opens when Block's backward begins: relu's backward, inside Block, is in it."""
+    scope = ["Cell.block.Block.backward.0", "Cell.block.conv.Conv2d.backward.0"]
+    cfg, out = _cfg(tmp_path, level="L0", scope=scope)
+    run_fixture_net(PrecisionDebugger, seed_all, cfg, steps=1, level="L0")
+    backward = {k for k in _read(out, "dump.json")["data"] if ".backward." in k}
+    assert backward == {"Cell.block.relu.ReLU.backward.0", *scope}

@@ -90,6 +90,7 @@ class CellHooks:
         for prefix, cell in self._cells:
             self.handles.append(cell.register_forward_pre_hook(self._pre(prefix)))
             self.handles.append(cell.register_forward_hook(self._post(prefix), with_kwargs=True))
+            self.handles.append(cell.register_backward_pre_hook(self._backward_begin(prefix)))
             self.handles.append(cell.register_backward_hook(self._backward(prefix)))
 
     def _unhook_cells(self) -> None:
@@ -215,6 +216,17 @@ class CellHooks:
         return hook
 
     # -- backward ---------------------------------------------------------------------------------
+    def _backward_begin(self, prefix: str) -> Any:
+        """A scope that starts at this Cell's backward opens here: what ran inside the Cell is in it."""
+
+        def hook(cell: Any, grad_output: Any) -> None:
+            svc = self.service
+            pending = self.pending.get(prefix)
+            if pending and svc.running:
+                svc.session.filter.begin(f"{prefix}.{BACKWARD}.{pending[-1]}", whole_module=False)
+
+        return hook
+
     def _backward(self, prefix: str) -> Any:
         def hook(cell: Any, grad_input: Any, grad_output: Any) -> None:
             svc = self.service
