@@ -52,9 +52,7 @@ class DumpSession:
         self.rank_known = False
         self.rank_excluded = False
         self.counter = CallCounter()
-        self.filter = RecordFilter(
-            config.scope, config.list, whole_modules=framework == "pytorch" and config.level == "mix"
-        )
+        self.filter = RecordFilter(config.scope, config.list, whole_modules=config.level == "mix")
         self.store: RankStore | None = None
         self.store_batching = batching(config)  # a front whose records arrive batched sets its own
         self.error_log: ErrorLog | None = None

@@ -116,11 +116,6 @@ class CellHooks:
         self._param_hooked.clear()
         self._cells = []
 
-    def names_whole(self, name: str) -> bool:
-        """At mix, a ``list`` entry inside a Cell forward name selects that whole Cell."""
-        cfg = self.service.config
-        return cfg.level == "mix" and any(s in name for s in cfg.list)
-
     # -- forward ----------------------------------------------------------------------------------
     def _pre(self, prefix: str) -> Any:
         def hook(cell: Any, args: Any) -> None:
@@ -129,9 +124,8 @@ class CellHooks:
             if not svc.running:
                 return
             name = f"{prefix}.{FORWARD}.{index}"
-            svc.session.filter.begin(name)  # may open the scope window; judged at the end (_post)
-            if self.names_whole(name):
-                svc.whole_cells += 1
+            # may open the scope window, or at mix a listed Cell's whole-Cell mode; judged at the end
+            svc.session.filter.begin(name)
             self.float_input[name] = any(
                 isinstance(a, ms.Tensor) and a.dtype in ms.dtype.float_type for a in args
             )
@@ -154,10 +148,8 @@ class CellHooks:
             # judged when the call ends, as 8.1.1 (its forward data hook runs before end_module) and
             # the PyTorch dump: a Cell that began before the window and ends inside it is recorded,
             # one that outlives the window is not
-            passed = s.filter.passes(name) or svc.whole_cells > 0
+            passed = s.filter.passes(name)
             s.filter.end(name)  # the end Cell of a scope is included whole
-            if self.names_whole(name):
-                svc.whole_cells -= 1
             if svc.config.task == "structure" and passed:
                 svc.finish_forward(name, None, output, False)  # stack.json only
                 return

@@ -83,7 +83,6 @@ class MsDumpService:
         self.encoder: Encoder | None = None
         self.inside = False  # True while the tool itself (or a wrapped API) runs: nested calls pass through
         self.cell_stack: list[str] = []  # open Cell forward records (construct.json parents at mix)
-        self.whole_cells = 0  # open Cells that a ``list`` entry names (mix: dump all inside them)
         self.session.step_reset_hooks.append(self._reset_step)
         self.step_reset: list[Callable[[], None]] = []
         self.batch = Batch(self._store_put, self._batch_error)
@@ -145,7 +144,6 @@ class MsDumpService:
     def _reset_step(self) -> None:
         self.encoder = None
         self.cell_stack.clear()
-        self.whole_cells = 0
         for hook in self.step_reset:
             hook()
 
@@ -165,8 +163,8 @@ class MsDumpService:
                     self.patcher.wrap(owner, name, ("", name), flush_then_call)
 
     def check(self, name: str) -> bool:
-        """scope/list filter; inside a Cell named by a ``list`` entry at mix everything passes."""
-        return self.session.filter.check(name) or self.whole_cells > 0
+        """scope/list filter (inside a Cell named by a ``list`` entry at mix everything passes)."""
+        return self.session.filter.check(name)
 
     # -- shared record helpers ----------------------------------------------------------------------
     def put(self, name: str, record: Any) -> None:
