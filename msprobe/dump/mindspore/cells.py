@@ -150,7 +150,7 @@ class CellHooks:
             # one that outlives the window is not
             passed = s.filter.passes(name)
             s.filter.end(name)  # the end Cell of a scope is included whole
-            if svc.config.task == "structure" and passed:
+            if svc.structure_only and passed:
                 svc.finish_forward(name, None, output, False)  # stack.json only
                 return
             if not mode.direction(FORWARD) or not passed:
@@ -172,7 +172,7 @@ class CellHooks:
     def _placeholder(self, prefix: str, cell: Any, passed: bool) -> None:
         """``parameters_grad`` placeholder right after the first forward record of the step."""
         svc = self.service
-        if svc.config.task == "structure":
+        if svc.structure_only:
             return
         params = {k: p for k, p in cell._params.items() if getattr(p, "requires_grad", False)}
         if not params or not passed or not svc.config.data_mode.direction(BACKWARD) or prefix in self.placed:
