@@ -8,12 +8,14 @@ No prefix or substring matching. Imports no torch.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from msprobe.formats.record_names import record_api_name, replay_op_name
 from msprobe.run_ut.api_info import (
     NO_BACKWARD_DATA,
     NO_BACKWARD_UT,
@@ -90,24 +92,18 @@ class ApiType:
     namespace: str = ""  # where the dump finds the family's functions
 
 
+@functools.cache
 def _dump_lists() -> dict[str, frozenset[str]]:
     """Each family's API names as records name them: its API list, and the names the dump leaves out
     by choice (upstream's dumps may hold them: ``Tensor.__getitem__``), read once."""
-    global _LISTS
-    if _LISTS is None:
-        from msprobe.dump.api_families import DENY_KEY, load_api_list
-        from msprobe.formats.record_names import record_api_name
+    from msprobe.dump.api_families import DENY_KEY, load_api_list
 
-        lists = load_api_list()
-        names = {key: {record_api_name(n) for n in listed} for key, listed in lists.items()}
-        for entry in lists.get(DENY_KEY, []):
-            key, _, name = entry.partition(".")
-            names.setdefault(key, set()).add(record_api_name(name))
-        _LISTS = {key: frozenset(listed) for key, listed in names.items()}
-    return _LISTS
-
-
-_LISTS: dict[str, frozenset[str]] | None = None
+    lists = load_api_list()
+    names = {key: {record_api_name(n) for n in listed} for key, listed in lists.items()}
+    for entry in lists.get(DENY_KEY, []):
+        key, _, name = entry.partition(".")
+        names.setdefault(key, set()).add(record_api_name(name))
+    return {key: frozenset(listed) for key, listed in names.items()}
 
 
 API_TYPES: Mapping[str, ApiType] = MappingProxyType(
@@ -177,7 +173,7 @@ def recordable(api_type: str, bare: str, func: Any) -> bool:
     that names it."""
     kind = API_TYPES.get(api_type)
     if kind is None or kind.family is None:
-        return kind is not None and bare.split(".")[0] not in _UNSAFE_KERNELS
+        return kind is not None and replay_op_name(api_type, bare) not in _UNSAFE_KERNELS
     if find(api_type, bare) is not None or bare in _dump_lists().get(kind.family, ()):
         return True
     if bare.startswith("_") or "." in bare:  # the dump discovers public names only
