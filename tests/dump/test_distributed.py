@@ -203,23 +203,25 @@ P2P_WORKER = textwrap.dedent(
     got = torch.zeros(2)
     dist.recv(got, peer)
     send.wait()
-    # the caller's own wait on a handle the dump waited for must not block (gloo's would)
+    # both ranks receive first, then send: waiting inside irecv (as 8.1.1 does) would deadlock
     got2 = torch.zeros(2)
-    if rank:  # rank 1 receives first: its irecv completes with rank 0's isend
-        reqs = [dist.irecv(got2, peer), dist.isend(mine, peer)]
-    else:
-        reqs = [dist.isend(mine, peer), dist.irecv(got2, peer)]
+    reqs = [dist.irecv(got2, peer), dist.isend(mine, peer)]
     for r in reqs:
         r.wait()
+    assert reqs[0].is_completed()  # the caller's own handle, waited for by the caller
     got3 = torch.zeros(2)
     ops = [dist.P2POp(dist.isend, mine, peer), dist.P2POp(dist.irecv, got3, peer)]
     for r in dist.batch_isend_irecv(ops):
         r.wait()
     summed = torch.ones(2)
     dist.all_reduce(summed, dist.ReduceOp.SUM, None, True).wait()  # async_op by position
-    assert got.tolist() == got2.tolist() == got3.tolist() == [10.0 * (peer + 1)] * 2
-    assert summed.tolist() == [2.0, 2.0]
+    late = torch.zeros(2)
+    unwaited = dist.irecv(late, peer)  # waited for only after stop(): the dump must not wait for it
+    dist.send(mine, peer)
     dbg.stop()
+    unwaited.wait()
+    assert got.tolist() == got2.tolist() == got3.tolist() == late.tolist() == [10.0 * (peer + 1)] * 2
+    assert summed.tolist() == [2.0, 2.0]
     dist.destroy_process_group()
     """
 )
@@ -237,3 +239,43 @@ def test_point_to_point_calls_run_as_without_the_dump_and_record_what_arrived(tm
         assert (irecv["Max"], irecv["Min"]) == (peer_value, peer_value)
         assert (batch["Max"], batch["Min"]) == (peer_value, peer_value)
         assert (reduced["Max"], reduced["Min"]) == (2.0, 2.0)
+        late = data["Distributed.irecv.1.forward"]
+        assert late["input_args"][0]["Max"] == 0.0 and "output" not in late  # not waited for by stop()
+        assert "not waited for before stop()" in (step / f"rank{rank}" / "dump_error_info.log").read_text()
+
+
+class _FakeWork:
+    def __init__(self) -> None:
+        self.waits = 0
+
+    def wait(self, timeout: object = None) -> bool:
+        self.waits += 1
+        return True
+
+    def is_completed(self) -> bool:
+        return self.waits > 0
+
+
+def test_a_batch_record_is_finished_once_when_every_handle_was_waited_for() -> None:
+    from msprobe.dump.pytorch.collectives import pending_handles
+
+    finished: list[bool] = []
+    works = [_FakeWork(), _FakeWork()]
+    handles, call = pending_handles(works, finished.append)
+    handles[0].wait()
+    handles[0].wait()  # a second wait of the same handle is not the other handle's
+    assert finished == [] and not call.done
+    handles[1].wait()
+    assert finished == [True] and [w.waits for w in works] == [2, 1] and handles[1].is_completed()
+    call.abandon()  # stop() after the waits changes nothing
+    assert finished == [True]
+
+
+def test_a_record_not_waited_for_by_stop_is_finished_without_its_output() -> None:
+    from msprobe.dump.pytorch.collectives import pending_handles
+
+    finished: list[bool] = []
+    handle, call = pending_handles(_FakeWork(), finished.append)
+    call.abandon()
+    handle.wait()  # the caller's wait after stop() still waits, and records nothing
+    assert finished == [False] and handle.is_completed()

@@ -1,44 +1,76 @@
-"""What a record of a ``torch.distributed`` call shows, and when the dump waits for it.
+"""What a record of a ``torch.distributed`` call shows, and when it is taken.
 
 Collectives write their tensors in place, so a record's output is the call's arguments after the op
-(8.1.1's rule). An op that returns a handle is waited for first when its arguments are written by it:
-``async_op=True`` (by keyword or by position), ``irecv`` and ``batch_isend_irecv``. ``isend`` only reads
-its tensor, so it is never waited for: waiting inside the call would deadlock the common exchange in
-which both ranks send first, then receive.
-
-A handle the dump waited for is handed back as :class:`WaitedWork`, whose own ``wait()`` returns at once:
-waiting twice on gloo's send/recv work blocks forever.
+(8.1.1's rule). A call that returns a handle and whose arguments the op writes (``async_op=True`` by
+keyword or by position, ``irecv``, ``batch_isend_irecv``) is not waited for by the dump: the caller
+gets :class:`PendingWork` handles, and the record's output is taken when the caller's own ``wait()``
+returns (on every handle of a batch). Waiting inside the call, as 8.1.1 does, deadlocks the exchange in
+which both ranks receive first and then send. ``isend`` only reads its tensor: its record is complete at
+the call.
 """
 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
-WAITED_APIS = frozenset(("irecv", "batch_isend_irecv"))  # they return handles and write their tensors
+WRITTEN_LATER_APIS = frozenset(("irecv", "batch_isend_irecv"))  # handles; the op writes their tensors
 NEVER_WAITED_APIS = frozenset(("isend",))  # it returns a handle but only reads its tensor
 
 _Work: Any = torch.distributed.Work if torch.distributed.is_available() else object
 
 
-class WaitedWork(_Work):  # type: ignore[misc, valid-type]
-    """A handle the dump has already waited for: ``wait()`` again returns at once; the rest is the
-    handle's own (``source_rank`` of an ``irecv`` from any source, ``exception``, ``get_future``)."""
+class PendingCall:
+    """The handles of one call whose record waits for them: ``finish(arrived)`` runs once, with
+    ``True`` when the caller has waited on every handle, or with ``False`` from :meth:`abandon`."""
 
-    def __init__(self, work: Any) -> None:
+    def __init__(self, finish: Callable[[bool], None], handles: int) -> None:
+        self._finish: Callable[[bool], None] | None = finish
+        self._left = handles
+
+    @property
+    def done(self) -> bool:
+        return self._finish is None
+
+    def waited(self) -> None:
+        self._left -= 1
+        if self._left <= 0:
+            self._run(True)
+
+    def abandon(self) -> None:
+        self._run(False)
+
+    def _run(self, arrived: bool) -> None:
+        finish, self._finish = self._finish, None
+        if finish is not None:
+            finish(arrived)
+
+
+class PendingWork(_Work):  # type: ignore[misc, valid-type]
+    """The caller's handle of a call whose record waits for it: the handle's own in every respect,
+    and its first ``wait()`` that returns also tells the record that its tensors have arrived."""
+
+    def __init__(self, work: Any, call: PendingCall) -> None:
         super().__init__()
         self._work = work
+        self._call: PendingCall | None = call
 
     def wait(self, timeout: Any = None) -> bool:
-        return True
+        ok = self._work.wait() if timeout is None else self._work.wait(timeout)
+        call, self._call = self._call, None
+        if call is not None:
+            call.waited()
+        return bool(ok)
 
+    # ``Work`` defines these, so ``__getattr__`` would not reach the wrapped handle's
     def is_completed(self) -> bool:
-        return True
+        return bool(self._work.is_completed())
 
     def synchronize(self) -> None:
-        return None
+        self._work.synchronize()
 
     def is_success(self) -> bool:
         return bool(self._work.is_success())
@@ -71,15 +103,22 @@ def _asks_async(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> boo
         return False
 
 
-def _wait(out: Any) -> Any:
+def written_later(api: str, func: Any, out: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether the call returned handles and its arguments are written by the op after it returned."""
+    if out is None or api in NEVER_WAITED_APIS:
+        return False
+    return api in WRITTEN_LATER_APIS or _asks_async(func, args, kwargs)
+
+
+def pending_handles(out: Any, finish: Callable[[bool], None]) -> tuple[Any, PendingCall]:
+    """``out`` (a handle, or a list of them) with every handle wrapped for ``finish``'s call."""
     works = out if isinstance(out, list) else [out]
-    waited = []
-    for work in works:
-        if getattr(work, "wait", None) is not None and not isinstance(work, WaitedWork):
-            work.wait()
-            work = WaitedWork(work)
-        waited.append(work)
-    return waited if isinstance(out, list) else waited[0]
+    waitable = [getattr(w, "wait", None) is not None for w in works]
+    call = PendingCall(finish, sum(waitable))
+    wrapped = [PendingWork(w, call) if ok else w for w, ok in zip(works, waitable, strict=True)]
+    if not any(waitable):
+        call.waited()
+    return (wrapped if isinstance(out, list) else wrapped[0]), call
 
 
 def p2p_tensors(value: Any) -> list[torch.Tensor]:
@@ -94,15 +133,3 @@ def p2p_tensors(value: Any) -> list[torch.Tensor]:
         elif type(v).__name__ == "P2POp" and isinstance(getattr(v, "tensor", None), torch.Tensor):
             found.append(v.tensor)
     return found
-
-
-def settle(api: str, func: Any, out: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
-    """``(what the caller gets back, what the record shows)`` for a collective call that returned
-    ``out``; waits for it first where its arguments are written by it."""
-    if (
-        out is not None
-        and api not in NEVER_WAITED_APIS
-        and (api in WAITED_APIS or _asks_async(func, args, kwargs))
-    ):
-        out = _wait(out)
-    return out, [*args, *kwargs.values()]

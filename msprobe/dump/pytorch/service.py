@@ -60,6 +60,11 @@ LEVELS: dict[str, tuple[bool, bool, bool]] = {
 _SKIP_FILES = (os.path.join("torch", "overrides.py"),)
 
 
+class NotWaitedError(RuntimeError):
+    def __init__(self) -> None:
+        super().__init__("its handle was not waited for before stop(): the output is not recorded")
+
+
 def current_rank() -> int | None:
     dist = getattr(torch, "distributed", None)
     if dist is not None and dist.is_available() and dist.is_initialized():
@@ -102,6 +107,7 @@ class TorchDumpService:
         self._tokens = TokenRange(self.session)
         self._recent_grads: Any = None
         self._backward_recorded: set[str] = set()  # backward records of this step (first pass kept)
+        self._pending_calls: list[collectives.PendingCall] = []  # records waiting for their handles
 
     # -- Recorder ---------------------------------------------------------------------------------
     @property
@@ -181,6 +187,9 @@ class TorchDumpService:
         self.session.close_store()
 
     def _pop(self) -> None:
+        pending, self._pending_calls = self._pending_calls, []
+        for call in pending:  # handles not waited for yet: waiting here could deadlock
+            call.abandon()
         clear_frames()
         self._full_recomputation.leave()
         self._tokens.disarm()
@@ -265,14 +274,56 @@ class TorchDumpService:
             self._forget_tensors([*args, *kwargs.values()] if written is None else written)
         shown = out
         if prefix in self._collective_prefixes:
-            out, shown = collectives.settle(api, func, out, args, kwargs)
-            self._forget_tensors(shown)
-            self._forget_tensors(collectives.p2p_tensors(shown))
+            shown = [*args, *kwargs.values()]  # written in place: the record shows them after the op
+            self._forget_collective(shown)
+            if collectives.written_later(api, func, out, args, kwargs):
+                return self._defer(name, func, out, record, fwd and s.filter.check(name), shown)
         out_ok = fwd and s.filter.check(name) and mode.side("output")
         self._after(
             name, index, key, func, out, record, out_ok, shown, unwritten_args=() if mutated else args
         )
         return out
+
+    def _forget_collective(self, shown: list[Any]) -> None:
+        self._forget_tensors(shown)
+        self._forget_tensors(collectives.p2p_tensors(shown))
+
+    def _defer(
+        self, name: str, func: Any, out: Any, record: dict[str, Any] | None, fwd_ok: bool, shown: list[Any]
+    ) -> Any:
+        """The record of a call whose tensors the op writes after it returned: its output is taken
+        when the caller has waited on its handles, or left out at ``stop()`` if the caller had not."""
+        store, encoder = self.session.store, self.encoder
+        if store is None or encoder is None:
+            return out
+        if self.api_parents:
+            store.put_construct(name, self.modules.api_parent(FORWARD))
+        out_ok = fwd_ok and self.config.data_mode.side("output")
+        if record is None and not out_ok:
+            return out
+        frames = capture_stack(sys._getframe(1), _SKIP_FILES, getattr(func, "__code__", None))
+        kept = {} if record is None else record
+
+        def finish(arrived: bool) -> None:
+            was = self.enter()
+            try:
+                if arrived and out_ok:
+                    self._forget_collective(shown)  # written since the call
+                    with quiet():
+                        kept["output"] = encoder.output(shown, name)
+                elif out_ok:
+                    self.session.record_error("forward_output_data_collect", name, NotWaitedError())
+                store.put_stack(name, frames)
+                store.put(name, kept)
+            except Exception as exc:
+                self.session.record_error("forward_output_data_collect", name, exc)
+            finally:
+                self.leave(was)
+
+        handles, call = collectives.pending_handles(out, finish)
+        if not call.done:
+            self._pending_calls.append(call)
+        return handles
 
     def _forget_tensors(self, value: Any) -> None:
         for t in tensors(value):
