@@ -213,3 +213,45 @@ def test_a_scope_starting_at_a_module_backward_opens_when_that_backward_begins(
         # (linear_1's input needs no gradient: its module backward ends before its linear's backward)
         expected |= {"Torch.relu.0.backward", "Functional.linear.1.backward"}
     assert set(backward) == expected
+
+
+@pytest.mark.parametrize(
+    ("fields", "grads"),
+    [
+        # a backward-only list: the module's forward is left out, its backward and gradients kept
+        (_section(list=["Module.block.fc.Linear.backward.0"]), ["Module.block.fc.Linear.parameters_grad"]),
+        # a backward scope: every module whose backward is inside it keeps its gradients
+        (
+            _section(scope=["Module.linear_2.Linear.backward.0", "Module.block.Sub.backward.0"]),
+            ["Module.linear_2.Linear.parameters_grad", "Module.block.fc.Linear.parameters_grad"],
+        ),
+        # a forward scope: closed when the gradients arrive, no module backward inside it: none kept
+        (_section(scope=["Module.block.fc.Linear.forward.0", "Module.linear_2.Linear.forward.0"]), []),
+        # no filter: every module with trainable parameters
+        (
+            {},
+            [
+                "Module.linear_1.Linear.parameters_grad",
+                "Module.block.fc.Linear.parameters_grad",
+                "Module.linear_2.Linear.parameters_grad",
+            ],
+        ),
+    ],
+)
+def test_parameter_gradients_are_kept_by_the_filter_when_they_arrive(
+    tmp_path: Path, debugger: Any, fields: dict[str, Any], grads: list[str]
+) -> None:
+    """8.1.1 decides when a gradient arrives: kept if the record passes the filter then, or if its
+    module's backward is dumped; otherwise its ``[null]`` placeholder goes."""
+    torch.manual_seed(0)
+    net = Net()
+    dbg = debugger(level="L0", **fields)
+    dbg.start(model=net)
+    net(torch.randn(3, 8)).sum().backward()
+    dbg.stop()
+    dbg.step()
+    data = load_dump(tmp_path / RANK)["data"]
+    kept = {k: v for k, v in data.items() if k.endswith(".parameters_grad")}
+    assert sorted(kept) == sorted(grads)
+    for name, value in kept.items():
+        assert all(g != [None] for g in value.values()), name

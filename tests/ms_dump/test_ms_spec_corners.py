@@ -10,6 +10,7 @@ from typing import Any
 
 import mindspore as ms
 import numpy as np
+import pytest
 from mindspore import Tensor, ops
 from nets import Net, data, run_fixture_net, write_config
 
@@ -117,3 +118,28 @@ def test_a_scope_starting_at_a_cell_backward_holds_what_ran_inside_the_cell(tmp_
     run_fixture_net(PrecisionDebugger, seed_all, cfg, steps=1, level="L0")
     backward = {k for k in _read(out, "dump.json")["data"] if ".backward." in k}
     assert backward == {"Cell.block.relu.ReLU.backward.0", *scope}
+
+
+@pytest.mark.parametrize(
+    ("section", "grads"),
+    [
+        ({"list": ["Cell.fc.Dense.backward.0"]}, {"Cell.fc.Dense.parameters_grad"}),
+        (
+            {"scope": ["Cell.block.Block.backward.0", "Cell.block.conv.Conv2d.backward.0"]},
+            {"Cell.block.conv.Conv2d.parameters_grad"},
+        ),
+        ({"scope": ["Cell.block.Block.forward.0", "Cell.block.conv.Conv2d.forward.0"]}, set()),
+        ({}, {"Cell.block.conv.Conv2d.parameters_grad", "Cell.fc.Dense.parameters_grad"}),
+    ],
+)
+def test_parameter_gradients_are_kept_by_the_filter_when_they_arrive(
+    tmp_path: Any, section: dict[str, Any], grads: set[str]
+) -> None:
+    """Kept if the record passes the filter when the gradient arrives, or if its Cell's backward is
+    dumped; otherwise its ``[null]`` placeholder goes (8.1.1)."""
+    cfg, out = _cfg(tmp_path, level="L0", **section)
+    run_fixture_net(PrecisionDebugger, seed_all, cfg, steps=1, level="L0")
+    data = _read(out, "dump.json")["data"]
+    kept = {k: v for k, v in data.items() if k.endswith(".parameters_grad")}
+    assert set(kept) == grads
+    assert all(g != [None] for v in kept.values() for g in v.values())

@@ -64,7 +64,13 @@ class CellHooks:
         self.counter = CallCounter()
         self.pending: dict[str, list[int]] = {}  # prefix -> forward indices awaiting their backward
         self.param_grads: dict[str, dict[str, Any]] = {}  # prefix -> {param: [summary]}
-        self.placed: set[str] = set()  # prefixes whose parameters_grad placeholder is in this step
+        self.placed: set[str] = set()  # prefixes whose parameters_grad record is stored (kept)
+        # kept or dropped when a gradient arrives (8.1.1): kept if the record passes the filter then, or
+        # if its Cell's backward does; with a filter on, a record is stored only once kept, or (a
+        # placeholder whose gradient never came) at the flush if its Cell's forward was recorded
+        self.dropped: set[str] = set()
+        self.forward_passed: set[str] = set()
+        self.backward_passing: set[str] = set()
         self.parent_of: dict[str, str | None] = {}  # forward record -> enclosing Cell forward record
         self.float_input: dict[str, bool] = {}  # forward record -> had a floating-point tensor argument
         self.handles: list[Any] = []  # the cells' hooks
@@ -77,7 +83,8 @@ class CellHooks:
         self.counter.reset()
         self.pending.clear()
         self.param_grads.clear()
-        self.placed.clear()
+        for state in (self.placed, self.dropped, self.forward_passed, self.backward_passing):
+            state.clear()
         self.parent_of.clear()
         self.float_input.clear()
 
@@ -170,19 +177,26 @@ class CellHooks:
         return hook
 
     def _placeholder(self, prefix: str, cell: Any, passed: bool) -> None:
-        """``parameters_grad`` placeholder right after the first forward record of the step."""
+        """After a Cell's forward: its ``parameters_grad`` record, ``[null]`` per parameter until its
+        gradient arrives (with no filter on, stored at once: right after the first forward record),
+        and a hook on each parameter."""
         svc = self.service
         if svc.structure_only:
             return
         params = {k: p for k, p in cell._params.items() if getattr(p, "requires_grad", False)}
-        if not params or not passed or not svc.config.data_mode.direction(BACKWARD) or prefix in self.placed:
+        if not params or not svc.config.data_mode.direction(BACKWARD):
             return
         store = svc.session.store
         if store is None:
             return
-        self.placed.add(prefix)
+        if passed:
+            self.forward_passed.add(prefix)
         grads = self.param_grads.setdefault(prefix, {k: [None] for k in params})
-        svc.put(f"{prefix}.parameters_grad", grads)
+        if passed and not svc.session.filter.active and prefix not in self.placed:
+            self.placed.add(prefix)
+            svc.put(f"{prefix}.parameters_grad", grads)
+        if self._flush_placeholders not in store.before_flush:  # a new store each step
+            store.before_flush.append(self._flush_placeholders)
         for pname, param in params.items():
             if id(param) not in self._param_hooked:
                 self._param_hooked.add(id(param))
@@ -192,9 +206,13 @@ class CellHooks:
         def hook(grad: Any) -> None:
             svc = self.service
             store = svc.session.store
-            if store is None or svc.encoder is None or prefix not in self.placed or not svc.running:
+            if store is None or svc.encoder is None or prefix not in self.param_grads or not svc.running:
                 return
             name = f"{prefix}.parameters_grad"
+            if not (svc.session.filter.check(name) or prefix in self.backward_passing):
+                self.dropped.add(prefix)
+                return
+            self.placed.add(prefix)
             svc.inside = True
             try:
                 self.param_grads[prefix].update(svc.encoder.named({pname: grad}, prefix, "parameters_grad"))
@@ -207,6 +225,13 @@ class CellHooks:
 
         return hook
 
+    def _flush_placeholders(self) -> None:
+        """Before the json files are written: the placeholders of recorded Cells whose gradient never
+        came stay (as in 8.1.1); the others were stored or dropped when it came."""
+        for prefix in self.forward_passed - self.placed - self.dropped:
+            self.placed.add(prefix)
+            self.service.put(f"{prefix}.parameters_grad", self.param_grads[prefix])
+
     # -- backward ---------------------------------------------------------------------------------
     def _backward_begin(self, prefix: str) -> Any:
         """A scope that starts at this Cell's backward opens here: what ran inside the Cell is in it."""
@@ -215,7 +240,8 @@ class CellHooks:
             svc = self.service
             pending = self.pending.get(prefix)
             if pending and svc.running:
-                svc.session.filter.begin(f"{prefix}.{BACKWARD}.{pending[-1]}", whole_module=False)
+                if svc.session.filter.begin(f"{prefix}.{BACKWARD}.{pending[-1]}", whole_module=False):
+                    self.backward_passing.add(prefix)  # before its parameters' gradients arrive
 
         return hook
 

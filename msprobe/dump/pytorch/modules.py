@@ -62,6 +62,13 @@ class ModuleDumper:
         # all its parameters have reported (one encoding per module and backward, not per parameter),
         # or at the next flush for parameters that got no gradient
         self._grad_reported: dict[str, set[str]] = {}
+        # kept or dropped when a gradient arrives (8.1.1): kept if the record passes the filter then, or
+        # if its module's backward does; with a filter on, a record is stored only once kept, or (a
+        # placeholder whose gradient never came) at the flush if its module's forward was recorded
+        self._grad_kept: set[str] = set()
+        self._grad_dropped: set[str] = set()
+        self._grad_forward_passed: set[str] = set()
+        self._backward_passing: set[str] = set()  # modules (prefixes) whose backward passes the filter
         self._param_records: dict[int, list[tuple[str, str]]] = {}  # id(parameter) -> (record, name)
         self._captures: list[module_backward.Capture] = []  # this step's, released at its end
         self._parents = ScopeParents(recorder, self.forward_stack)
@@ -157,6 +164,8 @@ class ModuleDumper:
                 return
             if ok and not self._off():
                 self._guarded(self._record_forward, name, prefix, mod, args, kwargs, output)
+            if backward and not self._off():
+                self._guarded(self._param_grad_placeholder, f"{prefix}.parameters_grad", mod, ok)
             if backward:
                 self._guarded(self._watch_backward, name, output, inputs, args)
 
@@ -213,7 +222,9 @@ class ModuleDumper:
         call.begun.append((self.backward_stack[-1] if self.backward_stack else None, grad_output))
         self.backward_stack.append(call.name)
         # a scope starting at this backward opens at its begin: its children's backward is inside
-        self.rec.filter.begin(call.name, whole_module=False)
+        if self.rec.filter.begin(call.name, whole_module=False):
+            # before its parameters' gradients arrive: they are kept with the module's backward
+            self._backward_passing.add(call.name.rsplit(".", 2)[0])
 
     def _backward_end(self, call: _BackwardCall, grad_input: list[Any]) -> None:
         if not call.begun:
@@ -258,7 +269,6 @@ class ModuleDumper:
             return
         mode = svc.config.data_mode
         if not mode.direction(FORWARD):
-            self._param_grad_placeholder(prefix, mod)
             return
         params = direct_parameters(mod)
         store.put_stack(name, capture_stack(None, (), None))
@@ -271,26 +281,26 @@ class ModuleDumper:
         record["parameters"] = {p: enc.value(t, name, "parameters", (p,)) for p, t in params}
         record["is_recompute"] = in_recomputation()
         store.put(name, record)
-        self._param_grad_placeholder(prefix, mod, params)
 
-    def _param_grad_placeholder(
-        self, prefix: str, mod: torch.nn.Module, params: list[tuple[str, torch.nn.Parameter]] | None = None
-    ) -> None:
-        if not self.rec.config.data_mode.direction(BACKWARD):
-            return
-        record = f"{prefix}.parameters_grad"
+    def _param_grad_placeholder(self, record: str, mod: torch.nn.Module, forward_passed: bool) -> None:
+        """After a module's forward: its ``parameters_grad`` record, ``[null]`` per parameter until
+        its gradient arrives, and a hook on each parameter."""
         store = self.rec.store
-        if store is None or record in self._grad_records:
+        if store is None:
             return
-        params = [
-            (p, t) for p, t in (params if params is not None else direct_parameters(mod)) if t.requires_grad
-        ]
+        if forward_passed:
+            self._grad_forward_passed.add(record)
+        if record in self._grad_records:
+            return
+        params = [(p, t) for p, t in direct_parameters(mod) if t.requires_grad]
         if not params:
             return
         value: dict[str, Any] = {p: [None] for p, _ in params}
         self._grad_records[record] = value
         self._grad_reported[record] = set()
-        store.put(record, value)
+        if forward_passed and not self.rec.filter.active:  # nothing can drop it: in 8.1.1's place
+            self._grad_kept.add(record)
+            store.put(record, value)
         if self._flush_param_grads not in store.before_flush:  # a new store each step
             store.before_flush.append(self._flush_param_grads)
         for p, t in params:
@@ -311,8 +321,14 @@ class ModuleDumper:
     def _record_param_grad(self, record: str, pname: str, grad: torch.Tensor) -> None:
         value = self._grad_records.get(record)
         store, enc = self.rec.store, self.rec.encoder
-        if value is None or store is None or enc is None or not self.rec.filter.check(record):
+        if value is None or store is None or enc is None:
             return
+        if not (
+            self.rec.filter.check(record) or record[: -len(".parameters_grad")] in self._backward_passing
+        ):
+            self._grad_dropped.add(record)
+            return
+        self._grad_kept.add(record)
         value[pname] = [enc.value(grad, record, pname, ())]
         reported = self._grad_reported.setdefault(record, set())
         reported.add(pname)
@@ -329,6 +345,9 @@ class ModuleDumper:
         for record, reported in self._grad_reported.items():
             if reported:
                 reported.clear()
+                store.put(record, self._grad_records[record])
+            elif record in self._grad_forward_passed and record not in self._grad_kept | self._grad_dropped:
+                self._grad_kept.add(record)  # recorded module, no gradient came: the placeholder stays
                 store.put(record, self._grad_records[record])
 
     def _record_backward(self, name: str, grad_input: Any, grad_output: Any) -> None:
@@ -349,8 +368,15 @@ class ModuleDumper:
         self._release_captures()
         self.forward_stack.clear()
         self.backward_stack.clear()
-        self._grad_records.clear()
-        self._grad_reported.clear()
+        for state in (
+            self._grad_records,
+            self._grad_reported,
+            self._grad_kept,
+            self._grad_dropped,
+            self._grad_forward_passed,
+            self._backward_passing,
+        ):
+            state.clear()
 
     def api_parent(self, direction: str) -> str | None:
         stack = self.forward_stack if direction == FORWARD else self.backward_stack
