@@ -58,12 +58,12 @@ class PendingWork(_Work):  # type: ignore[misc, valid-type]
         self._work = work
         self._call: PendingCall | None = call
 
-    def wait(self, timeout: Any = None) -> bool:
+    def wait(self, timeout: Any = None) -> Any:
         ok = self._work.wait() if timeout is None else self._work.wait(timeout)
         call, self._call = self._call, None
         if call is not None:
             call.waited()
-        return bool(ok)
+        return ok
 
     # ``Work`` defines these, so ``__getattr__`` would not reach the wrapped handle's
     def is_completed(self) -> bool:
