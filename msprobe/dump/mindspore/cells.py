@@ -239,9 +239,9 @@ class CellHooks:
         def hook(cell: Any, grad_output: Any) -> None:
             svc = self.service
             pending = self.pending.get(prefix)
-            if pending and svc.running:
-                if svc.session.filter.begin(f"{prefix}.{BACKWARD}.{pending[-1]}", whole_module=False):
-                    self.backward_passing.add(prefix)  # before its parameters' gradients arrive
+            name = f"{prefix}.{BACKWARD}.{pending[-1]}" if pending else None
+            if name is not None and svc.running and svc.session.filter.begin(name, whole_module=False):
+                self.backward_passing.add(prefix)  # before its parameters' gradients arrive
 
         return hook
 
