@@ -32,6 +32,7 @@ from msprobe.dump.pytorch.torch_compat import (
     compiler_tracing,
     eval_frame_hooks,
     in_compiled_code,
+    jit_tracing_state,
     own_torch_function,
 )
 from msprobe.formats.record_names import record_api_name
@@ -232,9 +233,10 @@ class ApiTracer(TorchFunctionMode):
     def __torch_function__(
         self, func: Any, types_: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
     ) -> Any:
-        if _is_compiling():
+        if _is_compiling() or jit_tracing_state() is not None:
             # dynamo inlines function modes into the graphs it builds: the compiled region is not
-            # recorded, and reads nothing of ours (no guard on our state, no recompilation)
+            # recorded, and reads nothing of ours (no guard on our state, no recompilation);
+            # torch.jit.trace would put our statistics ops into the user's traced graph
             return func(*args, **(kwargs or {}))
         kwargs = kwargs or {}
         try:
@@ -325,9 +327,9 @@ class Patcher:
 
         @functools.wraps(orig)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if _is_compiling() or compiler_tracing() or in_compiled_code():
-                # traced by dynamo, run on fake tensors while a graph is compiled, or called by
-                # torch.compile's runtime: not a model call
+            if _is_compiling() or compiler_tracing() or in_compiled_code() or jit_tracing_state() is not None:
+                # traced by dynamo or torch.jit.trace, run on fake tensors while a graph is compiled,
+                # or called by torch.compile's runtime: not a model call
                 return orig(*args, **kwargs)
             return handler(key, orig, args, kwargs)
 

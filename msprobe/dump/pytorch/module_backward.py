@@ -296,7 +296,21 @@ def on_gradient(t: torch.Tensor, watcher: Callable[[torch.Tensor], None]) -> Non
             for w in served:
                 w(grad)
 
-        entry = (t._version, watchers, t.register_hook(hook))
+        node = t.grad_fn
+        if node is None:  # a leaf: its tensor hook
+            handle = t.register_hook(hook)
+        else:
+            # a pre-hook of the node that made ``t``: it runs after every hook of the tensor, so
+            # a user's hook registered later (gradient clipping or reversal on an activation) has
+            # changed the gradient first, as the module's backward receives it
+            nr = t.output_nr
+
+            def node_hook(grad_outputs: Any) -> None:
+                if grad_outputs[nr] is not None:
+                    hook(grad_outputs[nr])
+
+            handle = node.register_prehook(node_hook)
+        entry = (t._version, watchers, handle)
         _watchers[t] = entry
     entry[1].insert(0, watcher)
 

@@ -15,6 +15,7 @@ naming and numbering state, so they stay in one class.
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -26,7 +27,7 @@ from msprobe.dump.pytorch.nocompile import no_compile
 from msprobe.dump.pytorch.parents import ScopeParents
 from msprobe.dump.pytorch.recompute import in_recomputation
 from msprobe.dump.pytorch.recorder import Recorder
-from msprobe.dump.pytorch.torch_compat import DisableTorchFunction, direct_parameters
+from msprobe.dump.pytorch.torch_compat import DisableTorchFunction, direct_parameters, jit_tracing_state
 from msprobe.dump.stack import capture_stack
 from msprobe.formats.record_names import BACKWARD, FORWARD
 
@@ -90,6 +91,8 @@ class ModuleDumper:
             for name, module in root.named_modules():
                 if module is root or not name or type(module).__name__ == "FullyShardedDataParallel":
                     continue
+                if isinstance(module, torch.jit.ScriptModule):  # takes no Python hooks
+                    continue
                 self._hooks.append((module, self._make_hooks(module, f"{i}.{name}" if indexed else name)))
 
     def hook_named(self, module: torch.nn.Module, dump_name: str, active: Active) -> None:
@@ -125,7 +128,7 @@ class ModuleDumper:
         self.installed = False
 
     def _attach(self, module: torch.nn.Module, hooks: _Hooks) -> None:
-        pre, post, unwind = hooks
+        pre, post, unwind = (_OwnHook(h, module) for h in hooks)
         self.handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
         # after the forward hooks already there (as upstream): the record holds the output the model
         # goes on with when a user hook replaces it
@@ -142,7 +145,7 @@ class ModuleDumper:
         posted = [False]  # post ran for the innermost call that ended: unwind has nothing to do
 
         def pre(mod: Any, args: Any, kwargs: Any) -> None:
-            if self._off() or (active is not None and not active()):
+            if self._off() or (active is not None and not active()) or jit_tracing_state() is not None:
                 pending.append(None)
                 return
             name = f"{prefix}.{FORWARD}.{self.rec.counter.next(prefix + '.' + FORWARD)}"
@@ -390,3 +393,36 @@ class ModuleDumper:
         self._hooks.clear()
         self._named.clear()
         self.registered = False
+
+
+class _Inert:
+    """What a hook of ours becomes in a copy of the model: nothing."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_INERT = _Inert()
+
+
+class _OwnHook:
+    """A hook of ours on one module. ``copy.deepcopy(model)`` made while the hooks are on copies
+    them (an EMA or reference model): on the copy they are inert (stop() does not reach them), and
+    ``torch.save(model)``/pickle stores an inert hook instead of failing on a local function."""
+
+    __slots__ = ("_fn", "_module")
+
+    def __init__(self, fn: Callable[..., Any], module: torch.nn.Module) -> None:
+        self._fn = fn
+        self._module = weakref.ref(module)
+
+    def __call__(self, mod: Any, *args: Any) -> Any:
+        if mod is not self._module():
+            return None
+        return self._fn(mod, *args)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Inert:
+        return _INERT
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_Inert, ())

@@ -198,6 +198,11 @@ def eval_frame_hooks() -> tuple[Callable[[], Any] | None, Callable[[Any], None] 
     return get_eval_frame_callback, skip_code
 
 
+# not None while ``torch.jit.trace`` records a graph: what runs then is traced into the user's graph,
+# so our statistics ops must not run, and the calls are not the model's (bound once: a hot-path check)
+jit_tracing_state: Callable[[], Any] = getattr(torch._C, "_get_tracing_state", lambda: None)
+
+
 def compiler_tracing() -> bool:
     """Whether torch.compile is building a graph now (dynamo tracing, AOT autograd or inductor running
     the model's code on fake tensors): Python code called then is not the user's call."""

@@ -1,0 +1,115 @@
+"""What model code does to the model while the dump is on: copies and pickles it (an EMA model, a
+whole-model checkpoint), scripts part of it, traces it with ``torch.jit.trace``, or changes a
+gradient with its own tensor hook."""
+
+from __future__ import annotations
+
+import copy
+import io
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.nn as nn
+
+from tests.dump.conftest import load_dump
+
+RANK = Path("dump") / "step0" / "rank"
+
+
+def _net() -> nn.Sequential:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 1))
+
+
+def _module_records(tmp_path: Path, step: int = 0) -> list[str]:
+    data = load_dump(tmp_path / "dump" / f"step{step}" / "rank")["data"]
+    return [k for k in data if k.startswith("Module.")]
+
+
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_a_copy_made_while_dumping_is_not_dumped_and_the_model_pickles(
+    tmp_path: Path, debugger: Callable[..., Any], level: str
+) -> None:
+    net, x = _net(), torch.randn(2, 4)
+    dbg = debugger(level=level)
+    dbg.start(model=net)
+    net(x).sum().backward()
+    ema = copy.deepcopy(net)  # an EMA model made inside the window
+    torch.save(net, io.BytesIO())  # a whole-model checkpoint
+    dbg.stop()
+    dbg.step()
+    dbg.start(model=net)
+    with torch.no_grad():
+        ema(x)  # the copy runs inside the next window: not the model's calls
+    dbg.stop()
+    dbg.step()
+    torch.save(ema, io.BytesIO())
+    assert _module_records(tmp_path, 1) == []
+    assert "Module.0.Linear.forward.0" in _module_records(tmp_path, 0)
+
+
+def test_a_scripted_submodule_is_left_unhooked(tmp_path: Path, debugger: Callable[..., Any]) -> None:
+    net = _net()
+    net[2] = torch.jit.script(net[2])
+    dbg = debugger(level="L0")
+    dbg.start(model=net)
+    net(torch.randn(2, 4)).sum().backward()
+    dbg.stop()
+    dbg.step()
+    names = _module_records(tmp_path)
+    assert "Module.0.Linear.forward.0" in names and "Module.1.Tanh.backward.0" in names
+    assert not [n for n in names if n.startswith("Module.2.")]
+
+
+@pytest.mark.parametrize("level", ["L1", "mix", "L0"])
+def test_jit_trace_while_dumping_traces_the_model_alone(
+    tmp_path: Path, debugger: Callable[..., Any], level: str
+) -> None:
+    net, x = _net(), torch.randn(2, 4)
+    plain = [n.kind() for n in torch.jit.trace(net, x).inlined_graph.nodes()]
+    dbg = debugger(level=level)
+    dbg.start(model=net)
+    traced = torch.jit.trace(net, x)  # its sanity check reruns the model and compares graphs
+    net(x)
+    dbg.stop()
+    dbg.step()
+    assert [n.kind() for n in traced.inlined_graph.nodes()] == plain
+    assert torch.equal(traced(x), net(x))
+    assert not (tmp_path / RANK / "dump_error_info.log").exists()
+    names = list(load_dump(tmp_path / RANK)["data"])
+    # the eager calls (the trace's check reruns the model eagerly, then ours) are recorded
+    expected = {"L1": ["Functional.linear.1.forward"], "L0": ["Module.2.Linear.forward.1"]}
+    for name in expected.get(level, expected["L1"] + expected["L0"]):
+        assert name in names
+
+
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_a_module_backward_record_holds_the_gradient_after_the_users_tensor_hook(
+    tmp_path: Path, debugger: Callable[..., Any], level: str
+) -> None:
+    class Reversed(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = self.a(x)
+            h.register_hook(lambda g: -0.001 * g)  # a gradient reversal layer's scaling
+            return self.b(h)
+
+    torch.manual_seed(0)
+    net, x = Reversed(), torch.randn(3, 4, requires_grad=True)
+    seen: list[torch.Tensor] = []
+    handle = net.a.register_full_backward_hook(lambda m, gi, go: seen.append(go[0].clone()))
+    net(x).sum().backward()
+    handle.remove()
+    dbg = debugger(level=level)
+    dbg.start(model=net)
+    net(x).sum().backward()
+    dbg.stop()
+    dbg.step()
+    record = load_dump(tmp_path / RANK)["data"]["Module.a.Linear.backward.0"]
+    assert record["input"][0]["Max"] == pytest.approx(seen[0].max().item(), rel=1e-6)
