@@ -17,7 +17,6 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
 
 from msprobe.cli import package_version, run_main, user_error
 from msprobe.errors import MsprobeError
@@ -39,14 +38,6 @@ def newest_details(folder: str, option: str) -> str:
     if len(found) > 1:
         print(f"msprobe: {option} {folder}: {found[-1]}, the newest of {len(found)}", file=sys.stderr)
     return os.path.join(folder, found[-1])
-
-
-class Command(Protocol):
-    """A subcommand: adds its options, then runs on the parsed namespace and returns an exit code."""
-
-    def prepare_parser(self, parser: argparse.ArgumentParser) -> None: ...
-
-    def run(self, args: argparse.Namespace) -> int: ...
 
 
 class CompareCommand:

@@ -352,7 +352,3 @@ def write_text_columns(
     lines = [",".join(_minimal_quotes(list(header))), *map(",".join, zip(*quoted)), ""]  # "": the last \r\n
     # BOM, then plain UTF-8: "utf-8-sig" would copy the whole text once more
     _replace(Path(path), [codecs.BOM_UTF8, "\r\n".join(lines).encode("utf-8")])
-
-
-def is_blank(cell: str) -> bool:
-    return cell.strip() == ""

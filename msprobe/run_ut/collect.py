@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -168,10 +168,6 @@ class ApiItem(pytest.Item):
             return None
         details = [row.cells() for row in result.details if getattr(row, "written", True)]
         return payload(dump, self.record.name, self.record.index, result.result, details)
-
-
-def iter_api_items(items: Iterable[pytest.Item]) -> Iterator[ApiItem]:
-    return (item for item in items if isinstance(item, ApiItem))
 
 
 # Keys live here (imported by plugin.py and session.py) so the item module needs no plugin import.

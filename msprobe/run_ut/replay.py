@@ -36,7 +36,6 @@ from msprobe.run_ut.ties import canonical_form
 
 OUT_KWARG_MESSAGE = "function with out=... arguments don't support automatic differentiation, skip backward."
 MULTIPLE_BACKWARD = "Multiple backward is not supported."
-STATUS_ORDER = {"error": 3, "Warning": 2, "pass": 1, "SKIP": 0, " ": 0}
 
 
 def api_seed(name: str) -> int:
