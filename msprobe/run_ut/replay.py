@@ -130,8 +130,10 @@ def replay(
         grad = None
         if record.backward is not None and backward_message is None:
             grad = builder.grad(record.backward)
-        outputs = record.forward.get("output") or []
-        first_out = outputs[0] if outputs and isinstance(outputs[0], dict) else {}
+        first_out = record.forward.get("output") or [{}]
+        while isinstance(first_out, list) and first_out:  # a list output is wrapped: [[a, b]]
+            first_out = first_out[0]
+        first_out = first_out if isinstance(first_out, dict) else {}
         in_place = in_place_name(replay_op_name(record.api_type, record.bare_name))
         plan = execute.make_plan(info, execute.input_dtypes(args, kwargs), first_out.get("dtype"), in_place)
         cast, note = plan.bench_dtype, ""

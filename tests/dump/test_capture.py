@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
 import pytest
 import torch
 import torch.nn as nn
@@ -86,6 +87,23 @@ def test_user_call_signature_kept(tmp_path: Path, debugger: Any) -> None:
     assert data["Functional.softmax.0.forward"]["input_args"][1] == {"type": "int", "value": 1}
 
 
+def test_a_partial_records_the_arguments_it_added(tmp_path: Path, debugger: Any) -> None:
+    """``functools.partial`` passes more than its call site shows: the record keeps every argument
+    (as a call through ``fn(*args, **kwargs)`` does), so the replay runs the call that was made."""
+    x, target = torch.randn(4, 5), torch.tensor([0, 1, 2, 3])
+
+    def body() -> None:
+        functools.partial(F.cross_entropy, reduction="sum")(x, target)
+        functools.partial(F.cross_entropy, x)(target)
+        F.cross_entropy(x, target, reduction="sum")
+
+    data = run(tmp_path, debugger, body)["data"]
+    summed, positional, direct = (data[f"Functional.cross_entropy.{i}.forward"] for i in range(3))
+    assert summed["input_kwargs"]["reduction"] == {"type": "str", "value": "sum"}
+    assert len(positional["input_args"]) == 2 and positional["input_args"][1]["dtype"] == "torch.int64"
+    assert direct["input_kwargs"] == {"reduction": {"type": "str", "value": "sum"}}  # as the user wrote it
+
+
 def test_value_encodings(tmp_path: Path, debugger: Any) -> None:
     t = torch.arange(12.0).reshape(3, 4)
 
@@ -98,8 +116,12 @@ def test_value_encodings(tmp_path: Path, debugger: Any) -> None:
         t.to(torch.float64)
         _ = t > 3
         torch.max(t, 1)
+        t[np.int64(1) : np.int64(3)] = 0.0  # numpy bounds
+        torch.full((2,), np.float64(1.5))
 
     data = run(tmp_path, debugger, body)["data"]
+    assert data["Tensor.__setitem__.1.forward"]["input_args"][1] == {"type": "slice", "value": [1, 3, None]}
+    assert data["Torch.full.1.forward"]["input_args"][1] == {"type": "float64", "value": 1.5}
     assert data["Tensor.sum.0.forward"]["input_kwargs"] == {
         "dim": [{"type": "int", "value": 0}, {"type": "int", "value": 1}],
         "keepdim": {"type": "bool", "value": True},

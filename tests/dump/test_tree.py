@@ -6,6 +6,7 @@ import dataclasses
 from collections import OrderedDict, namedtuple
 from typing import Any
 
+import numpy as np
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -101,3 +102,14 @@ def test_a_self_containing_list_ends() -> None:
     loop: list[Any] = [torch.ones(1)]
     loop.append(loop)
     assert len(list(tensors(loop))) >= 1
+
+
+def test_upstream_encodings_of_device_numbers_numpy_scalars_and_list_outputs() -> None:
+    enc = Encoder(SummaryCache(), False, None, StatsBatch())
+    assert enc.value(0, "r", "kwargs", ("device",), "device") == {"type": "torch.device", "value": 0}
+    assert enc.value(True, "r", "kwargs", ("device",), "device") == {"type": "bool", "value": True}
+    assert enc.value(np.float64(0.5), "r", "input") == {"type": "float64", "value": 0.5}
+    assert enc.value(np.str_("a"), "r", "input") == {"type": "str_", "value": "a"}
+    out = enc.output([torch.ones(1), torch.ones(2)], "r")  # a list is one output, as upstream wraps it
+    assert [[t["shape"] for t in o] for o in out] == [[[1], [2]]]
+    assert [t["shape"] for t in enc.output((torch.ones(1), torch.ones(2)), "r")] == [[1], [2]]

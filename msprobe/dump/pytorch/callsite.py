@@ -109,4 +109,40 @@ def recover_call_args(
         return args, kwargs
     if args and new_args and args[0] is not new_args[0] and not kwnames:
         return args, kwargs  # the call site is not the one that called func (a C caller in between)
+    if not _rest_is_default(func, names, n_params, kwonly, min(npos, n_params), new_kwargs, local):
+        return args, kwargs  # a C caller in between (``functools.partial``) passed more than the site shows
     return tuple(new_args), new_kwargs
+
+
+def _rest_is_default(
+    func: Any,
+    names: tuple[str, ...],
+    n_params: int,
+    kwonly: int,
+    given: int,
+    new_kwargs: dict[str, Any],
+    local: dict[str, Any],
+) -> bool:
+    """Whether every parameter the call site does not pass holds its default value."""
+    defaults = getattr(func, "__defaults__", None) or ()
+    first_default = n_params - len(defaults)
+    for i in range(given, n_params):
+        p = names[i]
+        if p not in new_kwargs and (
+            i < first_default or not _same(local.get(p, _MISSING), defaults[i - first_default])
+        ):
+            return False
+    kwdefaults = getattr(func, "__kwdefaults__", None) or {}
+    for p in names[n_params : n_params + kwonly]:
+        if p not in new_kwargs and (p not in kwdefaults or not _same(local.get(p, _MISSING), kwdefaults[p])):
+            return False
+    return True
+
+
+_MISSING = object()
+
+
+def _same(value: Any, default: Any) -> bool:
+    return value is default or (
+        type(value) is type(default) and type(value) in (bool, int, float, str) and value == default
+    )

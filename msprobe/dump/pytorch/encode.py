@@ -58,9 +58,14 @@ Path = tuple[int | str, ...]
 
 
 def _slice_value(v: Any) -> Any:
+    if v is None or type(v) is int:
+        return v
     if isinstance(v, torch.Tensor):
         return int(v.item())
-    return v
+    try:  # a numpy integer, or another ``__index__`` bound: its int, as upstream writes it
+        return int(v)
+    except (TypeError, ValueError):
+        return None
 
 
 class Encoder:
@@ -134,10 +139,15 @@ class Encoder:
             )
         if v is None:
             return None
-        if key == "device" and isinstance(v, str):
-            return {"type": "torch.device", "value": v}
+        if key == "device" and isinstance(v, int | str) and not isinstance(v, bool):
+            return {"type": "torch.device", "value": v}  # ``device=0``, ``device="cuda:0"``, as upstream
         if isinstance(v, bool | int | float | str):
-            return {"type": type(v).__name__ if type(v) in (bool, int, float, str) else _base(v), "value": v}
+            builtin = type(v)
+            if builtin in (bool, int, float, str):
+                return {"type": builtin.__name__, "value": v}
+            if isinstance(v, np.generic):  # np.float64, np.str_: numpy's own name, as upstream
+                return {"type": builtin.__name__, "value": v.item()}
+            return {"type": _base(v), "value": v}
         if isinstance(v, torch.dtype):
             return {"type": "torch.dtype", "value": str(v)} if key == "dtype" else {}
         if isinstance(v, torch.device):
@@ -177,9 +187,7 @@ class Encoder:
     def output(self, out: Any, record: str) -> list[Any]:
         if isinstance(out, tuple) and not hasattr(out, "_fields"):
             return [self.value(x, record, "output", (i,), None, 1) for i, x in enumerate(out)]
-        if isinstance(out, list):
-            return [self.value(x, record, "output", (i,), None, 1) for i, x in enumerate(out)]
-        return [self.value(out, record, "output", (0,))]
+        return [self.value(out, record, "output", (0,))]  # a list too: upstream wraps every non-tuple
 
     def grads(self, grads: Any, record: str, side: str) -> list[Any]:
         return [self.value(g, record, side, (i,)) for i, g in enumerate(grads)]

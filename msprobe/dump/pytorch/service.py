@@ -274,7 +274,7 @@ class TorchDumpService:
             self._forget_tensors([*args, *kwargs.values()] if written is None else written)
         shown = out
         if prefix in self._collective_prefixes:
-            shown = [*args, *kwargs.values()]  # written in place: the record shows them after the op
+            shown = (*args, *kwargs.values())  # written in place: the record shows them after the op
             self._forget_collective(shown)
             if collectives.written_later(api, func, out, args, kwargs):
                 return self._defer(name, func, out, record, fwd and s.filter.check(name), shown)
@@ -284,12 +284,18 @@ class TorchDumpService:
         )
         return out
 
-    def _forget_collective(self, shown: list[Any]) -> None:
+    def _forget_collective(self, shown: tuple[Any, ...]) -> None:
         self._forget_tensors(shown)
         self._forget_tensors(collectives.p2p_tensors(shown))
 
     def _defer(
-        self, name: str, func: Any, out: Any, record: dict[str, Any] | None, fwd_ok: bool, shown: list[Any]
+        self,
+        name: str,
+        func: Any,
+        out: Any,
+        record: dict[str, Any] | None,
+        fwd_ok: bool,
+        shown: tuple[Any, ...],
     ) -> Any:
         """The record of a call whose tensors the op writes after it returned: its output is taken
         when the caller has waited on its handles, or left out at ``stop()`` if the caller had not."""
