@@ -181,7 +181,7 @@ def check_dump_path(dump_path: str, where: str = "") -> None:
         raise _fail(where, f"dump_path {dump_path!r} is not writable (no write permission on {probe})")
 
 
-def _did_you_mean(key: str, known: Sequence[str]) -> str:
+def did_you_mean(key: str, known: Sequence[str]) -> str:
     close = difflib.get_close_matches(key, known, n=1)
     return f"; did you mean {close[0]!r}?" if close else ""
 
@@ -191,7 +191,7 @@ def warn_unknown_keys(raw: dict[str, Any], task: str, where: str) -> None:
     for key in raw:
         if key in TOP_KEYS:
             continue
-        hint = _did_you_mean(key, TOP_KEYS)
+        hint = did_you_mean(key, TOP_KEYS)
         homes = [sec for sec in (task, "statistics", "tensor") if key in SECTION_KEYS.get(sec, ())]
         if homes:
             hint = f"; it belongs in the {homes[0]!r} section"
@@ -207,7 +207,7 @@ def warn_unknown_keys(raw: dict[str, Any], task: str, where: str) -> None:
                     where,
                     key,
                     sec,
-                    _did_you_mean(key, keys),
+                    did_you_mean(key, keys),
                 )
 
 

@@ -9,11 +9,12 @@ APIs; the black list wins). Imports no torch.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from msprobe.dump.config import SECTION_KEYS, did_you_mean
 from msprobe.errors import MsprobeError
 from msprobe.formats.dump_json import json_problem
 
@@ -47,8 +48,9 @@ def _names(path: Path, section: Mapping[str, Any], key: str) -> frozenset[str]:
     return frozenset(value)
 
 
-def load_config(path: Path | None) -> RunConfig:
-    """Read the ``run_ut`` section of a msprobe config.json; no path -> defaults."""
+def load_config(path: Path | None, warn: Callable[[str], None] = lambda message: None) -> RunConfig:
+    """Read the ``run_ut`` section of a msprobe config.json; no path -> defaults. A key 8.1.1 does
+    not know is ignored, with a ``warn`` line (a misspelt ``white_list`` would replay everything)."""
     if path is None:
         return RunConfig()
     try:
@@ -67,6 +69,12 @@ def load_config(path: Path | None) -> RunConfig:
     section = doc.get(SECTION, {})
     if not isinstance(section, Mapping):
         raise MsprobeError(f"{path}: '{SECTION}' must be an object")
+    known = SECTION_KEYS[SECTION]
+    for key in section:
+        if key not in known:
+            warn(
+                f"{path}: unknown key {key!r} in the {SECTION!r} section is ignored{did_you_mean(key, known)}"
+            )
     error_path = section.get("error_data_path")
     if error_path is not None and not isinstance(error_path, str):
         raise MsprobeError(f"{path}: '{SECTION}.error_data_path' must be a string")

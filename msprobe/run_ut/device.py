@@ -102,6 +102,29 @@ def resolve(requested: str | None, warn: Callable[[str], None] = lambda message:
     return requested
 
 
+def card_count(kind: str) -> int:
+    """How many cards of ``kind`` (cuda or npu) this process sees."""
+    if kind == "cuda":
+        import torch
+
+        return int(torch.cuda.device_count())
+    npu = _npu()
+    return int(npu.device_count()) if npu is not None else 0
+
+
+def check_ids(kind: str, ids: tuple[int, ...]) -> None:
+    """Refuse card numbers this machine does not have (a worker would take another card)."""
+    if kind == "cpu" or not ids:
+        return
+    count = card_count(kind)
+    missing = [i for i in ids if i >= count]
+    if missing:
+        raise DeviceError(
+            f"--msprobe-device-ids: no {kind} card {missing[0]} here ({count} visible: "
+            f"{'0' if count == 1 else f'0-{count - 1}'})"
+        )
+
+
 def choose(
     requested: str | None, worker_index: int = 0, ids: tuple[int, ...] = (), jit_compile: bool = False
 ) -> str:

@@ -222,6 +222,7 @@ def as_recorded(tensor: torch.Tensor, spec: Mapping[str, Any], path: Path) -> to
     if path.suffix == ".npy" and tensor.dtype == torch.float32 and dtype == str(torch.bfloat16):
         return tensor.to(torch.bfloat16)
     if str(tensor.dtype) != dtype:
+        parse_dtype(dtype)  # one the replay cannot run (float8, which the dump saves as float32): that reason
         raise InputError(f"{path}: dtype {tensor.dtype} in the file, {dtype} in the record")
     return tensor
 
@@ -436,6 +437,10 @@ class ArgBuilder:
             raise InputError(f"{self.owner} {where}{exc.path}: {exc}".lstrip()) from None
 
     def tensor(self, spec: Mapping[str, Any]) -> torch.Tensor:
+        if None in spec["shape"]:  # the dump's shape of a nested (jagged) tensor: [2, null, 3]
+            raise InputError(
+                f"a nested tensor (shape {spec['shape']}): the replay does not rebuild nested tensors"
+            )
         name = spec.get("data_name") or spec.get("datapath")
         if name:
             return as_recorded(load_tensor(self.data_dir, str(name)), spec, self.data_dir / str(name))

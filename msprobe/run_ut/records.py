@@ -134,8 +134,8 @@ def _tensor_problem(spec: Mapping[str, Any]) -> str | None:
         if key not in spec:
             return f"tensor has no {key!r} key"
     if not isinstance(spec["shape"], list) or not all(
-        isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in spec["shape"]
-    ):
+        n is None or (isinstance(n, int) and not isinstance(n, bool) and n >= 0) for n in spec["shape"]
+    ):  # None: a nested tensor's ragged dimension (a SKIP with its reason, not a broken record)
         return f"tensor shape {spec['shape']!r} is not a list of sizes"
     if not isinstance(spec["dtype"], str):
         return f"tensor dtype {spec['dtype']!r} is not a string"

@@ -55,6 +55,7 @@ class ReplaySession:
         except MsprobeError as exc:
             raise pytest.UsageError(str(exc)) from None
         self.dump_files = {p.resolve() for p in files}
+        self.startup_warnings: list[str] = []  # said once, as the session starts
         shared_config = (getattr(config, "workerinput", None) or {}).get("msprobe", {}).get("config")
         if shared_config is not None:  # a worker: the lists come from the controller, not a file
             self.run_config = RunConfig(
@@ -66,7 +67,10 @@ class ReplaySession:
             )
         else:
             try:
-                self.run_config = load_config(Path(opt("msprobe_config")) if opt("msprobe_config") else None)
+                self.run_config = load_config(
+                    Path(opt("msprobe_config")) if opt("msprobe_config") else None,
+                    self.startup_warnings.append,
+                )
             except MsprobeError as exc:
                 raise pytest.UsageError(f"--msprobe-config: {exc}") from None
         self.filter_api = bool(opt("msprobe_filter_api"))
@@ -88,14 +92,14 @@ class ReplaySession:
                 f"--msprobe-device-ids={opt('msprobe_device_ids')}: ids must be unique, >= 0"
             )
         self.device_ids = ids
-        self.device_warnings: list[str] = []
         if getattr(config, "workerinput", None) is None:
             # Checked here, before any item runs or any CSV is written: an absent device is one
             # usage error, not a failure of every item. Workers take the kind the controller chose.
-            from msprobe.run_ut.device import DeviceError, resolve
+            from msprobe.run_ut.device import DeviceError, check_ids, resolve
 
             try:
-                self.device_kind = resolve(self.requested_device, self.device_warnings.append)
+                self.device_kind = resolve(self.requested_device, self.startup_warnings.append)
+                check_ids(self.device_kind, ids)
             except DeviceError as exc:
                 raise pytest.UsageError(str(exc)) from None
         else:
@@ -225,7 +229,7 @@ class ReplaySession:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        for message in self.device_warnings:
+        for message in self.startup_warnings:
             if reporter is not None:
                 reporter.write_line(f"msprobe: warning: {message}")
 

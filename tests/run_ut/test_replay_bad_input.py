@@ -357,3 +357,44 @@ def test_a_missing_file_inside_a_list_argument_names_its_place(tmp_path: Path) -
     result = replay(record, tmp_path, "cpu")
     assert result.outcome == "skipped"
     assert "Torch.cat.0 input_args[0][1]: " in result.reason and "gone.pt" in result.reason, result.reason
+
+
+def test_what_our_dump_writes_on_purpose_is_a_skip_with_its_reason(pytester: pytest.Pytester) -> None:
+    """A nested (jagged) tensor's shape holds null, and a float8 tensor is saved as float32: records
+    the dump writes on purpose, which the replay skips for what they are, not as broken or corrupt."""
+    from msprobe.pytorch import PrecisionDebugger
+
+    PrecisionDebugger._shutdown()
+    dbg = PrecisionDebugger(dump_path=str(pytester.path / "dump"), task="tensor", level="L1")
+    jagged = torch.nested.nested_tensor([torch.ones(2, 3), torch.ones(4, 3)], layout=torch.jagged)
+    x = torch.linspace(-1, 1, 4)
+    dbg.start()
+    torch.nn.functional.relu(jagged)
+    x.to(torch.float8_e4m3fn).float()
+    dbg.stop()
+    dbg.step()
+    PrecisionDebugger._shutdown()
+    result = run(pytester, pytester.path / "dump" / "step0" / "rank", "-rs")
+    assert result.ret == 0
+    rows = {r[0]: r for r in read_csv(csv_pair(pytester.path / "out")[0])[1:]}
+    assert rows["Functional.relu.0"][1] == "SKIP"
+    assert "a nested tensor (shape [2, None, 3])" in rows["Functional.relu.0"][3]
+    assert (
+        rows["Tensor.float.0"][3]
+        == "Tensor.float.0 input_args[0]: Dtype is not supported: torch.float8_e4m3fn"
+    )
+
+
+def test_a_misspelt_run_ut_key_is_said_not_silently_ignored(pytester: pytest.Pytester) -> None:
+    dump = write_dump(
+        pytester.path / "d", {"Torch.tanh.0.forward": forward(tensor("torch.float32", [8], -1, 1))}
+    )
+    config = pytester.path / "config.json"
+    config.write_text('{"run_ut": {"whitelist": ["conv2d"]}}')
+    result = run(pytester, dump, f"--msprobe-config={config}")
+    result.stdout.fnmatch_lines(
+        [
+            "msprobe: warning: *config.json: unknown key 'whitelist' in the 'run_ut' section is ignored; "
+            "did you mean 'white_list'?"
+        ]
+    )

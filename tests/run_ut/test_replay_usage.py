@@ -129,3 +129,15 @@ def test_torch_npu_is_imported_only_where_it_is_installed(
             device.resolve("npu")
     finally:
         sys.modules.pop("torch_npu", None)
+
+
+def test_a_card_number_the_machine_lacks_is_refused_not_wrapped(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from msprobe.run_ut.device import DeviceError, check_ids
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    check_ids("cuda", (1, 0))
+    check_ids("cpu", (7,))  # the CPU takes no card number
+    with pytest.raises(DeviceError, match=r"no cuda card 5 here \(2 visible: 0-1\)"):
+        check_ids("cuda", (0, 5))
