@@ -23,6 +23,13 @@ NEVER_WAITED_APIS = frozenset(("isend",))  # it returns a handle but only reads 
 _Work: Any = torch.distributed.Work if torch.distributed.is_available() else object
 
 
+class NotWaitedError(RuntimeError):
+    """Why a record has no output: the caller had not waited for its handles by ``stop()``."""
+
+    def __init__(self) -> None:
+        super().__init__("its handle was not waited for before stop(): the output is not recorded")
+
+
 class PendingCall:
     """The handles of one call whose record waits for them: ``finish(arrived)`` runs once, with
     ``True`` when the caller has waited on every handle, or with ``False`` from :meth:`abandon`."""

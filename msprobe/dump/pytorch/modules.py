@@ -349,7 +349,11 @@ class ModuleDumper:
             if reported:
                 reported.clear()
                 store.put(record, self._grad_records[record])
-            elif record in self._grad_forward_passed and record not in self._grad_kept | self._grad_dropped:
+            elif (
+                record in self._grad_forward_passed
+                and record not in self._grad_kept
+                and record not in self._grad_dropped
+            ):
                 self._grad_kept.add(record)  # recorded module, no gradient came: the placeholder stays
                 store.put(record, self._grad_records[record])
 

@@ -60,11 +60,6 @@ LEVELS: dict[str, tuple[bool, bool, bool]] = {
 _SKIP_FILES = (os.path.join("torch", "overrides.py"),)
 
 
-class NotWaitedError(RuntimeError):
-    def __init__(self) -> None:
-        super().__init__("its handle was not waited for before stop(): the output is not recorded")
-
-
 def current_rank() -> int | None:
     dist = getattr(torch, "distributed", None)
     if dist is not None and dist.is_available() and dist.is_initialized():
@@ -318,7 +313,8 @@ class TorchDumpService:
                     with quiet():
                         kept["output"] = encoder.output(shown, name)
                 elif out_ok:
-                    self.session.record_error("forward_output_data_collect", name, NotWaitedError())
+                    not_waited = collectives.NotWaitedError()
+                    self.session.record_error("forward_output_data_collect", name, not_waited)
                 store.put_stack(name, frames)
                 store.put(name, kept)
             except Exception as exc:
