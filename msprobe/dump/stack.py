@@ -21,6 +21,9 @@ _cache: dict[tuple[CodeType, int], str | None] = {}  # (code, line) -> frame tex
 # constants every time (slow for torch's big functions)
 _by_offset: dict[tuple[int, int], tuple[CodeType, str | None]] = {}
 _own_code: dict[int, CodeType] = {}  # id -> code object of msprobe's own functions met in a walk
+# call sites remembered at most: code generated at run time (``exec`` per step, recompiled graphs)
+# would otherwise grow the caches for as long as the process dumps
+MAX_SITES = 100_000
 STACK_FAILED = ("The call stack retrieval failed.",)
 
 
@@ -94,6 +97,9 @@ def capture_stack(
                 text = cached[1]
             else:
                 text = _format(code, f.f_lineno or 0)
+                if len(_by_offset) >= MAX_SITES:
+                    _by_offset.clear()
+                    _cache.clear()
                 _by_offset[key] = (code, text)  # holds the code object: its id is not reused
             if text is not None and skip_files and code.co_filename.endswith(skip_files):
                 text = None

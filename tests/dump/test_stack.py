@@ -9,6 +9,8 @@ import sys
 from collections.abc import Iterator
 from types import CodeType, FrameType
 
+import pytest
+
 from msprobe.dump import stack
 from msprobe.dump.stack import capture_stack, clear_frames
 
@@ -118,3 +120,13 @@ def test_the_memo_does_not_keep_returned_frames_locals() -> None:
     layer()  # a later capture drops what the earlier ones memoised
     assert sum(r() is not None for r in refs[:-1]) == 0
     clear_frames()
+
+
+def test_call_sites_of_generated_code_do_not_grow_the_cache_forever(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stack, "MAX_SITES", 50)
+    for i in range(200):  # code generated at run time: a new code object per call site
+        namespace: dict[str, object] = {"capture_stack": capture_stack}
+        exec(compile(f"def generated_{i}():\n    return capture_stack()\n", f"<gen{i}>", "exec"), namespace)
+        frames = namespace[f"generated_{i}"]()  # type: ignore[operator]
+        assert frames
+        assert len(stack._by_offset) <= 50

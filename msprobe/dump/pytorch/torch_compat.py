@@ -220,6 +220,8 @@ def in_compiled_code() -> bool:
         return known[1]
     filename = code.co_filename
     hit = filename.startswith(_COMPILER_DIRS) or filename.startswith(_inductor_cache_dir())
+    if len(_compiler_code) >= MAX_CODE_OBJECTS:  # code generated at run time: bounded
+        _compiler_code.clear()
     _compiler_code[id(code)] = (code, hit)  # holds the code object: its id is not reused
     return hit
 
@@ -230,6 +232,7 @@ _COMPILER_DIRS = tuple(
     for sub in (("_dynamo",), ("_inductor",), ("_functorch", "_aot_autograd"))
 )
 _compiler_code: dict[int, tuple[Any, bool]] = {}
+MAX_CODE_OBJECTS = 100_000
 
 
 @functools.cache
