@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -362,18 +364,19 @@ def test_a_missing_file_inside_a_list_argument_names_its_place(tmp_path: Path) -
 def test_what_our_dump_writes_on_purpose_is_a_skip_with_its_reason(pytester: pytest.Pytester) -> None:
     """A nested (jagged) tensor's shape holds null, and a float8 tensor is saved as float32: records
     the dump writes on purpose, which the replay skips for what they are, not as broken or corrupt."""
-    from msprobe.pytorch import PrecisionDebugger
-
-    PrecisionDebugger._shutdown()
-    dbg = PrecisionDebugger(dump_path=str(pytester.path / "dump"), task="tensor", level="L1")
-    jagged = torch.nested.nested_tensor([torch.ones(2, 3), torch.ones(4, 3)], layout=torch.jagged)
-    x = torch.linspace(-1, 1, 4)
-    dbg.start()
-    torch.nn.functional.relu(jagged)
-    x.to(torch.float8_e4m3fn).float()
-    dbg.stop()
-    dbg.step()
-    PrecisionDebugger._shutdown()
+    script = (
+        "import sys, torch\n"
+        "from msprobe.pytorch import PrecisionDebugger\n"
+        "dbg = PrecisionDebugger(dump_path=sys.argv[1], task='tensor', level='L1')\n"
+        "jagged = torch.nested.nested_tensor([torch.ones(2, 3), torch.ones(4, 3)], layout=torch.jagged)\n"
+        "x = torch.linspace(-1, 1, 4)\n"
+        "dbg.start()\n"
+        "torch.nn.functional.relu(jagged)\n"
+        "x.to(torch.float8_e4m3fn).float()\n"
+        "dbg.stop()\n"
+    )
+    # a process of its own: the pytester run below must not see the modules the dump imported
+    subprocess.run([sys.executable, "-c", script, str(pytester.path / "dump")], check=True)
     result = run(pytester, pytester.path / "dump" / "step0" / "rank", "-rs")
     assert result.ret == 0
     rows = {r[0]: r for r in read_csv(csv_pair(pytester.path / "out")[0])[1:]}
