@@ -307,7 +307,7 @@ class ReplaySession:
         if rows is None:
             return
         writer = self._by_key().get(rows["dump"]) or self._writer_for(report, rows["api"])
-        report.msprobe_rows = None  # the writer keeps them; pytest keeps every report to the end
+        report.msprobe_rows = None  # type: ignore[attr-defined]  # the writer has them; pytest keeps reports
         if writer is not None:
             try:
                 writer.add(rows)

@@ -11,6 +11,7 @@ Both only make sense while MindSpore records a graph for autodiff (:func:`grad_r
 
 from __future__ import annotations
 
+import copy
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -29,6 +30,32 @@ except ImportError:  # pragma: no cover
     CellBackwardHook = None
 
 BackwardFn = Callable[[tuple[Any, ...], tuple[Any, ...]], object]
+
+
+def make_cell_backward_hooks_copyable() -> None:
+    """``copy.deepcopy`` of a Cell holding a backward (pre-)hook fails in MindSpore 2.10
+    (``Primitive.__deepcopy__`` calls ``CellBackwardHook(**init_attrs)`` with a ``name`` it does not
+    take), and our hooks are on every Cell of the model, so an EMA or teacher copy would fail for the
+    rest of the process. The class gets a ``__deepcopy__`` that makes a fresh hook for the copied Cell
+    and its copied hook dict."""
+    if CellBackwardHook is None or getattr(CellBackwardHook.__deepcopy__, "_msprobe", False):
+        return
+
+    def __deepcopy__(self: Any, memo: dict[int, Any]) -> Any:
+        cell = memo.get(id(self.cell), self.cell)
+        hooks = self.hook_dict()
+        new_hooks = copy.deepcopy(hooks, memo) if hooks is not None else OrderedDict()
+        cell_id = f"{type(cell).__name__}({id(cell)})" if cell is not None else self.cell_id
+        new = type(self)(cell_id, cell, new_hooks)
+        if cell is not None and hooks is getattr(self.cell, "_backward_pre_hook", None):
+            new.register_backward_pre_hook()  # the same kind of hook as the original
+        else:
+            new.register_backward_hook()
+        memo[id(self)] = new
+        return new
+
+    __deepcopy__._msprobe = True  # type: ignore[attr-defined]
+    CellBackwardHook.__deepcopy__ = __deepcopy__
 
 
 def grad_recording() -> bool:

@@ -8,11 +8,13 @@ outputs) and ``Parameter.register_hook`` for the parameter gradients. The model 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import mindspore as ms
 
+from msprobe.dump.mindspore.backward import make_cell_backward_hooks_copyable
 from msprobe.dump.naming import CallCounter
 from msprobe.formats.record_names import BACKWARD, CELL, FORWARD, module_backward_name
 
@@ -39,6 +41,12 @@ def _descend(cell: Any, path: str) -> Iterator[tuple[str, Any]]:
 
 def _nothing() -> None:
     pass
+
+
+def _has_bprop(cell: Any) -> bool:
+    """A Cell with a custom ``bprop`` (also MindSpore's ``_RecomputeCell``): MindSpore silently ignores
+    ``register_forward_hook`` on it, so only its pre-hook and backward hooks run."""
+    return bool(getattr(cell, "has_bprop", False))
 
 
 def walk(model: Any) -> list[tuple[str, Any]]:
@@ -89,6 +97,7 @@ class CellHooks:
         self.float_input.clear()
 
     def register(self, model: Any) -> int:
+        make_cell_backward_hooks_copyable()
         self._cells = walk(model)
         self._hook_cells()
         return len(self._cells)
@@ -96,7 +105,10 @@ class CellHooks:
     def _hook_cells(self) -> None:
         for prefix, cell in self._cells:
             self.handles.append(cell.register_forward_pre_hook(self._pre(prefix)))
-            self.handles.append(cell.register_forward_hook(self._post(prefix), with_kwargs=True))
+            # always_call: the hook also runs when the forward raises, so the Cell leaves the stack
+            self.handles.append(
+                cell.register_forward_hook(self._post(prefix), with_kwargs=True, always_call=True)
+            )
             self.handles.append(cell.register_backward_pre_hook(self._backward_begin(prefix)))
             self.handles.append(cell.register_backward_hook(self._backward(prefix)))
 
@@ -138,8 +150,13 @@ class CellHooks:
             )
             self.parent_of[name] = svc.parent()
             svc.put_construct(name, self.parent_of[name])
-            svc.cell_stack.append(name)
             self.pending.setdefault(prefix, []).append(index)
+            if _has_bprop(cell):
+                # no forward hook will end it: what runs inside belongs to the enclosing Cell
+                svc.session.filter.end(name)
+                self._placeholder(prefix, cell, passed=svc.session.filter.passes(name))
+                return
+            svc.cell_stack.append(name)
 
         return hook
 
@@ -147,9 +164,20 @@ class CellHooks:
         def hook(cell: Any, args: Any, kwargs: Any, output: Any) -> None:
             svc = self.service
             stack = svc.cell_stack
-            if not svc.running or not stack or not stack[-1].startswith(prefix + f".{FORWARD}."):
+            own = prefix + f".{FORWARD}."
+            if not svc.running or not any(n.startswith(own) for n in stack):
                 return
+            while not stack[-1].startswith(own):  # Cells that never ended (defensive)
+                stack.pop()
             name = stack.pop()
+            if output is None and sys.exc_info()[0] is not None:
+                # the forward raised (the user may catch it and go on): no record, no backward to wait for
+                s = svc.session
+                s.filter.end(name)
+                pending = self.pending.get(prefix)
+                if pending and f"{prefix}.{FORWARD}.{pending[-1]}" == name:
+                    pending.pop()
+                return
             s = svc.session
             mode = svc.config.data_mode
             # judged when the call ends, as 8.1.1 (its forward data hook runs before end_module) and
