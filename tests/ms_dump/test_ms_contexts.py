@@ -102,3 +102,17 @@ def test_a_forward_that_raised_and_was_caught_leaves_no_open_cell(tmp_path: Any)
     assert construct["Cell.head.Dense.forward.0"] is None
     assert not {p for p in construct.values() if p is not None} - set(construct)
     assert "Cell.block.Block.forward.1" in _records(out)
+
+
+def test_a_users_cell_backward_hook_is_not_a_model_op(tmp_path: Any) -> None:
+    dbg, out = _debugger(tmp_path)
+    net = Net()
+    net.head.register_backward_hook(lambda cell, grad_in, grad_out: None)  # before start()
+    grad = ms.value_and_grad(lambda a: net(a).sum(), None, net.trainable_params())
+    dbg.start(net)
+    grad(Tensor(np.ones((3, 4), np.float32)))
+    dbg.stop()
+    dbg.step()
+    records = _records(out)
+    assert "Cell.head.Dense.backward.0" in records
+    assert [k for k in records if "CellBackwardHook" in k] == []

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import mindspore as ms
 from mindspore.ops.primitive import Primitive
 
-from msprobe.dump.mindspore.backward import grad_recording, hook_backward
+from msprobe.dump.mindspore.backward import CellBackwardHook, grad_recording, hook_backward
 from msprobe.dump.naming import CallCounter
 from msprobe.formats.record_names import BACKWARD, FORWARD, module_backward_name
 
@@ -40,6 +40,8 @@ class PrimitiveHooks:
             for attr, value in list(vars(cell).items()):
                 if not isinstance(value, Primitive) or id(value) in self.names:
                     continue
+                if CellBackwardHook is not None and isinstance(value, CellBackwardHook):
+                    continue  # MindSpore's own backward-hook machinery (a user's Cell hook), not a model op
                 cls = type(value)
                 base = cls.__bases__[0] if cls in _subclasses.values() else cls
                 self.names[id(value)] = f"Primitive.{attr}.{base.__name__}"
