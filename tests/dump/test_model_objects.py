@@ -113,3 +113,29 @@ def test_a_module_backward_record_holds_the_gradient_after_the_users_tensor_hook
     dbg.step()
     record = load_dump(tmp_path / RANK)["data"]["Module.a.Linear.backward.0"]
     assert record["input"][0]["Max"] == pytest.approx(seen[0].max().item(), rel=1e-6)
+
+
+@pytest.mark.parametrize("copied", ["inside the window", "after stop()"])
+def test_module_dump_of_a_copy_of_a_module_dumped_module_records_the_copy(
+    tmp_path: Path, debugger: Callable[..., Any], copied: str
+) -> None:
+    from msprobe.pytorch import module_dump, module_dump_end
+
+    net, x = _net(), torch.randn(2, 4)
+    dbg = debugger(level="L1")
+    dbg.start()
+    module_dump(net, "student")
+    net(x)
+    module_dump_end()
+    teacher = copy.deepcopy(net) if copied == "inside the window" else None
+    dbg.stop()
+    teacher = teacher if teacher is not None else copy.deepcopy(net)
+    dbg.start()
+    module_dump(teacher, "teacher")  # an EMA or teacher copy, dumped under its own name
+    teacher(x)
+    module_dump_end()
+    dbg.stop()
+    dbg.step()
+    names = _module_records(tmp_path)
+    assert "Module.student.Sequential.forward.0" in names
+    assert "Module.teacher.Sequential.forward.0" in names

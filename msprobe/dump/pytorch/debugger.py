@@ -158,10 +158,8 @@ def module_dump(module: Any, dump_name: str) -> None:
             inst.config.level,
         )
         return
-    hooked = getattr(module, "_msprobe_module_dump", None)
-    if hooked is None:
+    if not svc.modules.is_named(module):
         svc.modules.hook_named(module, dump_name, lambda: svc.module_dump_on)
-        module._msprobe_module_dump = dump_name  # type: ignore[assignment]
     svc.module_dump_on = True
     svc.apis_suppressed = True
 

@@ -105,6 +105,10 @@ class ModuleDumper:
         elif self._started:
             self.install()
 
+    def is_named(self, module: torch.nn.Module) -> bool:
+        """Whether ``module_dump()`` hooked this very module (a deep copy of it has inert hooks)."""
+        return any(m is module for m, _ in self._named)
+
     def install(self) -> None:
         """``start()``: every hook on, with what torch needs meanwhile."""
         self._started = True
@@ -392,8 +396,6 @@ class ModuleDumper:
     def remove(self) -> None:
         """Teardown: hooks off, and nothing remembered to hook again."""
         self.uninstall()
-        for module, _ in self._named:
-            module.__dict__.pop("_msprobe_module_dump", None)  # module_dump() may hook it again
         self._hooks.clear()
         self._named.clear()
         self.registered = False
