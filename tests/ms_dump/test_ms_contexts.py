@@ -35,6 +35,14 @@ def _records(out: str) -> dict[str, Any]:
         return json.load(fh)["data"]
 
 
+def _train_step(dbg: Any, net: nn.Cell) -> None:
+    grad = ms.value_and_grad(lambda a: net(a).sum(), None, net.trainable_params())
+    dbg.start(net)
+    grad(Tensor(np.ones((3, 4), np.float32)))
+    dbg.stop()
+    dbg.step()
+
+
 class Block(nn.Cell):
     def __init__(self) -> None:
         super().__init__()
@@ -75,12 +83,7 @@ def test_a_hooked_net_can_be_copied(tmp_path: Any, level: str) -> None:
 
 def test_a_recomputed_cell_leaves_the_parents_of_later_records_alone(tmp_path: Any) -> None:
     dbg, out = _debugger(tmp_path)
-    net = Net(recompute=True)
-    grad = ms.value_and_grad(lambda a: net(a).sum(), None, net.trainable_params())
-    dbg.start(net)
-    grad(Tensor(np.ones((3, 4), np.float32)))
-    dbg.stop()
-    dbg.step()
+    _train_step(dbg, Net(recompute=True))
     construct = _construct(out)
     assert construct["Cell.head.Dense.forward.0"] is None  # a sibling of the recomputed block
     assert construct["Cell.head.Dense.backward.0"] is None
@@ -108,11 +111,7 @@ def test_a_users_cell_backward_hook_is_not_a_model_op(tmp_path: Any) -> None:
     dbg, out = _debugger(tmp_path)
     net = Net()
     net.head.register_backward_hook(lambda cell, grad_in, grad_out: None)  # before start()
-    grad = ms.value_and_grad(lambda a: net(a).sum(), None, net.trainable_params())
-    dbg.start(net)
-    grad(Tensor(np.ones((3, 4), np.float32)))
-    dbg.stop()
-    dbg.step()
+    _train_step(dbg, net)
     records = _records(out)
     assert "Cell.head.Dense.backward.0" in records
     assert [k for k in records if "CellBackwardHook" in k] == []
