@@ -96,7 +96,7 @@ def test_a_forward_that_raised_and_was_caught_leaves_no_open_cell(tmp_path: Any)
     grad = ms.value_and_grad(lambda a: net(a).sum(), None, net.trainable_params())
     dbg.start(net)
     with pytest.raises(ValueError):
-        grad(Tensor(np.ones((5, 4), np.float32)))  # a bad batch, skipped by the training loop
+        net(Tensor(np.ones((5, 4), np.float32)))  # a bad batch, skipped by the evaluation loop
     grad(Tensor(np.ones((3, 4), np.float32)))
     dbg.stop()
     dbg.step()
