@@ -59,6 +59,9 @@ def test_async_collectives_are_waited_and_in_place_ones_record_their_arguments()
     returned, _ = finish_collective(BY_PREFIX["MintDistributed"], "batch_isend_irecv", works, ([],), {})
     assert all(w.waited for w in works) and len(returned) == 2
     out = ("tensor", FakeWork())
-    returned, recorded = finish_collective(BY_PREFIX["Distributed"], "isend", out, ("t",), {})
+    returned, recorded = finish_collective(BY_PREFIX["Distributed"], "irecv", out, ("t",), {})
     assert out[1].waited and returned[0] == "tensor" and recorded is returned
+    sent = ("tensor", FakeWork())  # isend only reads its tensor: never waited inside the call
+    returned, _ = finish_collective(BY_PREFIX["Distributed"], "isend", sent, ("t",), {})
+    assert not sent[1].waited and returned is sent
     assert finish_collective(BY_PREFIX["Functional"], "add", 3, (1, 2), {}) == (3, 3)

@@ -52,7 +52,9 @@ FAMILIES: tuple[MsApiFamily, ...] = (
 
 
 BY_PREFIX: dict[str, MsApiFamily] = {f.prefix: f for f in FAMILIES}
-_ASYNC_APIS = ("isend", "irecv")
+# irecv writes its tensor after it returns: waited for before the record. isend only reads its tensor,
+# and waiting inside it would deadlock the exchange in which both ranks send first (as the PyTorch dump)
+_ASYNC_APIS = ("irecv",)
 
 
 class _DoneHandle:
@@ -70,7 +72,7 @@ def finish_collective(
 ) -> tuple[Any, Any]:
     """``(value returned to the caller, value recorded as output)`` of a communication call.
 
-    With ``async_op=True`` (or for isend/irecv) the handle is waited on, so the recorded tensors are
+    With ``async_op=True`` (or for irecv) the handle is waited on, so the recorded tensors are
     final, and a completed handle is returned; ``batch_isend_irecv`` waits on each request.
     """
     if not family.collective:
