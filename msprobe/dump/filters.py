@@ -101,3 +101,52 @@ class RecordFilter:
     def reset(self) -> None:
         self._on = False
         self._open.clear()
+
+
+class ParamGradFilter:
+    """Which ``{prefix}.parameters_grad`` records a step keeps (8.1.1): decided when a gradient
+    arrives, kept if the record passes the filter then or if its module's backward does. With no
+    filter on nothing can drop a record, so its placeholder is stored right after the module's first
+    forward (8.1.1's place); otherwise a record is stored once kept, or at the flush (``[null]``, a
+    recorded module whose gradient never came). Keyed by module prefix, shared by both frameworks."""
+
+    def __init__(self, record_filter: RecordFilter) -> None:
+        self.filter = record_filter
+        self._forward_passed: set[str] = set()
+        self._kept: set[str] = set()
+        self._dropped: set[str] = set()
+        self._backward_passing: set[str] = set()
+
+    def forward_ended(self, prefix: str, passed: bool) -> bool:
+        """A module with trainable parameters ended its forward: whether to store its placeholder now."""
+        if not passed:
+            return False
+        self._forward_passed.add(prefix)
+        if self.filter.active or prefix in self._kept:
+            return False
+        self._kept.add(prefix)
+        return True
+
+    def backward_began(self, prefix: str, passed: bool) -> None:
+        """The module's backward began (before its parameters' gradients arrive), passing or not."""
+        if passed:
+            self._backward_passing.add(prefix)
+
+    def keeps(self, prefix: str) -> bool:
+        """A gradient of the module's parameters arrived: whether its record keeps it."""
+        if self.filter.check(f"{prefix}.parameters_grad") or prefix in self._backward_passing:
+            self._kept.add(prefix)
+            return True
+        self._dropped.add(prefix)
+        return False
+
+    def unclaimed(self, prefix: str) -> bool:
+        """At the flush: whether a recorded module's placeholder, never kept or dropped, is stored now."""
+        if prefix not in self._forward_passed or prefix in self._kept or prefix in self._dropped:
+            return False
+        self._kept.add(prefix)
+        return True
+
+    def reset(self) -> None:
+        for state in (self._forward_passed, self._kept, self._dropped, self._backward_passing):
+            state.clear()

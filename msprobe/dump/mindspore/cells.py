@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import mindspore as ms
 
+from msprobe.dump.filters import ParamGradFilter
 from msprobe.dump.mindspore.backward import make_cell_backward_hooks_copyable
 from msprobe.dump.naming import CallCounter
 from msprobe.formats.record_names import BACKWARD, CELL, FORWARD, module_backward_name
@@ -72,13 +73,7 @@ class CellHooks:
         self.counter = CallCounter()
         self.pending: dict[str, list[int]] = {}  # prefix -> forward indices awaiting their backward
         self.param_grads: dict[str, dict[str, Any]] = {}  # prefix -> {param: [summary]}
-        self.placed: set[str] = set()  # prefixes whose parameters_grad record is stored (kept)
-        # kept or dropped when a gradient arrives (8.1.1): kept if the record passes the filter then, or
-        # if its Cell's backward does; with a filter on, a record is stored only once kept, or (a
-        # placeholder whose gradient never came) at the flush if its Cell's forward was recorded
-        self.dropped: set[str] = set()
-        self.forward_passed: set[str] = set()
-        self.backward_passing: set[str] = set()
+        self.grads_kept = ParamGradFilter(service.session.filter)  # which parameters_grad records stay
         self.parent_of: dict[str, str | None] = {}  # forward record -> enclosing Cell forward record
         self.float_input: dict[str, bool] = {}  # forward record -> had a floating-point tensor argument
         self.handles: list[Any] = []  # the cells' hooks
@@ -91,8 +86,7 @@ class CellHooks:
         self.counter.reset()
         self.pending.clear()
         self.param_grads.clear()
-        for state in (self.placed, self.dropped, self.forward_passed, self.backward_passing):
-            state.clear()
+        self.grads_kept.reset()
         self.parent_of.clear()
         self.float_input.clear()
 
@@ -217,11 +211,8 @@ class CellHooks:
         store = svc.session.store
         if store is None:
             return
-        if passed:
-            self.forward_passed.add(prefix)
         grads = self.param_grads.setdefault(prefix, {k: [None] for k in params})
-        if passed and not svc.session.filter.active and prefix not in self.placed:
-            self.placed.add(prefix)
+        if self.grads_kept.forward_ended(prefix, passed):
             svc.put(f"{prefix}.parameters_grad", grads)
         if self._flush_placeholders not in store.before_flush:  # a new store each step
             store.before_flush.append(self._flush_placeholders)
@@ -237,10 +228,8 @@ class CellHooks:
             if store is None or svc.encoder is None or prefix not in self.param_grads or not svc.running:
                 return
             name = f"{prefix}.parameters_grad"
-            if not (svc.session.filter.check(name) or prefix in self.backward_passing):
-                self.dropped.add(prefix)
+            if not self.grads_kept.keeps(prefix):
                 return
-            self.placed.add(prefix)
             svc.inside = True
             try:
                 self.param_grads[prefix].update(svc.encoder.named({pname: grad}, prefix, "parameters_grad"))
@@ -256,9 +245,9 @@ class CellHooks:
     def _flush_placeholders(self) -> None:
         """Before the json files are written: the placeholders of recorded Cells whose gradient never
         came stay (as in 8.1.1); the others were stored or dropped when it came."""
-        for prefix in self.forward_passed - self.placed - self.dropped:
-            self.placed.add(prefix)
-            self.service.put(f"{prefix}.parameters_grad", self.param_grads[prefix])
+        for prefix, grads in self.param_grads.items():
+            if self.grads_kept.unclaimed(prefix):
+                self.service.put(f"{prefix}.parameters_grad", grads)
 
     # -- backward ---------------------------------------------------------------------------------
     def _backward_begin(self, prefix: str) -> Any:
@@ -267,9 +256,10 @@ class CellHooks:
         def hook(cell: Any, grad_output: Any) -> None:
             svc = self.service
             pending = self.pending.get(prefix)
-            name = f"{prefix}.{BACKWARD}.{pending[-1]}" if pending else None
-            if name is not None and svc.running and svc.session.filter.begin(name, whole_module=False):
-                self.backward_passing.add(prefix)  # before its parameters' gradients arrive
+            if pending and svc.running:
+                # a scope starting here opens; the Cell's parameters' gradients arrive after this
+                passed = svc.session.filter.begin(f"{prefix}.{BACKWARD}.{pending[-1]}", whole_module=False)
+                self.grads_kept.backward_began(prefix, passed)
 
         return hook
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from msprobe.dump.filters import ParamGradFilter
 from msprobe.dump.pytorch import module_backward
 from msprobe.dump.pytorch.encode import quiet
 from msprobe.dump.pytorch.nocompile import no_compile
@@ -63,13 +64,7 @@ class ModuleDumper:
         # all its parameters have reported (one encoding per module and backward, not per parameter),
         # or at the next flush for parameters that got no gradient
         self._grad_reported: dict[str, set[str]] = {}
-        # kept or dropped when a gradient arrives (8.1.1): kept if the record passes the filter then, or
-        # if its module's backward does; with a filter on, a record is stored only once kept, or (a
-        # placeholder whose gradient never came) at the flush if its module's forward was recorded
-        self._grad_kept: set[str] = set()
-        self._grad_dropped: set[str] = set()
-        self._grad_forward_passed: set[str] = set()
-        self._backward_passing: set[str] = set()  # modules (prefixes) whose backward passes the filter
+        self._grads_kept = ParamGradFilter(recorder.filter)  # which parameters_grad records stay
         self._param_records: dict[int, list[tuple[str, str]]] = {}  # id(parameter) -> (record, name)
         self._captures: list[module_backward.Capture] = []  # this step's, released at its end
         self._parents = ScopeParents(recorder, self.forward_stack)
@@ -229,9 +224,8 @@ class ModuleDumper:
         call.begun.append((self.backward_stack[-1] if self.backward_stack else None, grad_output))
         self.backward_stack.append(call.name)
         # a scope starting at this backward opens at its begin: its children's backward is inside
-        if self.rec.filter.begin(call.name, whole_module=False):
-            # before its parameters' gradients arrive: they are kept with the module's backward
-            self._backward_passing.add(call.name.rsplit(".", 2)[0])
+        passed = self.rec.filter.begin(call.name, whole_module=False)
+        self._grads_kept.backward_began(call.name.rsplit(".", 2)[0], passed)
 
     def _backward_end(self, call: _BackwardCall, grad_input: list[Any]) -> None:
         if not call.begun:
@@ -295,29 +289,25 @@ class ModuleDumper:
         store = self.rec.store
         if store is None:
             return
-        if forward_passed:
-            self._grad_forward_passed.add(record)
-        if record in self._grad_records:
-            return
-        params = [(p, t) for p, t in direct_parameters(mod) if t.requires_grad]
-        if not params:
-            return
-        value: dict[str, Any] = {p: [None] for p, _ in params}
-        self._grad_records[record] = value
-        self._grad_reported[record] = set()
-        if forward_passed and not self.rec.filter.active:  # nothing can drop it: in 8.1.1's place
-            self._grad_kept.add(record)
+        value = self._grad_records.get(record)
+        if value is None:
+            params = [(p, t) for p, t in direct_parameters(mod) if t.requires_grad]
+            if not params:
+                return
+            value = self._grad_records[record] = {p: [None] for p, _ in params}
+            self._grad_reported[record] = set()
+            if self._flush_param_grads not in store.before_flush:  # a new store each step
+                store.before_flush.append(self._flush_param_grads)
+            for p, t in params:
+                # one hook per parameter, reporting to every module sharing it (tied weights)
+                owners = self._param_records.get(id(t))
+                if owners is None:
+                    owners = self._param_records[id(t)] = []
+                    self.handles.append(t.register_hook(functools.partial(self._param_grad_hook, owners)))
+                if (record, p) not in owners:
+                    owners.append((record, p))
+        if self._grads_kept.forward_ended(_module_of(record), forward_passed):
             store.put(record, value)
-        if self._flush_param_grads not in store.before_flush:  # a new store each step
-            store.before_flush.append(self._flush_param_grads)
-        for p, t in params:
-            # one hook per parameter, reporting to every module sharing it (tied weights)
-            owners = self._param_records.get(id(t))
-            if owners is None:
-                owners = self._param_records[id(t)] = []
-                self.handles.append(t.register_hook(functools.partial(self._param_grad_hook, owners)))
-            if (record, p) not in owners:
-                owners.append((record, p))
 
     def _param_grad(self, owners: list[tuple[str, str]], grad: torch.Tensor) -> None:
         if self._off():
@@ -330,12 +320,8 @@ class ModuleDumper:
         store, enc = self.rec.store, self.rec.encoder
         if value is None or store is None or enc is None:
             return
-        if not (
-            self.rec.filter.check(record) or record[: -len(".parameters_grad")] in self._backward_passing
-        ):
-            self._grad_dropped.add(record)
+        if not self._grads_kept.keeps(_module_of(record)):
             return
-        self._grad_kept.add(record)
         value[pname] = [enc.value(grad, record, pname, ())]
         reported = self._grad_reported.setdefault(record, set())
         reported.add(pname)
@@ -353,13 +339,8 @@ class ModuleDumper:
             if reported:
                 reported.clear()
                 store.put(record, self._grad_records[record])
-            elif (
-                record in self._grad_forward_passed
-                and record not in self._grad_kept
-                and record not in self._grad_dropped
-            ):
-                self._grad_kept.add(record)  # recorded module, no gradient came: the placeholder stays
-                store.put(record, self._grad_records[record])
+            elif self._grads_kept.unclaimed(_module_of(record)):
+                store.put(record, self._grad_records[record])  # recorded module, no gradient came
 
     def _record_backward(self, name: str, grad_input: Any, grad_output: Any) -> None:
         svc = self.rec
@@ -379,15 +360,9 @@ class ModuleDumper:
         self._release_captures()
         self.forward_stack.clear()
         self.backward_stack.clear()
-        for state in (
-            self._grad_records,
-            self._grad_reported,
-            self._grad_kept,
-            self._grad_dropped,
-            self._grad_forward_passed,
-            self._backward_passing,
-        ):
-            state.clear()
+        self._grad_records.clear()
+        self._grad_reported.clear()
+        self._grads_kept.reset()
 
     def api_parent(self, direction: str) -> str | None:
         stack = self.forward_stack if direction == FORWARD else self.backward_stack
@@ -399,6 +374,10 @@ class ModuleDumper:
         self._hooks.clear()
         self._named.clear()
         self.registered = False
+
+
+def _module_of(param_grad_record: str) -> str:
+    return param_grad_record.rsplit(".", 1)[0]  # "{prefix}.parameters_grad"
 
 
 class _Inert:
