@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 WRITTEN_LATER_APIS = frozenset(("irecv", "batch_isend_irecv"))  # handles; the op writes their tensors
-NEVER_WAITED_APIS = frozenset(("isend",))  # it returns a handle but only reads its tensor
+READ_ONLY_APIS = frozenset(("isend",))  # it returns a handle but only reads its tensor
 
 _Work: Any = torch.distributed.Work if torch.distributed.is_available() else object
 
@@ -112,7 +112,7 @@ def _asks_async(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> boo
 
 def written_later(api: str, func: Any, out: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Whether the call returned handles and its arguments are written by the op after it returned."""
-    if out is None or api in NEVER_WAITED_APIS:
+    if out is None or api in READ_ONLY_APIS:
         return False
     return api in WRITTEN_LATER_APIS or _asks_async(func, args, kwargs)
 
