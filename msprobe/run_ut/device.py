@@ -136,13 +136,12 @@ def choose(
     kind = resolve(requested)
     if kind == "cpu":
         return "cpu"
+    index = worker_index % max(card_count(kind), 1)
     if kind == "cuda":
-        index = worker_index % max(torch.cuda.device_count(), 1)
         torch.cuda.set_device(index)
         return f"cuda:{index}"
     npu = _npu()
     assert npu is not None
-    index = worker_index % max(npu.device_count(), 1)
     npu.set_compile_mode(jit_compile=jit_compile)  # upstream -j; must match the dump's setting
     npu.config.allow_internal_format = jit_compile
     npu.set_device(index)
