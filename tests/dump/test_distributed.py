@@ -279,3 +279,74 @@ def test_a_record_not_waited_for_by_stop_is_finished_without_its_output() -> Non
     call.abandon()
     handle.wait()  # the caller's wait after stop() still waits, and records nothing
     assert finished == [False] and handle.is_completed()
+
+
+COALESCING_WORKER = textwrap.dedent(
+    """
+    import sys, torch, torch.distributed as dist
+    from torch.distributed import _coalescing_manager
+    from msprobe.pytorch import PrecisionDebugger
+    rank = int(sys.argv[1])
+    dbg = PrecisionDebugger(config_path=sys.argv[2])
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    a, b = torch.full((4,), float(rank + 1)), torch.full((3,), 10.0 * (rank + 1))
+    c, d = torch.full((2,), float(rank + 1)), torch.full((2,), float(rank + 1))
+    dbg.start()
+    with _coalescing_manager():  # torch queues these and runs them as the manager exits
+        dist.all_reduce(a)
+        dist.all_reduce(b)
+    torch.relu(a)
+    with _coalescing_manager(async_ops=True) as cm:  # Megatron's distributed optimizer
+        dist.all_reduce(c, async_op=True)
+    c.mul_(1.0)  # before the wait: the record waits for cm.wait()
+    cm.wait()
+    with _coalescing_manager(async_ops=True) as late:
+        dist.all_reduce(d, async_op=True)
+    dbg.stop()
+    late.wait()
+    assert a.tolist() == [3.0] * 4 and b.tolist() == [30.0] * 3 and c.tolist() == d.tolist() == [3.0] * 2
+    dist.destroy_process_group()
+    """
+)
+
+
+@pytest.mark.slow
+def test_collectives_inside_a_coalescing_manager_record_what_the_manager_ran(tmp_path: Path) -> None:
+    step = run_ranks(tmp_path, COALESCING_WORKER, level="L1")
+    for rank in (0, 1):
+        data = json.loads((step / f"rank{rank}" / "dump.json").read_text())["data"]
+        outputs = [data[f"Distributed.all_reduce.{i}.forward"].get("output") for i in range(4)]
+        assert [o[0]["Max"] for o in outputs[:3]] == [3.0, 30.0, 3.0]  # after the op, not before it
+        assert data["Distributed.all_reduce.3.forward"]["input_args"][0]["Max"] == rank + 1.0
+        assert outputs[3] is None  # its manager's handle was waited for only after stop()
+        assert "not waited for before stop()" in (step / f"rank{rank}" / "dump_error_info.log").read_text()
+        # the records keep the order of the calls
+        names = list(data)
+        assert names.index("Distributed.all_reduce.1.forward") < names.index("Torch.relu.0.forward")
+
+
+def test_a_coalesced_record_waits_for_its_manager_to_exit_and_for_the_managers_handle() -> None:
+    from torch.distributed.distributed_c10d import _coalescing_manager
+
+    from msprobe.dump.pytorch.collectives import Coalesced, PendingCall
+
+    group = object()  # a manager with nothing queued needs no process group
+    finished: list[str] = []
+    coalesced = Coalesced()
+    with _coalescing_manager(group):
+        coalesced.add((group,), PendingCall(lambda ok: finished.append(f"plain {ok}"), 1))
+        coalesced.settle()
+        assert finished == [] and coalesced  # still queued: torch runs it as the manager exits
+    coalesced.settle()
+    assert finished == ["plain True"] and not coalesced
+    with _coalescing_manager(group, async_ops=True):
+        coalesced.add((group,), PendingCall(lambda ok: finished.append(f"async {ok}"), 1))
+    work = _FakeWork()
+    handle, call = coalesced.adopt(work)  # what the manager keeps for cm.wait()
+    assert finished == ["plain True"] and call is not None and not coalesced
+    handle.wait()
+    assert finished == ["plain True", "async True"] and work.waits == 1
+    with _coalescing_manager(group):
+        coalesced.add((group,), PendingCall(lambda ok: finished.append(f"open {ok}"), 1))
+        coalesced.abandon()  # stop() inside the manager
+    assert finished[-1] == "open False" and coalesced.adopt(work) == (work, None)

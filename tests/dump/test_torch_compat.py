@@ -174,6 +174,17 @@ def test_dataloader_iter_class() -> None:
     assert isinstance(iter(loader), cls) and "__next__" in cls.__dict__
 
 
+def test_coalescing_shims() -> None:
+    from torch.distributed import distributed_c10d
+
+    group = object()  # a manager with no collectives inside needs no initialised process group
+    assert group not in tc.coalescing_groups()
+    with distributed_c10d._coalescing_manager(group, async_ops=True) as cm:
+        assert group in tc.coalescing_groups()
+        assert isinstance(cm, tc.coalescing_manager_class())
+    assert group not in tc.coalescing_groups()
+
+
 def test_tensor_version_counter() -> None:
     t = torch.zeros(2)
     v = t._version

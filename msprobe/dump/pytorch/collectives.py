@@ -7,6 +7,11 @@ gets :class:`PendingWork` handles, and the record's output is taken when the cal
 returns (on every handle of a batch). Waiting inside the call, as 8.1.1 does, deadlocks the exchange in
 which both ranks receive first and then send. ``isend`` only reads its tensor: its record is complete at
 the call.
+
+Inside ``torch.distributed._coalescing_manager`` (Megatron's distributed optimizer, FSDP) torch only
+queues a collective and runs the queue when the manager exits, so such a record waits for that exit:
+its output is taken at the next recorded call or ``stop()`` after a plain manager has exited, or when
+the caller waits on the handle of a manager with ``async_ops=True`` (its ``cm.wait()``).
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+
+from msprobe.dump.pytorch import torch_compat
 
 WRITTEN_LATER_APIS = frozenset(("irecv", "batch_isend_irecv"))  # handles; the op writes their tensors
 READ_ONLY_APIS = frozenset(("isend",))  # it returns a handle but only reads its tensor
@@ -140,3 +147,77 @@ def p2p_tensors(value: Any) -> list[torch.Tensor]:
         elif type(v).__name__ == "P2POp" and isinstance(getattr(v, "tensor", None), torch.Tensor):
             found.append(v.tensor)
     return found
+
+
+class Coalesced:
+    """Records of collectives queued inside ``_coalescing_manager``, each with the process groups that
+    were coalescing at its call: once they have all left, their managers have exited."""
+
+    def __init__(self) -> None:
+        self._calls: list[tuple[tuple[Any, ...], PendingCall]] = []
+
+    def __bool__(self) -> bool:
+        return bool(self._calls)
+
+    def add(self, groups: tuple[Any, ...], call: PendingCall) -> None:
+        self._calls.append((groups, call))
+
+    def _exited(self) -> list[PendingCall]:
+        """Take the calls whose managers have exited."""
+        live = set(torch_compat.coalescing_groups())
+        done = [c for groups, c in self._calls if live.isdisjoint(groups)]
+        if done:
+            self._calls = [(g, c) for g, c in self._calls if not live.isdisjoint(g)]
+        return done
+
+    def settle(self) -> None:
+        """A plain manager has run its collectives to the end as it exited: their records are complete."""
+        for call in self._exited():
+            call.waited()
+
+    def adopt(self, work: Any) -> tuple[Any, PendingCall | None]:
+        """The handle an ``async_ops=True`` manager keeps for ``cm.wait()`` as it exits, wrapped so that
+        its wait completes the records of the calls it ran."""
+        calls = self._exited() if work is not None else []
+        if not calls:
+            return work, None
+
+        def finish(arrived: bool) -> None:
+            for c in calls:
+                c.waited() if arrived else c.abandon()
+
+        joint = PendingCall(finish, 1)
+        return PendingWork(work, joint), joint
+
+    def abandon(self) -> None:
+        """``stop()``: complete what has run; a manager still open leaves its records without output."""
+        self.settle()
+        calls, self._calls = self._calls, []
+        for _, call in calls:
+            call.abandon()
+
+
+_manager_append: Any = None  # the manager's own ``append`` while ours is installed
+
+
+def watch_managers(adopt: Callable[[Any], Any]) -> None:
+    """Route the handle each ``async_ops=True`` manager keeps through ``adopt`` (installed while a dump
+    window is open)."""
+    global _manager_append
+    cls = torch_compat.coalescing_manager_class()
+    if cls is None or _manager_append is not None:
+        return
+    original = _manager_append = cls.append
+
+    def append(cm: Any, work: Any = None) -> None:
+        original(cm, adopt(work))
+
+    cls.append = append
+
+
+def unwatch_managers() -> None:
+    global _manager_append
+    cls = torch_compat.coalescing_manager_class()
+    if cls is not None and _manager_append is not None:
+        cls.append = _manager_append
+    _manager_append = None

@@ -41,7 +41,7 @@ from msprobe.dump.pytorch.stat_batch import StatsBatch
 from msprobe.dump.pytorch.stats import SummaryCache
 from msprobe.dump.pytorch.tensor_io import TensorWriter
 from msprobe.dump.pytorch.tokens import TokenRange
-from msprobe.dump.pytorch.torch_compat import pop_function_mode, push_function_mode
+from msprobe.dump.pytorch.torch_compat import coalescing_groups, pop_function_mode, push_function_mode
 from msprobe.dump.pytorch.tree import first_tensor, tensors
 from msprobe.dump.session import DumpSession
 from msprobe.dump.stack import capture_stack, clear_frames
@@ -103,6 +103,7 @@ class TorchDumpService:
         self._recent_grads: Any = None
         self._backward_recorded: set[str] = set()  # backward records of this step (first pass kept)
         self._pending_calls: list[collectives.PendingCall] = []  # records waiting for their handles
+        self._coalesced = collectives.Coalesced()  # records waiting for their coalescing managers
 
     # -- Recorder ---------------------------------------------------------------------------------
     @property
@@ -149,6 +150,7 @@ class TorchDumpService:
                 for owner, attr, key in self._operators:
                     self.patcher.wrap(owner, attr, key)
                 push_function_mode(self.tracer)
+                collectives.watch_managers(self._adopt_coalesced)
                 self._mode_pushed = True
         return on
 
@@ -182,6 +184,7 @@ class TorchDumpService:
         self.session.close_store()
 
     def _pop(self) -> None:
+        self._coalesced.abandon()
         pending, self._pending_calls = self._pending_calls, []
         for call in pending:  # handles not waited for yet: waiting here could deadlock
             call.abandon()
@@ -191,6 +194,7 @@ class TorchDumpService:
         self.modules.uninstall()
         if self._mode_pushed:
             pop_function_mode(self.tracer)
+            collectives.unwatch_managers()
             for owner, attr, _ in self._operators:
                 self.patcher.restore(owner, attr)
             self._mode_pushed = False
@@ -247,6 +251,8 @@ class TorchDumpService:
         self, key: ApiKey, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         s = self.session
+        if self._coalesced:  # a coalescing manager may have run its collectives since
+            self._coalesced.settle()
         prefix, api = key
         index = s.counter.next(f"{prefix}.{api}")
         name = f"{prefix}.{api}.{index}.{FORWARD}"
@@ -271,8 +277,9 @@ class TorchDumpService:
         if prefix in self._collective_prefixes:
             shown = (*args, *kwargs.values())  # written in place: the record shows them after the op
             self._forget_collective(shown)
-            if collectives.written_later(api, func, out, args, kwargs):
-                return self._defer(name, func, out, record, fwd and s.filter.check(name), shown)
+            coalescing = coalescing_groups()
+            if coalescing or collectives.written_later(api, func, out, args, kwargs):
+                return self._defer(name, func, out, record, fwd and s.filter.check(name), shown, coalescing)
         out_ok = fwd and s.filter.check(name) and mode.side("output")
         self._after(
             name, index, key, func, out, record, out_ok, shown, unwritten_args=() if mutated else args
@@ -291,9 +298,12 @@ class TorchDumpService:
         record: dict[str, Any] | None,
         fwd_ok: bool,
         shown: tuple[Any, ...],
+        coalescing: tuple[Any, ...] = (),
     ) -> Any:
         """The record of a call whose tensors the op writes after it returned: its output is taken
-        when the caller has waited on its handles, or left out at ``stop()`` if the caller had not."""
+        when the caller has waited on its handles, or left out at ``stop()`` if the caller had not.
+        Inside a coalescing manager (``coalescing``: its process groups) the call returned no real
+        handle: the record waits for the manager instead."""
         store, encoder = self.session.store, self.encoder
         if store is None or encoder is None:
             return out
@@ -322,10 +332,20 @@ class TorchDumpService:
             finally:
                 self.leave(was)
 
+        if coalescing:
+            self._coalesced.add(coalescing, collectives.PendingCall(finish, 1))
+            return out
         handles, call = collectives.pending_handles(out, finish)
         if not call.done:
             self._pending_calls.append(call)
         return handles
+
+    def _adopt_coalesced(self, work: Any) -> Any:
+        """The handle an ``async_ops=True`` coalescing manager keeps: its wait completes the records."""
+        handle, call = self._coalesced.adopt(work)
+        if call is not None:
+            self._pending_calls.append(call)
+        return handle
 
     def _forget_tensors(self, value: Any) -> None:
         for t in tensors(value):

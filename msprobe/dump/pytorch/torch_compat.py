@@ -288,3 +288,27 @@ def dataloader_iter_class() -> Any:
     from torch.utils.data import dataloader
 
     return dataloader._BaseDataLoaderIter
+
+
+# -- torch.distributed -------------------------------------------------------------------------------
+
+
+def coalescing_groups() -> tuple[Any, ...]:
+    """The process groups inside ``torch.distributed._coalescing_manager`` now: their collectives are
+    queued, and run when the manager exits (empty on a torch without the manager or distributed)."""
+    try:
+        from torch.distributed import distributed_c10d
+    except ImportError:
+        return ()
+    world = getattr(distributed_c10d, "_world", None)
+    return tuple(getattr(world, "pg_coalesce_state", None) or ())
+
+
+def coalescing_manager_class() -> Any:
+    """The class of what ``_coalescing_manager(async_ops=True)`` yields, whose ``append`` receives the
+    handle of the queued collectives as the manager exits (None where torch has none)."""
+    try:
+        from torch.distributed import distributed_c10d
+    except ImportError:
+        return None
+    return getattr(distributed_c10d, "_CoalescingManager", None)
