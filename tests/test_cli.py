@@ -30,3 +30,10 @@ def test_unknown_framework_is_named_in_one_line(capsys):
     assert capsys.readouterr().err.startswith("msprobe: error: -f: expected a framework (pytorch")
     assert main(["--framework=mindspore", "frobnicate"]) == 2
     assert "unknown command 'frobnicate'" in capsys.readouterr().err
+
+
+def test_upstream_multi_run_ut_spelling_runs_run_ut(tmp_path, capsys):
+    # 8.1.1's scripts call `msprobe -f pytorch multi_run_ut ... -n 8`: the same replay as run_ut
+    missing = tmp_path / "nope.json"
+    assert main(["-f", "pytorch", "multi_run_ut", "-api_info", str(missing), "-n", "2"]) == 2
+    assert capsys.readouterr().err.strip() == f"msprobe: error: -api_info {missing}: no such file or folder"

@@ -127,6 +127,8 @@ def _apply(
         new = dict(entry["h"])
         header.clear()
         header.update(new)
+    else:
+        raise KeyError("not a journal entry (no 'd', 'n', 'c' or 'h' key)")
 
 
 def _wait_for_writer(fd: int, path: str) -> None:

@@ -209,6 +209,7 @@ def test_rebuild_skips_damaged_journal_lines_and_keeps_the_rest(
         '"dog"',
         "[1, 2]",
         '{"d": ["unhashable"], "v": 1}',
+        '{"x": 1}',  # JSON, but none of our entries
     ]
     raw = "\n".join([good[0], *bad, good[1]]).encode() + b"\n\xff\xfe garbage\n"
     (tmp_path / JOURNAL_NAME).write_bytes(raw)
@@ -217,7 +218,7 @@ def test_rebuild_skips_damaged_journal_lines_and_keeps_the_rest(
     assert data == {"Torch.exp.0.forward": {"output": []}}
     assert stack == {}  # nothing half-added by a damaged stack entry
     assert construct == {"Torch.exp.0.forward": None}
-    assert "7 damaged line(s) skipped" in caplog.text
+    assert "8 damaged line(s) skipped" in caplog.text
 
 
 FORKING_CHILD = textwrap.dedent(
