@@ -19,7 +19,7 @@ from msprobe.errors import MsprobeError, one_line
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("msprobe.demo:main", "built-in model with a planted fault: dump, replay twice, compare"),
     "run_ut": ("msprobe.run_ut.cli:main", "replay a dump as pytest cases (upstream's run_ut flags)"),
-    "multi_run_ut": ("msprobe.run_ut.cli:main", "alias of run_ut (upstream's name for a run with -n workers)"),
+    "multi_run_ut": ("msprobe.run_ut.cli:main", "alias of run_ut (upstream's name for a run with -n)"),
     "compare": ("msprobe.compare.cli:main", "compare NPU and GPU details CSVs into verdicts and a report"),
     "api_precision_compare": ("msprobe.compare.cli:main", "alias of compare (upstream's name)"),
     "rebuild": (
