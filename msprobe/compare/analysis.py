@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from msprobe.compare.merge import different_runs, duplicates, merge
-from msprobe.compare.results import VERDICT, result_rows
+from msprobe.compare.results import VERDICT, result_rows, unrowed_results
 from msprobe.compare.table import DetailsTable
 from msprobe.compare.verdicts import evaluate
 from msprobe.errors import MsprobeError
@@ -70,6 +71,18 @@ def _refuse_duplicates(table: DetailsTable, side: str) -> None:
     )
 
 
+def _insert(results: pd.DataFrame, more: pd.DataFrame, order: list[str]) -> pd.DataFrame:
+    """``results`` with the rows of ``more`` placed as in ``order`` (a replay's API order): each after
+    the rows of the APIs that come before it there (at the end when ``order`` lacks it)."""
+    rank = {name: float(i) for i, name in enumerate(order)}
+    before = np.fmax.accumulate(results["_full"].map(rank).fillna(-1.0).to_numpy(dtype=float))
+    wanted = more["_full"].map(rank).to_numpy(dtype=float)
+    at = np.where(np.isnan(wanted), len(results), np.searchsorted(before, wanted, side="right"))
+    place = np.concatenate([np.arange(len(results), dtype=float), at - 0.5])
+    both = pd.concat([results, more], ignore_index=True)
+    return both.iloc[np.argsort(place, kind="stable")].reset_index(drop=True)
+
+
 def analyse(npu: DetailsTable, gpu: DetailsTable, npu_alone: bool = False) -> Analysis:
     """Judge two loaded details tables; refuses duplicated API Names on either side.
 
@@ -81,6 +94,8 @@ def analyse(npu: DetailsTable, gpu: DetailsTable, npu_alone: bool = False) -> An
         _refuse_duplicates(npu, "npu")
         _refuse_duplicates(gpu, "gpu")
     details = evaluate(merged, npu.numeric, npu_alone)
-    return Analysis(
-        npu=npu, gpu=gpu, details=details, results=result_rows(details), different_runs=different_runs(merged)
-    )
+    results = result_rows(details)
+    unrowed = unrowed_results(npu.replay_results, gpu.replay_results, set(details["_full"].tolist()))
+    if len(unrowed):
+        results = _insert(results, unrowed, [r[0] for r in npu.replay_results or gpu.replay_results or []])
+    return Analysis(npu=npu, gpu=gpu, details=details, results=results, different_runs=different_runs(merged))

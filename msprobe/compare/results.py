@@ -146,3 +146,53 @@ def result_rows(details: pd.DataFrame) -> pd.DataFrame:
         return grouped
     res = pd.concat(frames, ignore_index=True).sort_values("_e", kind="stable").reset_index(drop=True)
     return res.drop(columns=["_e"])
+
+
+def _replay_status(status: str) -> str:
+    """A replay's per-direction status as a compare verdict (compare has no ``Warning``)."""
+    if status in (ERROR, SKIP):
+        return status
+    return BLANK if not status.strip() else PASS
+
+
+def unrowed_results(
+    npu: list[list[str]] | None, gpu: list[list[str]] | None, compared: set[str]
+) -> pd.DataFrame:
+    """Result rows of the APIs a replay judged without writing any details row (dropout, judged by its
+    zero-fraction check alone): 8.1.1 leaves them out of the compare. Each keeps the NPU replay's own
+    verdict, both replays' verdicts in its message (``SKIP`` when the NPU side has no result CSV); an
+    API in one replay only is ``missing``. From the
+    replays' result CSVs (``npu``/``gpu`` rows, None when absent); ``compared``: the APIs with details
+    rows."""
+    sides = {"NPU": {r[0]: r for r in npu or []}, "GPU": {r[0]: r for r in gpu or []}}
+    names = [n for n in dict.fromkeys([*sides["NPU"], *sides["GPU"]]) if n not in compared]
+    rows = []
+    for name in names:
+        found = {side: rows_[name] for side, rows_ in sides.items() if name in rows_}
+        said = ", ".join(f"{side} {r[1].strip() or '-'}/{r[2].strip() or '-'}" for side, r in found.items())
+        if "NPU" in found and ("GPU" in found or gpu is None):
+            fwd, bwd = _replay_status(found["NPU"][1]), _replay_status(found["NPU"][2])
+            message = f"no output rows to compare: the replay's own verdict ({said})."
+        elif npu is None:  # the NPU details file came without its result file
+            fwd = SKIP
+            bwd = BLANK if not found["GPU"][2].strip() else SKIP
+            message = f"no output rows to compare, and no NPU result CSV to give its verdict ({said})."
+        else:
+            side = next(iter(found))
+            fwd = MISSING
+            bwd = BLANK if not found[side][2].strip() else MISSING
+            message = f"in the {side} replay only, with no output rows ({said})."
+        rows.append((name, fwd, bwd, message))
+    fwd_col = np.array([r[1] for r in rows], dtype=object)
+    bwd_col = np.array([r[2] for r in rows], dtype=object)
+    return text_frame(
+        {
+            COMPARE_RESULT_HEADER[0]: np.array(names, dtype=object),
+            FWD: fwd_col,
+            BWD: bwd_col,
+            COMPARE_RESULT_HEADER[3]: np.array([r[3] for r in rows], dtype=object),
+            VERDICT: overall(fwd_col, bwd_col),
+            "_severity": np.full(len(rows), np.nan),
+            "_full": np.array(names, dtype=object),
+        }
+    )

@@ -213,3 +213,62 @@ def test_an_inf_or_nan_only_the_npu_produces_fails_a_benchmark_row(
     assert (d["比对算法"], d["比对结果"]) == ("标杆比对法", verdict)
     assert ("ERROR: inf/nan on the NPU only" in d["Message"]) == (verdict == "error")
     assert detail(pair(tmp_path, npu, gpu, npu_alone=True), name)["比对结果"] == "pass"  # 8.1.1
+
+
+def _replay_output(folder: Path, details: list[list[str]], results: list[list[str]]) -> Path:
+    """A replay's output folder: its details CSV and, beside it, its result CSV."""
+    folder.mkdir()
+    ac.write_rows(folder / "accuracy_checking_result_20260101000000.csv", ac.RUN_UT_RESULT_HEADER, results)
+    return write(folder / "accuracy_checking_details_20260101000000.csv", details)
+
+
+def test_an_api_judged_without_details_rows_keeps_its_replay_verdict_in_place(tmp_path):
+    """8.1.1 drops an API whose replay wrote no details row (every dropout) from the compare."""
+    details = [row(f"Torch.a.0.{F}.0"), row(f"Torch.c.0.{F}.0")]
+    npu = _replay_output(
+        tmp_path / "npu",
+        details,
+        [
+            ["Torch.a.0", "pass", " ", ""],
+            ["Functional.dropout.0", "error", "pass", ""],
+            ["Functional.dropout.1", "Warning", " ", ""],
+            ["Torch.c.0", "pass", " ", ""],
+        ],
+    )
+    gpu = _replay_output(
+        tmp_path / "gpu",
+        details,
+        [
+            ["Torch.a.0", "pass", " ", ""],
+            ["Functional.dropout.0", "pass", "pass", ""],
+            ["Torch.c.0", "pass", " ", ""],
+            ["Functional.dropout.2", "pass", " ", ""],
+        ],
+    )
+    a = analyse(load_details(npu), load_details(gpu))
+    assert result_list(a) == [
+        ["Torch.a.0", "pass", " ", ""],
+        [
+            "Functional.dropout.0",
+            "error",
+            "pass",
+            "no output rows to compare: the replay's own verdict (NPU error/pass, GPU pass/pass).",
+        ],
+        [
+            "Functional.dropout.1",
+            "missing",
+            " ",
+            "in the NPU replay only, with no output rows (NPU Warning/-).",
+        ],
+        ["Torch.c.0", "pass", " ", ""],
+        ["Functional.dropout.2", "missing", " ", "in the GPU replay only, with no output rows (GPU pass/-)."],
+    ]
+    assert a.api_counts() == {"pass": 2, "error": 1, "missing": 2}
+    alone = write(tmp_path / "copied.csv", details)  # a details file without its result file
+    unknown = "no output rows to compare, and no NPU result CSV to give its verdict"
+    assert result_list(analyse(load_details(alone), load_details(gpu))) == [
+        ["Torch.a.0", "pass", " ", ""],
+        ["Functional.dropout.0", "SKIP", "SKIP", f"{unknown} (GPU pass/pass)."],
+        ["Torch.c.0", "pass", " ", ""],
+        ["Functional.dropout.2", "SKIP", " ", f"{unknown} (GPU pass/-)."],
+    ]
