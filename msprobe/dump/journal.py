@@ -91,7 +91,7 @@ def read_journal(path: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, A
                 break
             try:
                 _apply(json.loads(line), header, data, stacks, stacked, construct)
-            except (ValueError, TypeError, AttributeError, KeyError, RecursionError):
+            except (ValueError, TypeError, AttributeError, KeyError, RecursionError, OverflowError):
                 skipped += 1  # not one of our entries: a damaged line
     if skipped:
         log.warning("msprobe: %s: %d damaged line(s) skipped", path, skipped)
@@ -111,6 +111,8 @@ def _apply(
     if not isinstance(entry, dict):
         raise TypeError("not an object")
     if "d" in entry:
+        if not isinstance(entry["d"], str):
+            raise TypeError("a data record's name is not a string")
         data[entry["d"]] = entry.get("v")
     elif "n" in entry:
         sid, name, frames = int(entry["s"]), entry["n"], list(entry.get("f", []))
@@ -122,6 +124,8 @@ def _apply(
             stacked.add((sid, name))
             stacks[sid][0].append(name)
     elif "c" in entry:
+        if not isinstance(entry["c"], str):
+            raise TypeError("a construct entry's name is not a string")
         construct[entry["c"]] = entry.get("p")
     elif "h" in entry:
         new = dict(entry["h"])

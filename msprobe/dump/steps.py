@@ -41,6 +41,11 @@ def parse_index_list(value: object, field: str, where: str = "") -> tuple[int, .
                 f"{field} element {item!r} is invalid: the hyphen(-) must start and end with decimal "
                 'numbers, only formats like "3-5" are supported'
             )
+        if max(len(match.group(1)), len(match.group(2))) > len(str(MAX_VALUE)):
+            raise fail(
+                f"Each element of {field} must be between 0 and {MAX_VALUE}, currently it is "
+                f"{item[:20]}... ({len(item)} characters)."
+            )
         lo, hi = int(match.group(1)), int(match.group(2))
         _check_range(lo, field, fail)
         _check_range(hi, field, fail)

@@ -267,13 +267,19 @@ def max_generated_bytes() -> int:
         return 1 << 30
 
 
-def check_size(shape: list[int], dtype: torch.dtype) -> None:
-    """Refuse to draw a tensor larger than :func:`max_generated_bytes` (a record's shape is only a claim)."""
+OUTPUT_SIZE_FACTOR = 4
+"""An output may be this many times :func:`max_generated_bytes` (it is computed, not drawn)."""
+
+
+def check_size(shape: list[int], dtype: torch.dtype, output: bool = False) -> None:
+    """Refuse to draw a tensor larger than :func:`max_generated_bytes`, or to compute an ``output``
+    larger than :data:`OUTPUT_SIZE_FACTOR` times that (a record's shape is only a claim)."""
     nbytes = math.prod(shape) * dtype.itemsize
-    limit = max_generated_bytes()
+    limit = max_generated_bytes() * (OUTPUT_SIZE_FACTOR if output else 1)
     if nbytes > limit:
+        what = "replay computes as an output" if output else "replay draws from statistics"
         raise InputError(
-            f"shape {shape} {dtype} is {_size(nbytes)}, more than replay draws from statistics "
+            f"shape {shape} {dtype} is {_size(nbytes)}, more than {what} "
             f"({_size(limit)}; set MSPROBE_MAX_TENSOR_GB to allow it)"
         )
 

@@ -7,6 +7,8 @@ collects the dump, replays each API as a test item and writes the two result CSV
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -71,6 +73,29 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(group.addoption)
 
 
+_DUMP_LAYOUT = re.compile(r"^(step|rank|proc)\d*$")
+"""The folders a dump writes between its root and a dump.json."""
+
+
+def dump_conftests(folder: Path) -> list[Path]:
+    """The ``conftest.py`` files of a dump that pytest would import while collecting ``folder``: inside
+    it (tensor folders pruned), and in the dump's own folders above it (``step0/`` above ``rank/``, and
+    the dump root above them). A conftest further up is the user's own (replay hooks)."""
+    from msprobe.formats.dump_json import TENSOR_DIR
+
+    found = []
+    for dirpath, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d != TENSOR_DIR)
+        if "conftest.py" in files:
+            found.append(Path(dirpath) / "conftest.py")
+    inner = folder
+    while _DUMP_LAYOUT.match(inner.name) and inner.parent != inner:
+        inner = inner.parent
+        if (inner / "conftest.py").is_file():
+            found.append(inner / "conftest.py")
+    return found
+
+
 def pytest_load_initial_conftests(
     early_config: pytest.Config, parser: pytest.Parser, args: list[str]
 ) -> None:
@@ -79,6 +104,12 @@ def pytest_load_initial_conftests(
     if not path:
         return
     wanted = Path(path).expanduser().resolve()
+    found = dump_conftests(wanted if wanted.is_dir() else wanted.parent)
+    if found:
+        raise pytest.UsageError(
+            f"--msprobe-dump={path}: {found[0]} is a conftest.py inside the dump; pytest would import and "
+            "run it, so it is refused (a dump is data: move the file out of the dump folder)"
+        )
     roots = getattr(early_config.known_args_namespace, "file_or_dir", None) or []
     inside = (Path(str(a).split("::")[0]).expanduser().resolve() for a in roots)
     if not any(p == wanted or wanted in p.parents for p in inside):  # e.g. PATH/dump.json::Torch.exp.0

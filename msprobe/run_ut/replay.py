@@ -20,7 +20,7 @@ from msprobe.errors import first_line
 from msprobe.formats.record_names import in_place_name, replay_op_name
 from msprobe.run_ut import execute, registry
 from msprobe.run_ut.api_info import ApiInfo
-from msprobe.run_ut.inputs import ArgBuilder, apply_prepare_inputs
+from msprobe.run_ut.inputs import ArgBuilder, InputError, apply_prepare_inputs, check_size, parse_dtype
 from msprobe.run_ut.records import ApiRecord
 from msprobe.run_ut.standards import (
     DEFAULT_ROUTING,
@@ -79,6 +79,32 @@ def _input_dtype_names(args: list[Any], kwargs: dict[str, Any]) -> set[str]:
     return {str(d) for d in execute.input_dtypes(args, kwargs)}
 
 
+def check_output_sizes(output: Any, where: str = "output") -> None:
+    """Refuse (InputError) an API whose recorded outputs are too large to compute (see
+    :func:`~msprobe.run_ut.inputs.check_size`): an output is allocated twice (device and upcast bench),
+    whatever its inputs' sizes (``torch.full``, ``Tensor.repeat`` and ``arange`` take their size from
+    scalars)."""
+    if isinstance(output, list | tuple):
+        for i, item in enumerate(output):
+            check_output_sizes(item, f"{where}[{i}]")
+        return
+    if not isinstance(output, dict):
+        return
+    shape, dtype = output.get("shape"), output.get("dtype")
+    if not isinstance(shape, list) or not isinstance(dtype, str):
+        return
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+        return
+    try:
+        parsed = parse_dtype(dtype)
+    except InputError:
+        return
+    try:
+        check_size(shape, parsed, output=True)
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}") from None
+
+
 def replay(
     record: ApiRecord,
     data_dir: Any,
@@ -109,6 +135,7 @@ def replay(
     gen = torch.Generator().manual_seed(seed)
     builder = ArgBuilder(data_dir, gen, name)
     try:
+        check_output_sizes(record.forward.get("output"))
         args, kwargs = builder.build(forward)
         if info.prepare is not None:
             info.prepare(args, kwargs)

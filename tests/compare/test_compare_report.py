@@ -348,3 +348,13 @@ def test_the_error_balance_is_shown_as_not_counted(tmp_path):
     shown = {m.name: m.status for m in api.rows[0].metrics}
     assert shown["误差均衡性比值"] == "error, not counted"
     assert shown["均方根误差比值"] == "error"
+
+
+def test_markdown_shows_markup_in_api_names_as_text(tmp_path):
+    """A Markdown viewer renders raw HTML: an API name (from a file) must not become a tag."""
+    evil = "Torch.x<img src=x onerror=alert(1)>.0"
+    npu = write(tmp_path / "npu.csv", [row(f"{evil}.{F}.0", cells={"均方根误差": "0.05"})])
+    gpu = write(tmp_path / "gpu.csv", [row(f"{evil}.{F}.0")])  # RMSE ratio 50: failing, listed
+    out = run_compare(npu, gpu, tmp_path / "out", ts="20260101000000")
+    md = out.report_md.read_text(encoding="utf-8")
+    assert "x&lt;img src=x onerror=alert(1)&gt;.0" in md and "<img" not in md

@@ -70,6 +70,7 @@ def test_precedence_argument_over_file(tmp_path: Path) -> None:
         ({"step": [-1]}, ["step", "between 0 and 1000000"]),
         ({"step": ["5-3"]}, ["step", "left boundary (5)", "right boundary (3)"]),
         ({"step": ["a-b"]}, ["step", "hyphen"]),
+        ({"step": ["9" * 5000 + "-1"]}, ["step", "between 0 and 1000000", "5002 characters"]),
         ({"rank": [True]}, ["rank"]),
         ({"statistics": {"scope": ["Functional.relu.0.forward"]}}, ["scope", "length 2"]),
         ({"statistics": {"scope": ["relu", "gelu"]}}, ["scope", "relu"]),

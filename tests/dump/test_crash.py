@@ -210,6 +210,9 @@ def test_rebuild_skips_damaged_journal_lines_and_keeps_the_rest(
         "[1, 2]",
         '{"d": ["unhashable"], "v": 1}',
         '{"x": 1}',  # JSON, but none of our entries
+        '{"d": 5, "v": 1}',
+        '{"c": ["unhashable"], "p": null}',
+        '{"n": "y", "s": Infinity}',
     ]
     raw = "\n".join([good[0], *bad, good[1]]).encode() + b"\n\xff\xfe garbage\n"
     (tmp_path / JOURNAL_NAME).write_bytes(raw)
@@ -218,7 +221,7 @@ def test_rebuild_skips_damaged_journal_lines_and_keeps_the_rest(
     assert data == {"Torch.exp.0.forward": {"output": []}}
     assert stack == {}  # nothing half-added by a damaged stack entry
     assert construct == {"Torch.exp.0.forward": None}
-    assert "8 damaged line(s) skipped" in caplog.text
+    assert "11 damaged line(s) skipped" in caplog.text
 
 
 FORKING_CHILD = textwrap.dedent(

@@ -401,3 +401,40 @@ def test_a_misspelt_run_ut_key_is_said_not_silently_ignored(pytester: pytest.Pyt
             "did you mean 'white_list'?"
         ]
     )
+
+
+def test_an_output_recorded_too_large_to_compute_is_skipped_with_its_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``torch.full`` takes its size from numbers: no drawn tensor is large, its output would be."""
+    monkeypatch.setenv("MSPROBE_MAX_TENSOR_GB", str(1 / 1024))  # 1 MiB drawn, 4 MiB computed
+    size = {"type": "torch.Size", "value": [1024, 2048]}
+    out = tensor("torch.float32", [1024, 2048], 1.0, 1.0)
+    big = ApiRecord("Torch.full.0", 0, forward(size, {"type": "float", "value": 1.0}, output=[out]), None)
+    result = replay(big, tmp_path, "cpu")
+    assert result.outcome == "skipped"
+    assert result.reason.endswith(
+        "output[0]: shape [1024, 2048] torch.float32 is 8.0 MiB, more than replay computes as an output "
+        "(4.0 MiB; set MSPROBE_MAX_TENSOR_GB to allow it)"
+    ), result.reason
+    out = tensor("torch.float32", [1024, 1024], 1.0, 1.0)
+    size = {"type": "torch.Size", "value": [1024, 1024]}
+    fits = ApiRecord("Torch.full.1", 0, forward(size, {"type": "float", "value": 1.0}, output=[out]), None)
+    assert replay(fits, tmp_path, "cpu").outcome == "passed"
+
+
+@pytest.mark.parametrize(("where", "given"), [(".", "root"), ("step0", "rank"), (".", "rank")])
+def test_a_conftest_inside_the_dump_is_refused_never_imported(
+    pytester: pytest.Pytester, where: str, given: str
+) -> None:
+    """pytest imports a conftest.py met while collecting: inside a dump it would run the dump's code."""
+    root = pytester.path / "dump"
+    folder = write_dump(
+        root / "step0" / "rank", {"Torch.exp.0.forward": forward(tensor("torch.float32", [4], -1.0, 1.0))}
+    )
+    marker = pytester.path / "PWNED"
+    (root / where / "conftest.py").write_text(f"open({str(marker)!r}, 'w').close()\n", encoding="utf-8")
+    result = run(pytester, root if given == "root" else folder)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "is a conftest.py inside the dump" in result.stderr.str()
+    assert not marker.exists()

@@ -9,6 +9,8 @@ TOP = 20
 
 
 def _md(text: str) -> str:
+    """A table cell: no raw HTML (a Markdown viewer would render an API name's ``<img onerror=...>``)."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return text.replace("|", "\\|").replace("\n", " ").strip()
 
 
