@@ -144,6 +144,8 @@ class ModuleDumper:
         posted = [False]  # post ran for the innermost call that ended: unwind has nothing to do
 
         def pre(mod: Any, args: Any, kwargs: Any) -> None:
+            if self.rec.foreign_thread():  # another thread's call: not ours, and not on our stacks
+                return
             if self._off() or (active is not None and not active()) or jit_tracing_state() is not None:
                 pending.append(None)
                 return
@@ -154,7 +156,7 @@ class ModuleDumper:
             self.forward_stack.append(name)
 
         def post(mod: Any, args: Any, kwargs: Any, output: Any) -> None:
-            if not pending:  # hooked during the call
+            if self.rec.foreign_thread() or not pending:  # another thread's call; hooked during the call
                 return
             posted[0] = True
             call = pending.pop()
@@ -174,6 +176,8 @@ class ModuleDumper:
         def unwind(mod: Any, args: Any, kwargs: Any, output: Any) -> None:
             """After post, or alone when the forward (or a hook before post) raised: then the call
             ends without a record, and its children keep a parent in construct.json."""
+            if self.rec.foreign_thread():
+                return
             if posted[0]:
                 posted[0] = False
                 return
@@ -221,6 +225,10 @@ class ModuleDumper:
     def _backward_begin(self, call: _BackwardCall, grad_output: list[Any]) -> None:
         if self._off():
             return
+        with self.rec.lock:  # autograd may run this in its own thread
+            self._backward_begin_locked(call, grad_output)
+
+    def _backward_begin_locked(self, call: _BackwardCall, grad_output: list[Any]) -> None:
         call.begun.append((self.backward_stack[-1] if self.backward_stack else None, grad_output))
         self.backward_stack.append(call.name)
         # a scope starting at this backward opens at its begin: its children's backward is inside
@@ -228,6 +236,10 @@ class ModuleDumper:
         self._grads_kept.backward_began(call.name.rsplit(".", 2)[0], passed)
 
     def _backward_end(self, call: _BackwardCall, grad_input: list[Any]) -> None:
+        with self.rec.lock:  # autograd may run this in its own thread
+            self._backward_end_locked(call, grad_input)
+
+    def _backward_end_locked(self, call: _BackwardCall, grad_input: list[Any]) -> None:
         if not call.begun:
             return
         parent, grad_output = call.begun.pop()

@@ -5,7 +5,7 @@ implements it; neither path sees the service or its session.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from msprobe.dump.config import DumpConfig
@@ -39,6 +39,13 @@ class Recorder(Protocol):
 
     def idle(self) -> bool:
         """Nothing is to be recorded now: dumping is off, or our own capture code is running."""
+        ...
+
+    lock: Any
+    """Held while a record is made (hooks may run in autograd's threads); re-entrant."""
+
+    def foreign_thread(self) -> bool:
+        """The calling thread is not the one that called ``start()``."""
         ...
 
     def enter(self) -> bool:

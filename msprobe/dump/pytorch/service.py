@@ -41,7 +41,12 @@ from msprobe.dump.pytorch.stat_batch import StatsBatch
 from msprobe.dump.pytorch.stats import SummaryCache
 from msprobe.dump.pytorch.tensor_io import TensorWriter
 from msprobe.dump.pytorch.tokens import TokenRange
-from msprobe.dump.pytorch.torch_compat import coalescing_groups, pop_function_mode, push_function_mode
+from msprobe.dump.pytorch.torch_compat import (
+    coalescing_groups,
+    current_graph_task_id,
+    pop_function_mode,
+    push_function_mode,
+)
 from msprobe.dump.pytorch.tree import first_tensor, tensors
 from msprobe.dump.session import DumpSession
 from msprobe.dump.stack import capture_stack, clear_frames
@@ -87,7 +92,15 @@ class TorchDumpService:
         self._operators = self.patcher.patches_while_on(self.api_lists)
         self._collective_prefixes = {f.prefix for f in FAMILIES if f.collective}
         self._mode_pushed = False
-        self._inside = False
+        self._mode_thread: int | None = None  # the thread whose function-mode stack holds ours
+        self._mode_left_on: int | None = None  # ours is still there (stop() came from another thread)
+        # Our own capture code is running, per thread: a backward hook running in an autograd thread
+        # must not silence the training thread's records (nor leave them silenced).
+        self._tls = threading.local()
+        # One record at a time: backward hooks may run in autograd's threads while the training
+        # thread records (a backward in a helper thread, an autograd device thread); never held
+        # across the user's own call.
+        self.lock = threading.RLock()
         self.writer: TensorWriter | None = None
         self.encoder: Encoder | None = None
         self.session.step_reset_hooks.append(self._reset_step)
@@ -114,16 +127,34 @@ class TorchDumpService:
     def running(self) -> bool:
         return self.session.running
 
+    @property
+    def _inside(self) -> bool:
+        return getattr(self._tls, "inside", False)
+
+    @_inside.setter
+    def _inside(self, value: bool) -> None:
+        self._tls.inside = value
+
     def idle(self) -> bool:
         # a forked child (a Hogwild worker, os.fork) inherits our hooks: it must never record
         return not self.session.running or self._inside or os.getpid() != self._owner_pid
 
+    def foreign_thread(self) -> bool:
+        """Not the thread that called start(), and not running a backward pass (autograd's device
+        threads run recomputations there): its forward calls (a logging or prefetch thread running
+        the model) are not recorded, as its API calls are not."""
+        if threading.get_ident() == self._owner_thread:
+            return False
+        return current_graph_task_id is None or current_graph_task_id() < 0
+
     def enter(self) -> bool:
+        self.lock.acquire()
         was, self._inside = self._inside, True
         return was
 
     def leave(self, was: bool) -> None:
         self._inside = was
+        self.lock.release()
 
     def record_error(self, function: str, name: str, exc: BaseException) -> None:
         self.session.record_error(function, name, exc)
@@ -147,11 +178,13 @@ class TorchDumpService:
             if token_range is not None:
                 self._tokens.arm(model, token_range)
             if self.apis_on and not self._mode_pushed:
+                self._pop_left_mode()
                 for owner, attr, key in self._operators:
                     self.patcher.wrap(owner, attr, key)
                 push_function_mode(self.tracer)
                 collectives.watch_managers(self._adopt_coalesced)
                 self._mode_pushed = True
+                self._mode_thread = threading.get_ident()
         return on
 
     def open_for_save(self) -> bool:
@@ -167,13 +200,15 @@ class TorchDumpService:
         return True
 
     def stop(self) -> None:
-        self._pop()
-        self._recent_grads = None  # the window is closed: the last backward node's grads are the user's
-        self.session.stop()
+        with self.lock:
+            self._pop()
+            self._recent_grads = None  # the window is closed: the last backward node's grads are the user's
+            self.session.stop()
 
     def step(self) -> None:
-        self._pop()
-        self.session.step()
+        with self.lock:
+            self._pop()
+            self.session.step()
 
     def close(self) -> None:
         """At exit: final json of the open step, journal removed."""
@@ -192,12 +227,25 @@ class TorchDumpService:
         self._full_recomputation.leave()
         self._tokens.disarm()
         self.modules.uninstall()
+        self._pop_left_mode()
         if self._mode_pushed:
-            pop_function_mode(self.tracer)
             collectives.unwatch_managers()
+            if threading.get_ident() == self._mode_thread:
+                pop_function_mode(self.tracer)
+            else:  # a mode is per thread: only the thread that pushed it can take it off
+                self._mode_left_on = self._mode_thread
+                log.warning(
+                    "msprobe: stop()/step() called from another thread than start(): API capture is "
+                    "taken off that thread at its next start(), stop() or step()"
+                )
             for owner, attr, _ in self._operators:
                 self.patcher.restore(owner, attr)
             self._mode_pushed = False
+
+    def _pop_left_mode(self) -> None:
+        if self._mode_left_on is not None and threading.get_ident() == self._mode_left_on:
+            pop_function_mode(self.tracer)
+            self._mode_left_on = None
 
     def _open_encoder(self) -> None:
         store = self.session.store
@@ -237,7 +285,7 @@ class TorchDumpService:
             or not s.running
             or self.encoder is None
             or self.apis_suppressed
-            or threading.get_ident() != self._owner_thread
+            or (threading.get_ident() != self._owner_thread and self.foreign_thread())
             or os.getpid() != self._owner_pid
         ):
             return func(*args, **kwargs)
@@ -250,6 +298,15 @@ class TorchDumpService:
     def _record_call(
         self, key: ApiKey, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
+        with self.lock:
+            name, index, record = self._record_inputs(key, func, args, kwargs)
+        out = func(*args, **kwargs)
+        with self.lock:
+            return self._record_outputs(name, index, key, func, args, kwargs, record, out)
+
+    def _record_inputs(
+        self, key: ApiKey, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[str, int, dict[str, Any] | None]:
         s = self.session
         if self._coalesced:  # a coalescing manager may have run its collectives since
             self._coalesced.settle()
@@ -266,7 +323,23 @@ class TorchDumpService:
             else:
                 rec_args, rec_kwargs = args, kwargs
             record = self._inputs(name, rec_args, rec_kwargs)
-        out = func(*args, **kwargs)
+        return name, index, record
+
+    def _record_outputs(
+        self,
+        name: str,
+        index: int,
+        key: ApiKey,
+        func: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        record: dict[str, Any] | None,
+        out: Any,
+    ) -> Any:
+        s = self.session
+        prefix, api = key
+        mode = self.config.data_mode
+        fwd = mode.direction(FORWARD)
         mutated = call_mutates(prefix, api, args, kwargs)
         if mutated:
             # what it wrote, or (batch_norm's running statistics & co., which bump no version counter)
