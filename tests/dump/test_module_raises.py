@@ -72,3 +72,30 @@ def test_calls_after_a_module_that_raised_have_their_true_parents(
     if level == "mix":
         linears = sorted(k for k in construct if k.startswith("Functional.linear."))
         assert construct["Functional.linear.4.forward"] == "Module.head.Linear.forward.0", linears
+
+
+class _Interrupted(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise KeyboardInterrupt  # Ctrl-C inside a module: torch runs none of its forward hooks
+
+
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_a_ctrl_c_inside_a_module_leaves_construct_json_whole(
+    tmp_path: Path, debugger: Any, level: str
+) -> None:
+    """The window closes with module calls still open (a caught Ctrl-C, a notebook cell re-run, or the
+    exit handler after an uncaught one): every parent construct.json names is a key of it, and the
+    next window's calls have their true parents."""
+    net = nn.Sequential(nn.Linear(4, 4), nn.Sequential(nn.Tanh(), _Interrupted()))
+    dbg = debugger(level=level)
+    dbg.start(model=net)
+    with pytest.raises(KeyboardInterrupt):
+        net(torch.randn(2, 4))
+    dbg.stop()
+    dbg.start(model=net)
+    net[0](torch.randn(2, 4))
+    dbg.stop()
+    construct = json.loads((tmp_path / "dump" / "step0" / "rank" / "construct.json").read_text())
+    assert all(parent is None or parent in construct for parent in construct.values()), construct
+    assert construct["Module.1.1._Interrupted.forward.0"] == "Module.1.Sequential.forward.0"
+    assert construct["Module.0.Linear.forward.1"] is None

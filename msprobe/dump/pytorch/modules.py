@@ -117,6 +117,7 @@ class ModuleDumper:
 
     def uninstall(self) -> None:
         """``stop()``/``step()``: every hook off, torch as it was."""
+        self._close_open_calls()
         self._started = False
         for h in self.handles:
             h.remove()
@@ -125,6 +126,18 @@ class ModuleDumper:
         self._release_captures()
         self._parents.remove()
         self.installed = False
+
+    def _close_open_calls(self) -> None:
+        """Module calls still open as the window closes: their construct entries are stored, so every
+        parent named in construct.json is a key of it. torch runs no forward hook, not even an
+        ``always_call`` one, when a ``KeyboardInterrupt`` (or ``SystemExit``) leaves a forward, and an
+        interrupted backward never ends."""
+        store = self.rec.store
+        for stack in (self.forward_stack, self.backward_stack):
+            if store is not None:
+                for i, name in enumerate(stack):
+                    store.put_construct(name, stack[i - 1] if i else None)
+            stack.clear()
 
     def _attach(self, module: torch.nn.Module, hooks: _Hooks) -> None:
         pre, post, unwind = (_OwnHook(h, module) for h in hooks)
