@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from msprobe.errors import first_line
+
 
 class InputError(Exception):
     """An argument cannot be rebuilt (missing or unsafe file, unsupported dtype, no statistics).
@@ -450,7 +452,13 @@ class ArgBuilder:
         name = spec.get("data_name") or spec.get("datapath")
         if name:
             return as_recorded(load_tensor(self.data_dir, str(name)), spec, self.data_dir / str(name))
-        return random_tensor(spec, self.gen)
+        try:
+            return random_tensor(spec, self.gen)
+        except (RuntimeError, ValueError, OverflowError) as exc:  # statistics the dtype cannot hold
+            raise InputError(
+                f"cannot draw {spec.get('dtype')} {spec['shape']} from its statistics "
+                f"(Max {spec.get('Max')!r}, Min {spec.get('Min')!r}): {first_line(exc)}"
+            ) from None
 
     def value(self, spec: Any, *, grad_ok: bool) -> Any:
         """One argument; ``grad_ok`` says whether a tensor here may require grad."""

@@ -438,3 +438,13 @@ def test_a_conftest_inside_the_dump_is_refused_never_imported(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "is a conftest.py inside the dump" in result.stderr.str()
     assert not marker.exists()
+
+
+def test_statistics_the_dtype_cannot_hold_name_the_argument(tmp_path: Path) -> None:
+    spec = tensor("torch.float32", [4], -1e308, 1e308)  # no float32 tensor has these
+    result = replay(ApiRecord("Functional.relu.0", 0, forward(spec), None), tmp_path, "cpu")
+    assert result.outcome == "skipped"
+    assert result.reason.startswith(
+        "Functional.relu.0 input_args[0]: cannot draw torch.float32 [4] from its statistics "
+        "(Max 1e+308, Min -1e+308): "
+    ), result.reason
