@@ -456,3 +456,23 @@ def test_a_forked_child_records_nothing_and_leaves_the_files_alone(tmp_path, mon
     assert all(
         np.load(os.path.join(out, "step0", "rank", "dump_tensor_data", f)).shape == (2, 4) for f in files
     )
+
+
+def test_an_api_that_raises_keeps_its_inputs_record_and_files(tmp_path):
+    """8.1.1 collects an API's inputs when the call starts: a call that raises (caught by the
+    program) keeps an inputs-only record, which names the input files the tensor task wrote."""
+    cfg, out = _cfg(tmp_path, task="tensor")
+    dbg = PrecisionDebugger(config_path=cfg)
+    x = Tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    dbg.start()
+    with pytest.raises(TypeError):
+        ops.argmax(x, axis=1)  # a wrong keyword: raised inside the API
+    ops.argmax(x, dim=1)
+    dbg.stop()
+    data = _dump(out)["data"]
+    assert list(data) == ["Functional.argmax.0.forward", "Functional.argmax.1.forward"]
+    failed = data["Functional.argmax.0.forward"]
+    assert failed["input_args"][0]["data_name"] == "Functional.argmax.0.forward.input.0.npy"
+    assert "output" not in failed or not failed["output"]
+    files = os.listdir(os.path.join(out, "step0", "rank", "dump_tensor_data"))
+    assert "Functional.argmax.0.forward.input.0.npy" in files

@@ -61,11 +61,17 @@ def test_float16_stats_carry_float16_rounding(a):
 def test_special_cases():
     assert array_stats(np.zeros((0, 3), np.float32)) == (None, None, None, None)
     assert array_stats(np.array([True, False])) == (True, False, None, None)
+    assert array_stats(np.array(True)) == (True, True, None, None)  # bool before 0-dim, as 8.1.1
     assert array_stats(np.array(3, np.int64)) == (3, 3, 3, 3)
     assert array_stats(np.array(2.5, np.float32)) == (2.5, 2.5, 2.5, 2.5)
     vmax, *_ = array_stats(np.array([1.0, np.nan], np.float32))
     assert math.isnan(vmax)
     assert array_stats(np.array([3 + 4j, 0j], np.complex64))[0] == 5.0
+
+
+def test_a_0_dim_bfloat16_tensor_is_summarised_as_python_floats():
+    stats = array_stats(ms.Tensor(2.5, ms.bfloat16).asnumpy())
+    assert stats == (2.5, 2.5, 2.5, 2.5) and all(type(v) is float for v in stats)  # json can write them
 
 
 def test_bfloat16_tensor_summary_and_md5():

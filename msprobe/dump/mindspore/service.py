@@ -299,6 +299,12 @@ class MsDumpService:
                 out = hook_outputs(hook, out)
             else:
                 out = func(*args, **kwargs)
+        except BaseException:
+            self.inside = False
+            if record is not None:  # 8.1.1 keeps the inputs collected before the call raised
+                self.finish_forward(name, record, None, False)
+                self.put_construct(name, parent)
+            raise
         finally:
             self.inside = False
         family = BY_PREFIX.get(prefix)

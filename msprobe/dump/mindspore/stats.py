@@ -47,15 +47,14 @@ def array_stats(data: np.ndarray) -> tuple[Any, Any, Any, Any]:
     if data.size == 0:
         return None, None, None, None
     kind = data.dtype.kind
-    if kind == "b":
-        if data.ndim == 0:
-            flag = bool(data)
-            return flag, flag, flag, flag
+    if kind == "b":  # 8.1.1 tests bool before 0-dim: a 0-dim bool also has null Mean and Norm
         return bool(data.max()), bool(data.min()), None, None
     if data.ndim == 0:
         v = data.item()
         if kind == "c":
             v = float(abs(v))
+        elif not isinstance(v, int | float):  # bfloat16's item() is a numpy scalar json cannot write
+            v = float(v)
         return v, v, v, v
     name = data.dtype.name
     if kind == "c":
