@@ -239,34 +239,28 @@ class ModuleDumper:
         if self._off():
             return
         with self.rec.lock:  # autograd may run this in its own thread
-            self._backward_begin_locked(call, grad_output)
-
-    def _backward_begin_locked(self, call: _BackwardCall, grad_output: list[Any]) -> None:
-        call.begun.append((self.backward_stack[-1] if self.backward_stack else None, grad_output))
-        self.backward_stack.append(call.name)
-        # a scope starting at this backward opens at its begin: its children's backward is inside
-        passed = self.rec.filter.begin(call.name, whole_module=False)
-        self._grads_kept.backward_began(call.name.rsplit(".", 2)[0], passed)
+            call.begun.append((self.backward_stack[-1] if self.backward_stack else None, grad_output))
+            self.backward_stack.append(call.name)
+            # a scope starting at this backward opens at its begin: its children's backward is inside
+            passed = self.rec.filter.begin(call.name, whole_module=False)
+            self._grads_kept.backward_began(call.name.rsplit(".", 2)[0], passed)
 
     def _backward_end(self, call: _BackwardCall, grad_input: list[Any]) -> None:
         with self.rec.lock:  # autograd may run this in its own thread
-            self._backward_end_locked(call, grad_input)
-
-    def _backward_end_locked(self, call: _BackwardCall, grad_input: list[Any]) -> None:
-        if not call.begun:
-            return
-        parent, grad_output = call.begun.pop()
-        if self.backward_stack:
-            self.backward_stack.pop()
-        store = self.rec.store
-        if store is None:
-            return
-        name = call.name
-        record = self.rec.filter.check(name)
-        store.put_construct(name, parent)
-        if record:
-            outs = [g for g in grad_output if g is not None]
-            self._guarded(self._record_backward, name, grad_input, outs)
+            if not call.begun:
+                return
+            parent, grad_output = call.begun.pop()
+            if self.backward_stack:
+                self.backward_stack.pop()
+            store = self.rec.store
+            if store is None:
+                return
+            name = call.name
+            record = self.rec.filter.check(name)
+            store.put_construct(name, parent)
+            if record:
+                outs = [g for g in grad_output if g is not None]
+                self._guarded(self._record_backward, name, grad_input, outs)
 
     def _release_captures(self) -> None:
         """Calls whose backward did not run (yet): their hooks go, with what they hold."""

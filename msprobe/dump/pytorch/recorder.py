@@ -45,7 +45,7 @@ class Recorder(Protocol):
     """Held while a record is made (hooks may run in autograd's threads); re-entrant."""
 
     def foreign_thread(self) -> bool:
-        """The calling thread is not the one that called ``start()``."""
+        """The calling thread is not the one that called ``start()``, nor one running a backward."""
         ...
 
     def enter(self) -> bool:
