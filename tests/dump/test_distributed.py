@@ -300,6 +300,11 @@ COALESCING_WORKER = textwrap.dedent(
         dist.all_reduce(c, async_op=True)
     c.mul_(1.0)  # before the wait: the record waits for cm.wait()
     cm.wait()
+    other = dist.new_group([0, 1])
+    e = torch.full((2,), float(rank + 1))
+    with _coalescing_manager():
+        dist.all_reduce(e, group=other)  # another group's: torch runs it at once
+        e.add_(100.0)
     with _coalescing_manager(async_ops=True) as late:
         dist.all_reduce(d, async_op=True)
     dbg.stop()
@@ -315,10 +320,11 @@ def test_collectives_inside_a_coalescing_manager_record_what_the_manager_ran(tmp
     step = run_ranks(tmp_path, COALESCING_WORKER, level="L1")
     for rank in (0, 1):
         data = json.loads((step / f"rank{rank}" / "dump.json").read_text())["data"]
-        outputs = [data[f"Distributed.all_reduce.{i}.forward"].get("output") for i in range(4)]
-        assert [o[0]["Max"] for o in outputs[:3]] == [3.0, 30.0, 3.0]  # after the op, not before it
-        assert data["Distributed.all_reduce.3.forward"]["input_args"][0]["Max"] == rank + 1.0
-        assert outputs[3] is None  # its manager's handle was waited for only after stop()
+        outputs = [data[f"Distributed.all_reduce.{i}.forward"].get("output") for i in range(5)]
+        # after the op, not before it; and the other group's as it ran, before the add_
+        assert [o[0]["Max"] for o in outputs[:4]] == [3.0, 30.0, 3.0, 3.0]
+        assert data["Distributed.all_reduce.4.forward"]["input_args"][0]["Max"] == rank + 1.0
+        assert outputs[4] is None  # its manager's handle was waited for only after stop()
         assert "not waited for before stop()" in (step / f"rank{rank}" / "dump_error_info.log").read_text()
         # the records keep the order of the calls
         names = list(data)

@@ -182,7 +182,12 @@ def test_coalescing_shims() -> None:
     with distributed_c10d._coalescing_manager(group, async_ops=True) as cm:
         assert group in tc.coalescing_groups()
         assert isinstance(cm, tc.coalescing_manager_class())
-    assert group not in tc.coalescing_groups()
+        before = tc.coalescing_queues()
+        assert before == {group: 0} and tc.queued_since(before) == ()
+        distributed_c10d._world.pg_coalesce_state[group].append(object())  # what a queued call adds
+        assert tc.queued_since(before) == (group,)
+        distributed_c10d._world.pg_coalesce_state[group].clear()  # the manager runs nothing at exit
+    assert group not in tc.coalescing_groups() and tc.queued_since(None) == ()
 
 
 def test_tensor_version_counter() -> None:

@@ -42,10 +42,11 @@ from msprobe.dump.pytorch.stats import SummaryCache
 from msprobe.dump.pytorch.tensor_io import TensorWriter
 from msprobe.dump.pytorch.tokens import TokenRange
 from msprobe.dump.pytorch.torch_compat import (
-    coalescing_groups,
+    coalescing_queues,
     current_graph_task_id,
     pop_function_mode,
     push_function_mode,
+    queued_since,
 )
 from msprobe.dump.pytorch.tree import first_tensor, tensors
 from msprobe.dump.session import DumpSession
@@ -300,9 +301,10 @@ class TorchDumpService:
     ) -> Any:
         with self.lock:
             name, index, record = self._record_inputs(key, func, args, kwargs)
+        queues = coalescing_queues() if key[0] in self._collective_prefixes else None
         out = func(*args, **kwargs)
         with self.lock:
-            return self._record_outputs(name, index, key, func, args, kwargs, record, out)
+            return self._record_outputs(name, index, key, func, args, kwargs, record, out, queues)
 
     def _record_inputs(
         self, key: ApiKey, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -335,6 +337,7 @@ class TorchDumpService:
         kwargs: dict[str, Any],
         record: dict[str, Any] | None,
         out: Any,
+        queues: dict[Any, int] | None = None,
     ) -> Any:
         s = self.session
         prefix, api = key
@@ -350,7 +353,7 @@ class TorchDumpService:
         if prefix in self._collective_prefixes:
             shown = (*args, *kwargs.values())  # written in place: the record shows them after the op
             self._forget_collective(shown)
-            coalescing = coalescing_groups()
+            coalescing = queued_since(queues)  # the groups that queued it: the rest ran at once
             if coalescing or collectives.written_later(api, func, out, args, kwargs):
                 return self._defer(name, func, out, record, fwd and s.filter.check(name), shown, coalescing)
         out_ok = fwd and s.filter.check(name) and mode.side("output")

@@ -304,6 +304,25 @@ def coalescing_groups() -> tuple[Any, ...]:
     return tuple(getattr(world, "pg_coalesce_state", None) or ())
 
 
+def coalescing_queues() -> dict[Any, int]:
+    """How many collectives each coalescing process group has queued now (see :func:`coalescing_groups`)."""
+    try:
+        from torch.distributed import distributed_c10d
+    except ImportError:
+        return {}
+    world = getattr(distributed_c10d, "_world", None)
+    return {g: len(ops) for g, ops in (getattr(world, "pg_coalesce_state", None) or {}).items()}
+
+
+def queued_since(before: dict[Any, int] | None) -> tuple[Any, ...]:
+    """The process groups whose coalescing queue grew since ``before``: the call in between was queued
+    there (a collective on another group, or one torch does not queue, ran at once)."""
+    if not before and not coalescing_groups():
+        return ()
+    now = coalescing_queues()
+    return tuple(g for g, n in now.items() if n > (before or {}).get(g, 0))
+
+
 def coalescing_manager_class() -> Any:
     """The class of what ``_coalescing_manager(async_ops=True)`` yields, whose ``append`` receives the
     handle of the queued collectives as the manager exits (None where torch has none)."""
