@@ -77,10 +77,20 @@ _DUMP_LAYOUT = re.compile(r"^(step|rank|proc)\d*$")
 """The folders a dump writes between its root and a dump.json."""
 
 
+def _dump_ancestors(folder: Path) -> list[Path]:
+    """The dump's own folders above ``folder`` (``step0/`` above ``rank/``, and the dump root above
+    them); a folder further up is the user's own."""
+    above = []
+    inner = folder
+    while _DUMP_LAYOUT.match(inner.name) and inner.parent != inner:
+        inner = inner.parent
+        above.append(inner)
+    return above
+
+
 def dump_conftests(folder: Path) -> list[Path]:
     """The ``conftest.py`` files of a dump that pytest would import while collecting ``folder``: inside
-    it (tensor folders pruned), and in the dump's own folders above it (``step0/`` above ``rank/``, and
-    the dump root above them). A conftest further up is the user's own (replay hooks)."""
+    it (tensor folders pruned), and in the dump's own folders above it."""
     from msprobe.formats.dump_json import TENSOR_DIR
 
     found = []
@@ -88,27 +98,36 @@ def dump_conftests(folder: Path) -> list[Path]:
         dirs[:] = sorted(d for d in dirs if d != TENSOR_DIR)
         if "conftest.py" in files:
             found.append(Path(dirpath) / "conftest.py")
-    inner = folder
-    while _DUMP_LAYOUT.match(inner.name) and inner.parent != inner:
-        inner = inner.parent
-        if (inner / "conftest.py").is_file():
-            found.append(inner / "conftest.py")
-    return found
+    return found + [d / "conftest.py" for d in _dump_ancestors(folder) if (d / "conftest.py").is_file()]
+
+
+def _in_dump(path: Path, folder: Path) -> bool:
+    return path.parent == folder or folder in path.parents or path.parent in _dump_ancestors(folder)
 
 
 def pytest_load_initial_conftests(
     early_config: pytest.Config, parser: pytest.Parser, args: list[str]
 ) -> None:
-    """``--msprobe-dump=PATH`` makes PATH a collection root (unless PATH or a node inside it is given)."""
+    """``--msprobe-dump=PATH`` makes PATH a collection root (unless PATH or a node inside it is given).
+    A dump is data: a ``conftest.py`` in it, which pytest would import, or a pytest configuration file
+    of its own (pytest reads one found above the paths it is given) refuses the run."""
     path = getattr(early_config.known_args_namespace, "msprobe_dump", None)
     if not path:
         return
     wanted = Path(path).expanduser().resolve()
-    found = dump_conftests(wanted if wanted.is_dir() else wanted.parent)
+    folder = wanted if wanted.is_dir() else wanted.parent
+    found = dump_conftests(folder)
     if found:
         raise pytest.UsageError(
             f"--msprobe-dump={path}: {found[0]} is a conftest.py inside the dump; pytest would import and "
             "run it, so it is refused (a dump is data: move the file out of the dump folder)"
+        )
+    ini = early_config.inipath
+    if ini is not None and _in_dump(Path(ini).resolve(), folder):
+        raise pytest.UsageError(
+            f"--msprobe-dump={path}: pytest took its configuration from {ini}, inside the dump, which "
+            "can make it import code; refused (a dump is data: remove the file, or run from your own "
+            "folder with --msprobe-dump alone, or use msprobe run_ut)"
         )
     roots = getattr(early_config.known_args_namespace, "file_or_dir", None) or []
     inside = (Path(str(a).split("::")[0]).expanduser().resolve() for a in roots)

@@ -448,3 +448,20 @@ def test_statistics_the_dtype_cannot_hold_name_the_argument(tmp_path: Path) -> N
         "Functional.relu.0 input_args[0]: cannot draw torch.float32 [4] from its statistics "
         "(Max 1e+308, Min -1e+308): "
     ), result.reason
+
+
+def test_a_pytest_configuration_inside_the_dump_is_refused(pytester: pytest.Pytester) -> None:
+    """pytest reads the configuration file found above the paths it is given: a node id inside a
+    dump makes a pytest.ini of the dump pytest's own (its addopts can import code)."""
+    folder = write_dump(
+        pytester.path / "dump" / "step0" / "rank",
+        {"Torch.exp.0.forward": forward(tensor("torch.float32", [4], -1.0, 1.0))},
+    )
+    (folder / "pytest.ini").write_text("[pytest]\naddopts = -q\n", encoding="utf-8")
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--msprobe-dump", str(folder), f"{folder / 'dump.json'}::Torch.exp.0"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert (
+        f"pytest took its configuration from {folder / 'pytest.ini'}, inside the dump" in result.stderr.str()
+    )
