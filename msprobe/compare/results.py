@@ -182,6 +182,9 @@ def unrowed_results(
             fwd = MISSING
             bwd = BLANK if not found[side][2].strip() else MISSING
             message = f"in the {side} replay only, with no output rows ({said})."
+        reasons = dict.fromkeys(r[3].strip() for r in found.values() if len(r) > 3 and r[3].strip())
+        if reasons:  # the replay's own reason (a skipped API: "not support for run ut", its size, ...)
+            message = f"{message} {' / '.join(reasons)}"
         rows.append((name, fwd, bwd, message))
     fwd_col = np.array([r[1] for r in rows], dtype=object)
     bwd_col = np.array([r[2] for r in rows], dtype=object)

@@ -233,6 +233,7 @@ def test_an_api_judged_without_details_rows_keeps_its_replay_verdict_in_place(tm
             ["Functional.dropout.0", "error", "pass", ""],
             ["Functional.dropout.1", "Warning", " ", ""],
             ["Torch.c.0", "pass", " ", ""],
+            ["Distributed.all_reduce.0", "SKIP", "SKIP", "API all_reduce not support for run ut. SKIP."],
         ],
     )
     gpu = _replay_output(
@@ -242,6 +243,7 @@ def test_an_api_judged_without_details_rows_keeps_its_replay_verdict_in_place(tm
             ["Torch.a.0", "pass", " ", ""],
             ["Functional.dropout.0", "pass", "pass", ""],
             ["Torch.c.0", "pass", " ", ""],
+            ["Distributed.all_reduce.0", "SKIP", "SKIP", "API all_reduce not support for run ut. SKIP."],
             ["Functional.dropout.2", "pass", " ", ""],
         ],
     )
@@ -261,14 +263,27 @@ def test_an_api_judged_without_details_rows_keeps_its_replay_verdict_in_place(tm
             "in the NPU replay only, with no output rows (NPU Warning/-).",
         ],
         ["Torch.c.0", "pass", " ", ""],
+        [
+            "Distributed.all_reduce.0",
+            "SKIP",
+            "SKIP",
+            "no output rows to compare: the replay's own verdict (NPU SKIP/SKIP, GPU SKIP/SKIP). "
+            "API all_reduce not support for run ut. SKIP.",
+        ],
         ["Functional.dropout.2", "missing", " ", "in the GPU replay only, with no output rows (GPU pass/-)."],
     ]
-    assert a.api_counts() == {"pass": 2, "error": 1, "missing": 2}
+    assert a.api_counts() == {"pass": 2, "error": 1, "missing": 2, "SKIP": 1}
     alone = write(tmp_path / "copied.csv", details)  # a details file without its result file
     unknown = "no output rows to compare, and no NPU result CSV to give its verdict"
     assert result_list(analyse(load_details(alone), load_details(gpu))) == [
         ["Torch.a.0", "pass", " ", ""],
         ["Functional.dropout.0", "SKIP", "SKIP", f"{unknown} (GPU pass/pass)."],
         ["Torch.c.0", "pass", " ", ""],
+        [
+            "Distributed.all_reduce.0",
+            "SKIP",
+            "SKIP",
+            f"{unknown} (GPU SKIP/SKIP). API all_reduce not support for run ut. SKIP.",
+        ],
         ["Functional.dropout.2", "SKIP", " ", f"{unknown} (GPU pass/-)."],
     ]

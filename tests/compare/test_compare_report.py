@@ -358,3 +358,25 @@ def test_markdown_shows_markup_in_api_names_as_text(tmp_path):
     out = run_compare(npu, gpu, tmp_path / "out", ts="20260101000000")
     md = out.report_md.read_text(encoding="utf-8")
     assert "x&lt;img src=x onerror=alert(1)&gt;.0" in md and "<img" not in md
+
+
+def test_the_headline_of_a_failing_api_without_details_rows_says_why(tmp_path):
+    for side, verdict in (("npu", "error"), ("gpu", "pass")):
+        folder = tmp_path / side
+        folder.mkdir()
+        write(folder / "accuracy_checking_details_20260101000000.csv", [row(f"Torch.a.0.{F}.0")])
+        results = [["Torch.a.0", "pass", " ", ""], ["Functional.dropout.0", verdict, " ", ""]]
+        ac.write_rows(
+            folder / "accuracy_checking_result_20260101000000.csv", ac.RUN_UT_RESULT_HEADER, results
+        )
+    out = run_compare(
+        tmp_path / "npu" / "accuracy_checking_details_20260101000000.csv",
+        tmp_path / "gpu" / "accuracy_checking_details_20260101000000.csv",
+        tmp_path / "out",
+        ts="20260101000000",
+    )
+    html = out.report_html.read_text(encoding="utf-8")
+    assert (
+        "The worst is <b>Functional.dropout.0</b>: no output rows to compare, the replay's own verdict."
+        in html
+    )

@@ -105,9 +105,14 @@ def _headline(report: Report) -> str:
     if not report.failing:
         return f"<p><b>No API fails</b> ({apis} APIs compared).</p>"
     first = report.failing[0]
+    why = (
+        f"{escape(first.worst)}, {escape(severity_text(first.severity))} past its bound"
+        if first.worst
+        else "no output rows to compare, the replay's own verdict"  # an API judged without details rows
+    )
     return (
         f"<p><b>{report.failing_total} of {apis} APIs fail.</b> The worst is <b>{escape(first.name)}</b>: "
-        f"{escape(first.worst)}, {escape(severity_text(first.severity))} past its bound.</p>"
+        f"{why}.</p>"
     )
 
 
