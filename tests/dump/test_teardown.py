@@ -163,3 +163,79 @@ def test_stop_lets_go_of_the_last_backward_gradients(debugger: Any) -> None:
     dbg.stop()
     gc.collect()
     assert seen and seen[0]() is None
+
+
+class _Queries(torch.nn.Module):
+    """Returns its own parameter (a learned query table returned whole)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.randn(4, 8))
+
+    def forward(self) -> torch.Tensor:
+        return self.table
+
+
+class _WithQueries(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.q, self.lin = _Queries(), torch.nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x) @ self.q().t()
+
+
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_a_parameter_a_module_returns_keeps_no_hook_of_ours(
+    tmp_path: Path, debugger: Any, level: str
+) -> None:
+    """Its backward is watched by a hook on the parameter itself: off at stop(), or forwards without
+    a backward (an evaluation with grad enabled) pile watchers on it for good."""
+    net, x = _WithQueries(), torch.randn(2, 8)
+    dbg = debugger(level=level)
+    dbg.start(model=net)
+    net(x).sum().backward()
+    for _ in range(3):
+        net(x)  # no backward
+    dbg.stop()
+    assert hooks_on(net) == []
+    assert "Module.q._Queries.backward.0" in load_dump(tmp_path / RANK)["data"]
+
+
+def test_past_the_last_step_the_dump_lets_go_of_the_model(debugger: Any) -> None:
+    """A job that builds a model per trial: the first trial's model is freed once the dump is over."""
+    import gc
+    import weakref
+
+    net = _Net()
+    dbg = debugger(level="L0", step=[0])
+    dbg.start(model=net)
+    net(torch.randn(2, 4)).sum().backward()
+    dbg.stop()
+    dbg.step()  # past step 0: nothing is dumped again
+    gone = weakref.ref(net.fc.weight)
+    dbg.start(model=_Net())  # the next trial's model
+    dbg.stop()
+    del net
+    gc.collect()
+    assert gone() is None
+
+
+def test_debug_saves_forget_what_they_saw_and_leave_no_hook(tmp_path: Path, debugger: Any) -> None:
+    """Level debug has no window: a parameter written without a version bump between saves (a fused
+    optimizer) is summarised again, and a save whose gradient never comes leaves no hook behind."""
+    lin = torch.nn.Linear(8, 8)
+    dbg = debugger(level="debug")
+    truth = []
+    for _ in range(2):
+        dbg.save(lin.weight, "weight")  # save_backward: a gradient hook, and no backward follows
+        truth.append(float(lin.weight.detach().max()))
+        with torch.no_grad():
+            lin.weight.data.add_(1.0)  # a write through .data: no version bump of the parameter
+        dbg.step()
+    import json
+
+    for step in range(2):
+        rec = json.loads((tmp_path / "dump" / f"step{step}" / "rank" / "debug.json").read_text())
+        assert rec["data"]["weight.0.debug"]["Max"] == pytest.approx(truth[step])
+    assert not lin.weight._backward_hooks

@@ -27,9 +27,15 @@ class DebugSaver:
         self.rec = recorder
         self.counter = CallCounter()
         self.warned_ignored = False
+        self._handles: list[Any] = []  # this step's gradient hooks (save_backward)
 
     def reset_step(self) -> None:
         self.counter.reset()
+        # a hook whose gradient never came (no backward reached the tensor: an evaluation pass, a
+        # frozen parameter) must not outlive its step: it holds the step's store, one more per save
+        handles, self._handles = self._handles, []
+        for h in handles:
+            h.remove()
 
     def save(self, variable: Any, name: Any, save_backward: Any = True) -> None:
         cfg = self.rec.config
@@ -101,3 +107,4 @@ class DebugSaver:
                     self.rec.leave(was)
 
             handle.append(t.register_hook(hook))
+            self._handles.append(handle[0])

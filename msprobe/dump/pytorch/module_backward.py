@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -275,6 +276,9 @@ def _ignore(grads: list[Any]) -> None:
 # the modules around the call and before the module that made the tensor. Keyed by tensor and version
 # (an in-place op moves the tensor to a new node, whose gradient is another one).
 _watchers: WeakTensorKeyDictionary = WeakTensorKeyDictionary()
+# the leaves hooked (a parameter a module returns): their hooks come off when the window closes
+# (release_leaf_hooks), else they outlive the dump, and forwards without a backward pile watchers on them
+_leaf_hooks: list[tuple[Any, Any]] = []  # (weakref to the leaf, handle)
 
 
 def on_gradient(t: torch.Tensor, watcher: Callable[[torch.Tensor], None]) -> None:
@@ -297,8 +301,9 @@ def on_gradient(t: torch.Tensor, watcher: Callable[[torch.Tensor], None]) -> Non
                 w(grad)
 
         node = t.grad_fn
-        if node is None:  # a leaf: its tensor hook
+        if node is None:  # a leaf: its tensor hook, until the window closes
             handle = t.register_hook(hook)
+            _leaf_hooks.append((weakref.ref(t), handle))
         else:
             # a pre-hook of the node that made ``t``: it runs after every hook of the tensor, so
             # a user's hook registered later (gradient clipping or reversal on an activation) has
@@ -313,6 +318,18 @@ def on_gradient(t: torch.Tensor, watcher: Callable[[torch.Tensor], None]) -> Non
         entry = (t._version, watchers, handle)
         _watchers[t] = entry
     entry[1].insert(0, watcher)
+
+
+def release_leaf_hooks() -> None:
+    """The dump window closes: the hooks put on leaves come off, with the watchers they hold."""
+    hooked, _leaf_hooks[:] = list(_leaf_hooks), []
+    for ref, handle in hooked:
+        handle.remove()
+        t = ref()
+        if t is not None:
+            entry = _watchers.get(t)
+            if entry is not None and entry[2] is handle:
+                del _watchers[t]
 
 
 def watch(

@@ -267,6 +267,7 @@ class ModuleDumper:
         for capture in self._captures:
             capture.release()
         self._captures.clear()
+        module_backward.release_leaf_hooks()
 
     def _guarded(self, fn: Callable[..., None], record: str, *args: Any) -> None:
         """``fn(record, *args)``; a record that could not be made goes to dump_error_info.log."""

@@ -169,6 +169,8 @@ class TorchDumpService:
         if self.config.level == "debug":
             return False  # level debug records save() calls only
         on = self.session.start(current_rank)
+        if self.session.finished:  # past the last step: the model is the user's alone again
+            self.modules.remove()
         if on:
             self._forget_everything()  # written unseen since the last window, maybe without a version bump
             self._open_encoder()
@@ -197,6 +199,9 @@ class TorchDumpService:
         if s.rank_excluded:
             return False
         s.ensure_store()
+        # no dump window at level debug: the user's code ran since the last save() unseen (a fused
+        # optimizer step writes parameters without a version bump), so nothing remembered is trusted
+        self._forget_everything()
         self._open_encoder()
         return True
 
@@ -210,6 +215,8 @@ class TorchDumpService:
         with self.lock:
             self._pop()
             self.session.step()
+            if self.session.finished:  # past the last step: the model is the user's alone again
+                self.modules.remove()
 
     def close(self) -> None:
         """At exit: final json of the open step, journal removed."""
