@@ -115,7 +115,9 @@ class CellHooks:
         """Take the cells' hooks off while a jit call of model code runs (its compiler would compile
         the hooks of the Cells it calls into the graph, and fails on them); returns the undo. An
         optimizer's update calls no Cell of the model: its hooks stay."""
-        if not model_code or not self.handles or not self.service.running:
+        svc = self.service
+        # the window's switch, whichever thread calls (another thread's jit compiles Cells too)
+        if not model_code or not self.handles or not (svc.session.running and svc.encoder is not None):
             return _nothing
         self._unhook_cells()
         return self._hook_cells
@@ -133,6 +135,8 @@ class CellHooks:
     def _pre(self, prefix: str) -> Any:
         def hook(cell: Any, args: Any) -> None:
             svc = self.service
+            if svc.foreign_thread():  # another thread's call: not counted, not on our stack
+                return
             index = self.counter.next(prefix)
             if not svc.running:
                 return
@@ -255,6 +259,8 @@ class CellHooks:
 
         def hook(cell: Any, grad_output: Any) -> None:
             svc = self.service
+            if svc.foreign_thread():
+                return
             pending = self.pending.get(prefix)
             if pending and svc.running:
                 # a scope starting here opens; the Cell's parameters' gradients arrive after this
@@ -266,6 +272,8 @@ class CellHooks:
     def _backward(self, prefix: str) -> Any:
         def hook(cell: Any, grad_input: Any, grad_output: Any) -> None:
             svc = self.service
+            if svc.foreign_thread():  # the backward of another thread's forward (not on ``pending``)
+                return
             pending = self.pending.get(prefix)
             if not pending:
                 return

@@ -95,7 +95,8 @@ class JitHooks:
             and svc.config.task != "structure"
             and model_code
         )
-        svc.batch.flush()  # a jit call may update queued tensors in place (optimizers do)
+        with svc.lock:
+            svc.batch.flush()  # a jit call may update queued tensors in place (optimizers do)
         suspended = svc.patcher.suspend()
         resumes = [hook(model_code) for hook in self.suspend_hooks]
         inside, svc.inside = svc.inside, True

@@ -79,7 +79,7 @@ class PrimitiveHooks:
     def call(self, prim: Any, original: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         base = self.names.get(id(prim))
         svc = self.service
-        if base is None:
+        if base is None or svc.foreign_thread():  # another thread's call: not counted either
             return original(prim, *args, **kwargs)
         index = self.counter.next(base)
         if svc.inside or not svc.running:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -81,7 +82,12 @@ class MsDumpService:
         self.session.store_batching = RECORD_AT_ONCE
         self.patcher = Patcher(self.on_api_call)
         self.encoder: Encoder | None = None
-        self.inside = False  # True while the tool itself (or a wrapped API) runs: nested calls pass through
+        # True while the tool itself (or a wrapped API) runs: nested calls pass through. Per thread: a
+        # logging thread's call must not silence the training thread's records (nor leave them silenced).
+        self._tls = threading.local()
+        self._owner_thread: int | None = None  # the thread that called start(): the one recorded
+        # One record at a time: stop()/step() may come from another thread than the one recording.
+        self.lock = threading.RLock()
         self.cell_stack: list[str] = []  # open Cell forward records (construct.json parents at mix)
         self.session.step_reset_hooks.append(self._reset_step)
         self.step_reset: list[Callable[[], None]] = []
@@ -96,39 +102,66 @@ class MsDumpService:
 
     # -- switch -----------------------------------------------------------------------------------
     @property
+    def inside(self) -> bool:
+        return getattr(self._tls, "inside", False)
+
+    @inside.setter
+    def inside(self, value: bool) -> None:
+        self._tls.inside = value
+
+    def foreign_thread(self) -> bool:
+        """Not the thread that called start(): its calls (a logging thread running the net, a helper
+        thread's value_and_grad, whose backward hooks run in that thread) are neither recorded nor
+        counted, and leave the training thread's stacks alone."""
+        return self._owner_thread is not None and threading.get_ident() != self._owner_thread
+
+    @property
     def running(self) -> bool:
-        return self.session.running and self.encoder is not None and os.getpid() == self._pid
+        return (
+            self.session.running
+            and self.encoder is not None
+            and os.getpid() == self._pid
+            and not self.foreign_thread()
+        )
 
     def start(self) -> bool:
-        on = self.session.start(current_rank)
-        if on:
-            self._open_encoder()
-        return on
+        with self.lock:
+            on = self.session.start(current_rank)
+            if on:
+                self._owner_thread = threading.get_ident()
+                self._open_encoder()
+            return on
 
     # A flush raises the program's own error that surfaced at one of our reads (deferred.Batch.flush),
     # after writing the batch: the switch below still happens.
     def stop(self) -> None:
-        try:
-            self.batch.flush()
-        finally:
-            clear_frames()
-            self.session.stop()
+        with self.lock:
+            try:
+                self.batch.flush()
+            finally:
+                clear_frames()
+                # Cells a Ctrl-C left open (MindSpore runs no hook for a KeyboardInterrupt): the next
+                # window's calls must not take them as parents
+                self.cell_stack.clear()
+                self.session.stop()
 
     def step(self) -> None:
-        try:
-            self.batch.flush()
-        finally:
-            clear_frames()
-            self.session.step()
+        with self.lock:
+            try:
+                self.batch.flush()
+            finally:
+                clear_frames()
+                self.session.step()
 
     def close(self) -> None:
         if os.getpid() != self._pid:
             return  # the exit of a forked child: the files are the parent's
-        try:
-            self.batch.flush()
-        finally:
-            self.session.running = False
-            self.session.close_store()
+        with self.lock:
+            try:
+                self.batch.flush()
+            finally:
+                self.session.running = False
+                self.session.close_store()
 
     def _open_encoder(self) -> None:
         if self.encoder is not None:
@@ -154,7 +187,8 @@ class MsDumpService:
             key: ApiKey, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
         ) -> Any:
             if self.batch.queue:
-                self.batch.flush()
+                with self.lock:
+                    self.batch.flush()
             return func(*args, **kwargs)
 
         for owner in (ms.Tensor, ms.Parameter):
@@ -169,10 +203,11 @@ class MsDumpService:
     # -- shared record helpers ----------------------------------------------------------------------
     def put(self, name: str, record: Any) -> None:
         """Queue a record (its statistics are computed with its batch, in collection order)."""
-        if self.encoder is not None and self.encoder.defer:
-            self.batch.add(name, record)
-        else:
-            self._store_put(name, record)
+        with self.lock:
+            if self.encoder is not None and self.encoder.defer:
+                self.batch.add(name, record)
+            else:
+                self._store_put(name, record)
 
     def _store_put(self, name: str, record: Any) -> None:
         store = self.session.store
@@ -194,9 +229,10 @@ class MsDumpService:
         return self.cell_stack[-1] if self.cell_stack else None
 
     def put_construct(self, name: str, parent: str | None) -> None:
-        store = self.session.store
-        if store is not None and self.records_structure:
-            store.put_construct(name, parent)
+        with self.lock:
+            store = self.session.store
+            if store is not None and self.records_structure:
+                store.put_construct(name, parent)
 
     def encode_inputs(self, name: str, args: Any, kwargs: dict[str, Any]) -> dict[str, Any] | None:
         assert self.encoder is not None
@@ -239,7 +275,10 @@ class MsDumpService:
             if record is not None:
                 self.put(name, record)
             if record is not None or (self.structure_only and self.check(name)):
-                store.put_stack(name, capture_stack(sys._getframe(1)))
+                frames = capture_stack(sys._getframe(1))
+                with self.lock:
+                    if self.session.store is store:  # not closed meanwhile by step() from another thread
+                        store.put_stack(name, frames)
         finally:
             self.inside = False
 
@@ -276,7 +315,8 @@ class MsDumpService:
             return func(*args, **kwargs)
         prefix, api = key
         if is_inplace(api):
-            self.batch.flush()  # queued records may hold the tensor this call is about to change
+            with self.lock:  # queued records may hold the tensor this call is about to change
+                self.batch.flush()
         index = s.counter.next(f"{prefix}.{api}")
         name = f"{prefix}.{api}.{index}.{FORWARD}"
         mode = self.config.data_mode
