@@ -59,7 +59,7 @@ class DumpDirectory(pytest.Directory):
     def collect(self) -> Iterable[pytest.Item | pytest.Collector]:
         session = self.config.stash[SESSION_KEY]
         for path in sorted(session.dump_files):
-            if path.parent == self.path:
+            if path.parent == self.path.resolve():
                 yield DumpFile.from_parent(self, path=path)
 
 

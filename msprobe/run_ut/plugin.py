@@ -73,18 +73,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(group.addoption)
 
 
-_DUMP_LAYOUT = re.compile(r"^(step|rank|proc)\d*$")
-"""The folders a dump writes between its root and a dump.json."""
+_STEP = re.compile(r"^step\d*$")
+_RANK = re.compile(r"^(rank|proc)\d*$")
+"""The folders a dump writes between its root and a dump.json: ``step*/rank*`` (or ``proc*``)."""
 
 
 def _dump_ancestors(folder: Path) -> list[Path]:
     """The dump's own folders above ``folder`` (``step0/`` above ``rank/``, and the dump root above
-    them); a folder further up is the user's own."""
+    them); a folder further up is the user's own, and so is the folder of a rank folder that is not
+    in a step folder (``./rank0`` in a project)."""
     above = []
     inner = folder
-    while _DUMP_LAYOUT.match(inner.name) and inner.parent != inner:
+    if _RANK.match(inner.name) and _STEP.match(inner.parent.name):  # a rank folder only below a step
         inner = inner.parent
         above.append(inner)
+    if _STEP.match(inner.name) and inner.parent != inner:
+        above.append(inner.parent)
     return above
 
 

@@ -234,9 +234,27 @@ class ReplaySession:
                 reporter.write_line(f"msprobe: warning: {message}")
 
     # ------------------------------------------------------------------ collection
+    def _in_dump(self, path: Path) -> bool:
+        here = (Path(os.path.abspath(path)), path.resolve())
+        return any(p == self.root or self.root in p.parents for p in here)
+
+    def _leads_to_dumps(self, path: Path) -> bool:
+        """``path`` is a dump.json or a folder above one (a link elsewhere is not)."""
+        real = path.resolve()
+        return any(real == p or real in p.parents for p in self.dump_files)
+
+    def pytest_ignore_collect(self, collection_path: Path, config: pytest.Config) -> bool | None:
+        """Inside the dump only its dump.json files and the folders down to them are collected: a dump
+        is data (a ``test_*.py``, a linked folder's ``conftest.py`` there would be imported)."""
+        if self._in_dump(collection_path) and not self._leads_to_dumps(collection_path):
+            return True
+        return None
+
     def pytest_collect_directory(self, path: Path, parent: pytest.Collector) -> pytest.Collector | None:
         if any(p.parent == path.resolve() for p in self.dump_files):
             return DumpDirectory.from_parent(parent, path=path)
+        if self._in_dump(path):  # a plain folder, never a Package (whose __init__.py pytest imports)
+            return pytest.Dir.from_parent(parent, path=path)
         return None
 
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:

@@ -465,3 +465,53 @@ def test_a_pytest_configuration_inside_the_dump_is_refused(pytester: pytest.Pyte
     assert (
         f"pytest took its configuration from {folder / 'pytest.ini'}, inside the dump" in result.stderr.str()
     )
+
+
+def _plant(pytester: pytest.Pytester, case: str) -> tuple[Path, Path]:
+    """A dump with code planted where pytest would import it while collecting; (dump root, marker)."""
+    root = pytester.path / "dump"
+    write_dump(
+        root / "step0" / "rank", {"Torch.exp.0.forward": forward(tensor("torch.float32", [4], -1.0, 1.0))}
+    )
+    marker = pytester.path / "PWNED"
+    payload = f"open({str(marker)!r}, 'w').close()\n"
+    if case == "test file":
+        (root / "test_evil.py").write_text(payload, encoding="utf-8")
+        (root / "step0" / "rank" / "test_evil2.py").write_text(payload, encoding="utf-8")
+    elif case == "linked folder":
+        elsewhere = pytester.path / "elsewhere"
+        elsewhere.mkdir()
+        (elsewhere / "conftest.py").write_text(payload, encoding="utf-8")
+        (root / "extra").symlink_to(elsewhere, target_is_directory=True)
+    else:  # packages
+        (root / "__init__.py").write_text(payload, encoding="utf-8")
+        (root / "step0" / "__init__.py").write_text(payload, encoding="utf-8")
+    return root, marker
+
+
+@pytest.mark.parametrize("case", ["test file", "linked folder", "packages"])
+def test_only_the_dump_json_files_of_a_dump_are_collected(pytester: pytest.Pytester, case: str) -> None:
+    root, marker = _plant(pytester, case)
+    result = run(pytester, root)
+    assert not marker.exists()
+    result.assert_outcomes(passed=1)
+
+
+def test_a_rank_folder_in_a_project_keeps_the_projects_own_configuration(pytester: pytest.Pytester) -> None:
+    """``./rank0/dump.json`` beside the project's pytest.ini and conftest.py: the project is not a dump."""
+    folder = write_dump(
+        pytester.path / "rank0", {"Torch.exp.0.forward": forward(tensor("torch.float32", [4], -1.0, 1.0))}
+    )
+    pytester.makeini("[pytest]\nmarkers = mine\n")
+    pytester.makeconftest("")
+    run(pytester, folder).assert_outcomes(passed=1)
+
+
+def test_a_dump_reached_through_a_link_replays(pytester: pytest.Pytester) -> None:
+    real = write_dump(
+        pytester.path / "real" / "step0" / "rank",
+        {"Torch.exp.0.forward": forward(tensor("torch.float32", [4], -1.0, 1.0))},
+    )
+    link = pytester.path / "link"
+    link.symlink_to(real.parent.parent, target_is_directory=True)
+    run(pytester, link).assert_outcomes(passed=1)
