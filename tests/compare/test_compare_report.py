@@ -376,7 +376,7 @@ def test_the_headline_of_a_failing_api_without_details_rows_says_why(tmp_path):
         ts="20260101000000",
     )
     html = out.report_html.read_text(encoding="utf-8")
-    assert (
-        "The worst is <b>Functional.dropout.0</b>: no output rows to compare, the replay's own verdict."
-        in html
-    )
+    said = "no output rows to compare: the replay&#x27;s own verdict (NPU error/-, GPU pass/-)"
+    assert f"The worst is <b>Functional.dropout.0</b>: {said}.</p>" in html
+    md = out.report_md.read_text(encoding="utf-8")
+    assert "| Functional.dropout.0 | error |  |  | no output rows to compare: the replay's own verdict" in md

@@ -107,8 +107,8 @@ def _headline(report: Report) -> str:
     first = report.failing[0]
     why = (
         f"{escape(first.worst)}, {escape(severity_text(first.severity))} past its bound"
-        if first.worst
-        else "no output rows to compare, the replay's own verdict"  # an API judged without details rows
+        if first.rows
+        else escape(first.worst.rstrip("."))  # an API judged without details rows: its result Message
     )
     return (
         f"<p><b>{report.failing_total} of {apis} APIs fail.</b> The worst is <b>{escape(first.name)}</b>: "

@@ -200,7 +200,8 @@ def build_report(analysis: Analysis, dump_dir: Path | None = None) -> Report:
                 forward=str(r[COMPARE_RESULT_HEADER[1]]),
                 backward=str(r[COMPARE_RESULT_HEADER[2]]),
                 severity=float(r["_severity"]),
-                worst=str(worst[0]) if worst else "",
+                # an API judged without details rows (a dropout): its result row's Message says why
+                worst=str(worst[0]) if worst else ("" if mine else str(r[COMPARE_RESULT_HEADER[3]])),
                 rows=rows,
                 stack=tuple(frames) if frames is not None else None,
                 hidden_frames=hidden,
