@@ -160,10 +160,9 @@ def unrowed_results(
 ) -> pd.DataFrame:
     """Result rows of the APIs a replay judged without writing any details row (dropout, judged by its
     zero-fraction check alone): 8.1.1 leaves them out of the compare. Each keeps the NPU replay's own
-    verdict, both replays' verdicts in its message (``SKIP`` when the NPU side has no result CSV); an
-    API in one replay only is ``missing``. From the
-    replays' result CSVs (``npu``/``gpu`` rows, None when absent); ``compared``: the APIs with details
-    rows."""
+    verdict, both replays' verdicts and messages in its message (``SKIP`` when the NPU side has no
+    result CSV); an API in one replay only is ``missing``. From the replays' result CSVs (``npu``/``gpu``
+    rows, padded to four cells; None when absent); ``compared``: the APIs with details rows."""
     sides = {"NPU": {r[0]: r for r in npu or []}, "GPU": {r[0]: r for r in gpu or []}}
     names = [n for n in dict.fromkeys([*sides["NPU"], *sides["GPU"]]) if n not in compared]
     rows = []
@@ -182,7 +181,7 @@ def unrowed_results(
             fwd = MISSING
             bwd = BLANK if not found[side][2].strip() else MISSING
             message = f"in the {side} replay only, with no output rows ({said})."
-        reasons = dict.fromkeys(r[3].strip() for r in found.values() if len(r) > 3 and r[3].strip())
+        reasons = dict.fromkeys(r[3].strip() for r in found.values() if r[3].strip())
         if reasons:  # the replay's own reason (a skipped API: "not support for run ut", its size, ...)
             message = f"{message} {' / '.join(reasons)}"
         rows.append((name, fwd, bwd, message))

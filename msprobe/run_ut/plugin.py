@@ -106,7 +106,7 @@ def dump_conftests(folder: Path) -> list[Path]:
 
 
 def _in_dump(path: Path, folder: Path) -> bool:
-    return path.parent == folder or folder in path.parents or path.parent in _dump_ancestors(folder)
+    return folder in path.parents or path.parent in _dump_ancestors(folder)
 
 
 def pytest_load_initial_conftests(

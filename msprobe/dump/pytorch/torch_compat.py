@@ -293,34 +293,31 @@ def dataloader_iter_class() -> Any:
 # -- torch.distributed -------------------------------------------------------------------------------
 
 
-def coalescing_groups() -> tuple[Any, ...]:
-    """The process groups inside ``torch.distributed._coalescing_manager`` now: their collectives are
-    queued, and run when the manager exits (empty on a torch without the manager or distributed)."""
-    try:
-        from torch.distributed import distributed_c10d
-    except ImportError:
-        return ()
-    world = getattr(distributed_c10d, "_world", None)
-    return tuple(getattr(world, "pg_coalesce_state", None) or ())
-
-
-def coalescing_queues() -> dict[Any, int]:
-    """How many collectives each coalescing process group has queued now (see :func:`coalescing_groups`)."""
+def _coalesce_state() -> dict[Any, list[Any]]:
+    """torch's queue of collectives per process group inside ``_coalescing_manager`` (empty on a
+    torch without the manager or distributed)."""
     try:
         from torch.distributed import distributed_c10d
     except ImportError:
         return {}
-    world = getattr(distributed_c10d, "_world", None)
-    return {g: len(ops) for g, ops in (getattr(world, "pg_coalesce_state", None) or {}).items()}
+    return getattr(getattr(distributed_c10d, "_world", None), "pg_coalesce_state", None) or {}
+
+
+def coalescing_groups() -> tuple[Any, ...]:
+    """The process groups inside ``torch.distributed._coalescing_manager`` now: their collectives are
+    queued, and run when the manager exits."""
+    return tuple(_coalesce_state())
+
+
+def coalescing_queues() -> dict[Any, int]:
+    """How many collectives each coalescing process group has queued now."""
+    return {g: len(ops) for g, ops in _coalesce_state().items()}
 
 
 def queued_since(before: dict[Any, int] | None) -> tuple[Any, ...]:
     """The process groups whose coalescing queue grew since ``before``: the call in between was queued
     there (a collective on another group, or one torch does not queue, ran at once)."""
-    if not before and not coalescing_groups():
-        return ()
-    now = coalescing_queues()
-    return tuple(g for g, n in now.items() if n > (before or {}).get(g, 0))
+    return tuple(g for g, n in coalescing_queues().items() if n > (before or {}).get(g, 0))
 
 
 def coalescing_manager_class() -> Any:
