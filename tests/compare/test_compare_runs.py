@@ -176,6 +176,8 @@ def test_two_header_only_files_are_said_and_fail_strict(tmp_path, capsys):
         "@SUM(A1)",
         "%0A",
         "＝1+1",
+        "\t=1+1",
+        "\r=1+1",
         f"Torch.a;=1+1.0.{F}.0",
     ],
 )

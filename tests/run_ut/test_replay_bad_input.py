@@ -126,8 +126,9 @@ def test_broken_records_fail_alone_and_the_rest_runs(pytester: pytest.Pytester) 
     assert not any("Traceback" in line for line in result.outlines)
 
 
-def test_csv_formula_names_are_not_written(pytester: pytest.Pytester) -> None:
-    data = {"=HYPERLINK.x.0.forward": forward(tensor("torch.float32", [8], -1.0, 1.0))}
+@pytest.mark.parametrize("name", ["=HYPERLINK.x.0.forward", "\t=HYPERLINK.x.0.forward"])
+def test_csv_formula_names_are_not_written(pytester: pytest.Pytester, name: str) -> None:
+    data = {name: forward(tensor("torch.float32", [8], -1.0, 1.0))}
     dump = write_dump(pytester.path / "d", data)
     result = run(pytester, dump)
     result.assert_outcomes(failed=1)
