@@ -25,6 +25,7 @@ import pandas as pd
 
 from msprobe.compare import rules as R
 from msprobe.compare.cells import (
+    EMPTY,
     ERROR_TEXT,
     OK,
     as_read,
@@ -205,7 +206,9 @@ def _judge_benchmark(v: _View) -> _Judged:
             worst.add(rule, bad, np.where(consistent, rule.severity(ratio), np.inf), ratio)
     if not v.npu_alone:
         (cx, cx_code), (cy, cy_code) = v.npu(R.NPU_ONLY_NONFINITE.value), v.gpu(R.NPU_ONLY_NONFINITE.value)
-        npu_only = np.isnan(cx) & (cx_code == OK) & np.isfinite(cy) & (cy_code == OK)
+        # a number on the GPU, or a blank (scalar / all-zero / all inf-nan-where-the-bench-has-them)
+        gpu_not_nan = (np.isfinite(cy) & (cy_code == OK)) | (cy_code == EMPTY)
+        npu_only = np.isnan(cx) & (cx_code == OK) & gpu_not_nan
         failed |= npu_only
         errors = errors + np.where(npu_only, R.NPU_ONLY_NONFINITE.message, "").astype(object)
         worst.add(R.NPU_ONLY_NONFINITE, npu_only, np.full(n, np.inf), cx)
@@ -280,6 +283,13 @@ def _judge_ulp(v: _View) -> _Judged:
     over = np.where(fp32, R.ULP_FP32.fails([mu, p, r]), R.ULP_HALF.fails([p, r]))
     # the escapes read the NPU alone: one no worse than the GPU's lets the row pass (compare(X, X) clean)
     mean_rule, fp32_share, half_share = R.ULP_FP32.rules[0], R.ULP_FP32.rules[1], R.ULP_HALF.rules[0]
+    # ... but only where the GPU row itself fails those escapes: judged per metric alone, a GPU that
+    # passes outright on one escape (proportion 0.01 < 0.05) would excuse an NPU that is far worse on it
+    # (proportion 0.5) through the other escape (means equally past 64)
+    with np.errstate(invalid="ignore"):
+        gpu_fails_too = (q_c == OK) & np.where(
+            fp32, (mu_gc == OK) & mean_rule.fails(mu_g) & fp32_share.fails(q), half_share.fails(q)
+        )
     by_share = (
         np.where(
             fp32,
@@ -288,8 +298,15 @@ def _judge_ulp(v: _View) -> _Judged:
         )
         & over
         & consistent
+        & gpu_fails_too
     )
-    by_mean = fp32 & _excused(v, mean_rule, mean_rule.fails(mu), mu, "ULP误差平均值") & over & consistent
+    by_mean = (
+        fp32
+        & _excused(v, mean_rule, mean_rule.fails(mu), mu, "ULP误差平均值")
+        & over
+        & consistent
+        & gpu_fails_too
+    )
     excused = by_share | by_mean
     bad_check = over & ~excused
     failed = ~consistent | bad_check

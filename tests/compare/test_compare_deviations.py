@@ -199,6 +199,7 @@ def test_a_result_row_keeps_its_reason_and_notes_apart(tmp_path):
         ("nan", "nan", "pass"),  # both devices differ from the bench alike: the ratios judge
         ("0.99999", "nan", "pass"),  # the GPU alone: not the NPU's failure
         (" ", "0.99999", "pass"),  # one element: no cosine
+        ("nan", " ", "error"),  # one element (or an all-zero bench): the GPU's cell is blank
     ],
 )
 def test_an_inf_or_nan_only_the_npu_produces_fails_a_benchmark_row(
@@ -213,6 +214,41 @@ def test_an_inf_or_nan_only_the_npu_produces_fails_a_benchmark_row(
     assert (d["比对算法"], d["比对结果"]) == ("标杆比对法", verdict)
     assert ("ERROR: inf/nan on the NPU only" in d["Message"]) == (verdict == "error")
     assert detail(pair(tmp_path, npu, gpu, npu_alone=True), name)["比对结果"] == "pass"  # 8.1.1
+
+
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize(
+    ("bench", "npu_out", "shape"),
+    [
+        ([3.0], [NAN], ()),  # a loss: 0-dim
+        ([3.0], [INF], ()),
+        ([3.0], [NAN], (1,)),
+        ([0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, NAN], (4,)),  # an all-zero bench
+        ([1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, NAN], (4,)),
+    ],
+)
+def test_an_inf_or_nan_only_the_npu_produces_fails_from_replay_to_compare(
+    tmp_path: Path, bench: list[float], npu_out: list[float], shape: tuple[int, ...]
+) -> None:
+    """The replay's rows as written, the NPU's with inf/NaN where the bench and the GPU have numbers:
+    for any output size, an all-zero bench included, the replay says error and so does compare."""
+    torch = pytest.importorskip("torch")
+    from msprobe.run_ut.standards import compare_outputs
+
+    name = "Torch.sum.0"
+    b = torch.tensor(bench, dtype=torch.float64).reshape(shape)
+    rows = {}
+    for side, values in (("npu", npu_out), ("gpu", bench)):
+        out = torch.tensor(values, dtype=torch.float16).reshape(shape)
+        (judged,) = compare_outputs(name, "forward", b, out)
+        assert judged.status == ("error" if side == "npu" else "pass")
+        rows[side] = write(tmp_path / f"{side}.csv", [[ac.format_cell(c) for c in judged.cells()]])
+    a = analyse(load_details(rows["npu"]), load_details(rows["gpu"]))
+    d = detail(a, f"{name}.forward.output.0")
+    assert (d["比对算法"], d["比对结果"]) == ("标杆比对法", "error")
+    assert "ERROR: inf/nan on the NPU only" in d["Message"]
 
 
 def _replay_output(folder: Path, details: list[list[str]], results: list[list[str]]) -> Path:

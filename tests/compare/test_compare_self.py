@@ -129,6 +129,9 @@ def test_thousandth_below_bound_on_both_sides_passes_unless_the_gpu_is_better(tm
         ("torch.float32", ("100", "0.1"), ("70", "0.1"), "pass"),  # the share is no worse than the GPU's
         ("torch.float32", ("100", "0.2"), ("200", "0.1"), "pass"),  # the mean is no worse than the GPU's
         ("torch.float32", ("100", "0.1"), ("70", "0.06"), "error"),  # GPU better on every escape
+        # the GPU passes outright on its share: a mean as bad as the GPU's excuses nothing
+        ("torch.float32", ("70", "0.5"), ("70", "0.01"), "error"),
+        ("torch.float32", ("70", "0.5"), ("30", "0.5"), "error"),  # the GPU passes on its mean
         ("torch.float16", ("9", "0.01"), ("9", "0.01"), "pass"),
         ("torch.float16", ("9", "0.01"), ("9", "0.005"), "error"),
     ],

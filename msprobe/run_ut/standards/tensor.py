@@ -142,11 +142,13 @@ def _compare_float(
 
     # Same-placement inf/nan positions agree by definition (ours): leave them out of cosine/max-abs.
     kb, kd = (b[~same], d[~same]) if same.any() else (b, d)
-    if b.size == 1:
-        cos, cos_ok, note = m.cosine(b, d)
-    elif mismatch.any():
-        # a different inf/nan placement keeps 8.1.1's cosine over every element (NaN -> error); computed
-        # on ``kb`` it could be the one element left, scored as a "scalar" that passes
+    cos: float | None
+    if mismatch.any():
+        # a different inf/nan placement: cosine NaN -> error, also where 8.1.1's scalar / all-zero rules
+        # would leave the cell blank (its status is error there too), so that msprobe compare's
+        # "inf/nan on the NPU only" rule, which reads this cell, sees every such row
+        cos, cos_ok, note = float("nan"), False, "nan"
+    elif b.size == 1:
         cos, cos_ok, note = m.cosine(b, d)
     elif kb.size == 0:
         cos, cos_ok, note = None, True, "all_same_nonfinite"
