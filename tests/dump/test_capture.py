@@ -206,6 +206,32 @@ def test_backward_after_stop_still_recorded(tmp_path: Path, debugger: Any) -> No
     assert "Tensor.sum.0.forward" not in data  # called while off
 
 
+def test_the_backward_of_an_earlier_steps_graph_takes_no_name_of_this_step(
+    tmp_path: Path, debugger: Any
+) -> None:
+    """Step 0's graph backpropagated in step 1's window: its API backward records were named from step
+    0's counters and took the names of step 1's own calls, whose backward records were then dropped
+    (a second pass through one name keeps the first)."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    x0, x1 = torch.randn(3, 4), torch.randn(3, 4) * 100
+    dbg = debugger(level="mix")
+    dbg.start(model=net)
+    loss0 = net(x0).sum()
+    dbg.stop()
+    dbg.step()
+    dbg.start(model=net)
+    loss0.backward()
+    h = net[0](x1)
+    h.retain_grad()  # the gradient of step 1's first linear output, as its backward record shows it
+    net[2](net[1](h)).sum().backward()
+    dbg.stop()
+    dbg.step()
+    data = load_dump(tmp_path / "dump" / "step1" / "rank")["data"]
+    for record in ("Functional.linear.0.backward", "Module.0.Linear.backward.0"):
+        assert data[record]["input"][0]["Norm"] == pytest.approx(h.grad.norm().item(), rel=1e-5), record
+
+
 def test_list_and_scope_filters(tmp_path: Path, debugger: Any) -> None:
     x = torch.randn(2, 3)
 

@@ -183,3 +183,25 @@ def test_a_second_backward_through_a_call_rewrites_no_file_a_record_names(
     data, folder = _dumped(tmp_path)
     assert "Functional.linear.0.backward" in data and "Module.0.Linear.backward.0" in data
     assert _every_leaf_holds_its_files_values(data, folder) > 20
+
+
+def test_a_parameters_grad_file_rewritten_later_in_the_step_is_named_by_no_other_record(
+    tmp_path: Path, debugger: Any
+) -> None:
+    """A gradient penalty on the weights: ``autograd.grad(create_graph=True)`` gives the weight's
+    gradient, recorded as the module's ``parameters_grad`` and then as the input of ``__pow__``;
+    the final ``backward()`` delivers the weight's gradient again and ``parameters_grad`` keeps the
+    step's last one (8.1.1), rewriting its file. The ``__pow__`` record named that file."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 3))
+    x, y = torch.randn(5, 4), torch.randn(5, 3)
+    dbg = debugger(task="tensor", level="mix")
+    dbg.start(model=net)
+    loss = ((net(x) - y) ** 2).mean()
+    (g,) = torch.autograd.grad(loss, [net[0].weight], create_graph=True)
+    (loss + (g**2).sum()).backward()
+    dbg.stop()
+    data, folder = _dumped(tmp_path)
+    pow_record = "Tensor.__pow__.1.forward"  # the loss's square is __pow__.0
+    assert torch.equal(_load(folder, _name(data, pow_record, "input_args")), g.detach())
+    assert _every_leaf_holds_its_files_values(data, folder) > 10

@@ -31,6 +31,7 @@ from msprobe.dump.pytorch.tree import SEQUENCE, branches
 from msprobe.formats.record_names import data_file_name
 
 MAX_DEPTH = 50
+PARAMETERS_GRAD = ".parameters_grad"
 
 
 class quiet:
@@ -104,7 +105,8 @@ class Encoder:
             out["md5"] = None
         slot.attach(out)
         if self.writer is not None and (self.save_filter is None or self.save_filter(record)):
-            out["data_name"] = self.writer.save(example, data_file_name(record, side, path))
+            shareable = not record.endswith(PARAMETERS_GRAD)  # rewritten by each gradient of the step
+            out["data_name"] = self.writer.save(example, data_file_name(record, side, path), shareable)
         return out
 
     def ndarray(self, a: np.ndarray, record: str, side: str, path: Path) -> dict[str, Any]:

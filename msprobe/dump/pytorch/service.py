@@ -510,17 +510,21 @@ class TorchDumpService:
             return
         for a in unwritten_args:
             if a is t:
-                on_gradient(t, functools.partial(self._tensor_hook, name))
+                on_gradient(t, functools.partial(self._tensor_hook, name, self.session.loop))
                 return
         # one compile-disabled entry point for every node (a disable wrapper per call is costly)
-        node.register_hook(functools.partial(self._node_hook, name))
+        node.register_hook(functools.partial(self._node_hook, name, self.session.loop))
 
-    def _on_tensor_grad(self, name: str, grad: torch.Tensor) -> None:
-        self.on_backward(name, (grad,), (grad,))
+    def _on_tensor_grad(self, name: str, loop: int, grad: torch.Tensor) -> None:
+        self.on_backward(name, loop, (grad,), (grad,))
 
-    def on_backward(self, name: str, grad_inputs: Any, grad_outputs: Any) -> None:
+    def on_backward(self, name: str, loop: int, grad_inputs: Any, grad_outputs: Any) -> None:
         if os.getpid() != self._owner_pid:
             return  # a forked child running backward: not our process's dump
+        if loop != self.session.loop:
+            # the graph of an earlier step's forward, backpropagated in a later step's window: its
+            # record is named from that step's counters and would take the name of this step's call
+            return
         was = self.enter()
         try:
             self._record_backward(name, grad_inputs, grad_outputs)

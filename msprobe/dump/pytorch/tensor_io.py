@@ -248,9 +248,11 @@ class TensorWriter:
         lean = PyTorchFileWriter is not None and os.environ.get("MSPROBE_PT_WRITER") != "torch.save"
         self._lean: _LeanSaver | None = _LeanSaver() if lean else None  # the env: benchmark comparison
 
-    def save(self, t: torch.Tensor, file_name: str) -> str:
+    def save(self, t: torch.Tensor, file_name: str, shareable: bool = True) -> str:
         """Write ``t`` as ``file_name`` unless it was written unchanged this step; the name of the
-        file that holds it (the record's ``data_name``)."""
+        file that holds it (the record's ``data_name``). ``shareable=False``: a file that its record
+        may write again this step (``parameters_grad`` keeps the step's last gradient), so no other
+        record is handed its name: a rewrite would change what that record names."""
         if os.path.basename(file_name) != file_name:
             raise ValueError(f"tensor file name {file_name!r} must not contain a path separator")
         earlier = self._written.earlier(t)
@@ -260,7 +262,8 @@ class TensorWriter:
         if os.path.lexists(path):
             self._written.clear()  # written again: a record naming the old contents must not be handed out
         self._write(t, path)
-        self._written.remember(t, file_name)
+        if shareable:
+            self._written.remember(t, file_name)
         return file_name
 
     def _write(self, t: torch.Tensor, path: str) -> None:
