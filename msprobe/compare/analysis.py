@@ -15,7 +15,7 @@ import pandas as pd
 from msprobe.compare.merge import different_runs, duplicates, merge
 from msprobe.compare.results import VERDICT, result_rows, unrowed_results
 from msprobe.compare.table import DetailsTable
-from msprobe.compare.verdicts import evaluate
+from msprobe.compare.verdicts import evaluate, routing_of
 from msprobe.errors import MsprobeError
 
 MAX_NAMED = 5
@@ -31,13 +31,20 @@ class Analysis:
     details: pd.DataFrame
     results: pd.DataFrame
     different_runs: str = ""  # why the two files look like details of different runs ("" if they do not)
+    routing: str = "8.1.1"  # how the replays routed float outputs to standards (both files alike)
+    routings_differ: bool = False  # one file was scored with 8.1.1's routing, the other with 26.x's
 
     def warning(self) -> str:
-        """The one line said first when a file has no rows or the files look like different runs ("" if not).
+        """The one line said first when a file has no rows, the files look like different runs or were
+        scored with different routings, or a replay's result CSV beside them is damaged ("" if not).
 
         A file with the header only is what run_ut leaves when it is stopped before its first API or when
         ``-k`` matches nothing: every row of the other file is ``missing``, which is no comparison at all.
         """
+        damaged = [t.replay_results_problem for t in (self.npu, self.gpu) if t.replay_results_problem]
+        return "; ".join(dict.fromkeys(line for line in (self._files_warning(), *damaged) if line))
+
+    def _files_warning(self) -> str:
         empty = [t for t in (self.npu, self.gpu) if not len(t)]
         if empty:
             named = " and ".join(dict.fromkeys(str(t.path) for t in empty))
@@ -46,6 +53,17 @@ class Analysis:
                 side, full = ("GPU", self.gpu) if empty[0] is self.npu else ("NPU", self.npu)
                 line += f", all {len(full)} {side} output rows are missing"
             return line
+        if self.routings_differ:
+            routed = {
+                "8.1.1": "8.1.1's routing",
+                "26.x": "26.x's routing (every float output by the benchmark standard)",
+            }
+            npu, gpu = routing_of(self.npu.frame), routing_of(self.gpu.frame)
+            return (
+                f"{self.npu.path} was scored with {routed[npu]} and {self.gpu.path} with {routed[gpu]}: "
+                "an API the two route differently has no metric on both sides (SKIP rows); replay both "
+                "with one --msprobe-routing"
+            )
         if not self.different_runs:
             return ""
         return (
@@ -93,9 +111,19 @@ def analyse(npu: DetailsTable, gpu: DetailsTable, npu_alone: bool = False) -> An
     if (merged["duplicated_in"].to_numpy() != "").any():  # merge has found them: name them, then refuse
         _refuse_duplicates(npu, "npu")
         _refuse_duplicates(gpu, "gpu")
-    details = evaluate(merged, npu.numeric, npu_alone)
+    routings = {routing_of(npu.frame), routing_of(gpu.frame)}
+    routing = routings.pop() if len(routings) == 1 else "8.1.1"
+    details = evaluate(merged, npu.numeric, npu_alone, routing)
     results = result_rows(details)
     unrowed = unrowed_results(npu.replay_results, gpu.replay_results, set(details["_full"].tolist()))
     if len(unrowed):
         results = _insert(results, unrowed, [r[0] for r in npu.replay_results or gpu.replay_results or []])
-    return Analysis(npu=npu, gpu=gpu, details=details, results=results, different_runs=different_runs(merged))
+    return Analysis(
+        npu=npu,
+        gpu=gpu,
+        details=details,
+        results=results,
+        different_runs=different_runs(merged),
+        routing=routing,
+        routings_differ=bool(routings),
+    )

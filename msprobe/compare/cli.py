@@ -118,6 +118,11 @@ class CompareCommand:
         summary = ", ".join(f"{counts[k]} {k.strip() or 'blank'}" for k in ORDER if counts.get(k))
         rows, apis = sum(outcome.row_counts.values()), sum(counts.values())
         print(f"compared {rows} output rows of {apis} APIs" + (f": {summary}" if summary else ""))
+        if outcome.routing != "8.1.1":
+            print(
+                f"routing {outcome.routing} (as the replays scored the files): every float output by the "
+                "benchmark standard"
+            )
         if outcome.flagged:
             print(
                 f"{outcome.flagged} paired rows differ in dtype or shape between NPU and GPU (see the report)"

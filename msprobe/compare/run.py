@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +37,7 @@ class CompareOutcome:
     flagged: int  # paired rows whose dtype or shape differ between the sides
     warning: str = ""  # no rows, details of different runs, or a --dump of another run (why), or ""
     failing_apis: tuple[str, ...] = ()  # APIs judged error, worst first (the report's first ones)
+    routing: str = "8.1.1"  # the replays' routing of float outputs to standards, read off the files
 
     @property
     def paths(self) -> tuple[Path, Path, Path, Path]:
@@ -97,14 +99,22 @@ def run_compare(
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise MsprobeError(f"{out}: not a folder")
+    current = out
+    written: list[Path] = []
     try:
         out.mkdir(parents=True, exist_ok=True)
         result_csv, details_csv, html, md = output_paths(out, ts or timestamp())
+        current = details_csv
         write_csvs(analysis, result_csv, details_csv)
-        html.write_text(render_html(report), encoding="utf-8")
-        md.write_text(render_markdown(report), encoding="utf-8")
+        written += [result_csv, details_csv]
+        for current, text in ((html, render_html(report)), (md, render_markdown(report))):
+            ac.write_atomically(current, [text.encode("utf-8")])
+            written.append(current)
     except OSError as exc:
-        raise MsprobeError(f"{exc.filename or out}: cannot write ({exc.strerror or exc})") from None
+        for path in written:  # all four or none: a rerun writes a new set
+            with suppress(OSError):
+                path.unlink()
+        raise MsprobeError(f"{exc.filename or current}: cannot write ({exc.strerror or exc})") from None
     return CompareOutcome(
         result_csv=result_csv,
         details_csv=details_csv,
@@ -115,4 +125,5 @@ def run_compare(
         flagged=int((analysis.details["_flag"] != "").sum()),
         warning=report.warning,
         failing_apis=tuple(api.name for api in report.failing),
+        routing=analysis.routing,
     )

@@ -72,10 +72,17 @@ def per_row(dtypes: np.ndarray, field: str) -> np.ndarray:
     return np.array([lookup.get(d, default) for d in dtypes], dtype=np.float64)
 
 
-def route(api_types: np.ndarray, bare_names: np.ndarray, dtypes: np.ndarray) -> np.ndarray:
+def route(
+    api_types: np.ndarray, bare_names: np.ndarray, dtypes: np.ndarray, routing: str = "8.1.1"
+) -> np.ndarray:
     """Standard of each evaluated row (upstream's compare routing: a float row by its API's table entry,
     any other dtype binary); rows must not be SKIP rows. ``api_types``: ``Torch`` (the first segment of
-    ``Torch.add.0``), ``bare_names``: ``add``."""
+    ``Torch.add.0``), ``bare_names``: ``add``. ``routing="26.x"``: every float row by the benchmark
+    standard, as 26.x's replay and compare score them."""
+    if routing == "26.x":
+        routed = np.full(len(dtypes), Standard.BENCHMARK, dtype=object)
+        routed[~np.isin(dtypes, list(FLOAT_DTYPES))] = Standard.BINARY
+        return routed
     type_codes, types = pd.factorize(np.asarray(api_types, dtype=object))
     bare_codes, bares = pd.factorize(np.asarray(bare_names, dtype=object))
     api_codes, apis = pd.factorize(type_codes * len(bares) + bare_codes)  # one code per (type, bare)

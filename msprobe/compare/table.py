@@ -33,6 +33,7 @@ class DetailsTable:
     frame: pd.DataFrame  # columns: API Name, the 22 others, "line"
     # the rows of the replay's result CSV beside it (same timestamp), None without one
     replay_results: list[list[str]] | None = None
+    replay_results_problem: str = ""  # why that result CSV could not be read ("" if it could or is absent)
 
     def __len__(self) -> int:
         return len(self.frame)
@@ -73,21 +74,27 @@ def load_details(path: str | os.PathLike[str]) -> DetailsTable:
     frame.columns = list(ac.RUN_UT_DETAILS_HEADER)
     _refuse_formula_names(path, frame)
     frame[LINE] = -1
-    return DetailsTable(path=path, frame=frame, replay_results=_replay_results(path))
+    results, problem = _replay_results(path)
+    return DetailsTable(path=path, frame=frame, replay_results=results, replay_results_problem=problem)
 
 
-def _replay_results(details: Path) -> list[list[str]] | None:
+def _replay_results(details: Path) -> tuple[list[list[str]] | None, str]:
     """The rows of the ``accuracy_checking_result`` CSV the replay wrote with ``details`` (the same
     timestamp, in the same folder): they name the APIs judged without any details row. None when the
-    details file has another name or its result file is not there (copied alone) or not readable."""
+    details file has another name or its result file is not there (copied alone); None and why when it
+    is damaged (the details file alone is compared, as 8.1.1). A last row that a killed replay cut
+    short is no row (a cut ``error`` is no verdict)."""
     m = ac.RUN_UT_DETAILS_NAME.match(details.name)
     result = details.with_name(f"accuracy_checking_result_{m.group(1)}.csv") if m else None
     if result is None or not result.is_file():
-        return None
+        return None, ""
     try:
-        return ac.read_rows(result, ac.RUN_UT_RESULT_HEADER)
-    except MsprobeError:  # not readable (a replay killed as it began): the details file alone, as 8.1.1
-        return None
+        return ac.read_appended_rows(result, ac.RUN_UT_RESULT_HEADER)[0], ""
+    except MsprobeError as exc:
+        return None, (
+            f"{exc}; the APIs it alone lists (judged without output rows: a dropout, a skipped API) are "
+            "not in this compare"
+        )
 
 
 def _refuse_formula_names(path: Path, frame: pd.DataFrame) -> None:

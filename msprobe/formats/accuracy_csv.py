@@ -307,10 +307,10 @@ def write_text_rows(
     Bytes are those of ``csv.writer`` (tested against it); the text is encoded and written in one go.
     """
     text = "".join(_csv_lines([header])) + "".join(_csv_lines(rows))
-    _replace(Path(path), [text.encode("utf-8-sig")])
+    write_atomically(Path(path), [text.encode("utf-8-sig")])
 
 
-def _replace(path: Path, chunks: Iterable[bytes]) -> None:
+def write_atomically(path: Path, chunks: Iterable[bytes]) -> None:
     """Write ``path`` through ``path.tmp`` and a rename; a failed write (full disk) leaves no ``.tmp``."""
     tmp = path.with_name(path.name + ".tmp")
     try:
@@ -352,4 +352,4 @@ def write_text_columns(
     quoted = [_minimal_quotes(col) for col in columns]
     lines = [",".join(_minimal_quotes(list(header))), *map(",".join, zip(*quoted)), ""]  # "": the last \r\n
     # BOM, then plain UTF-8: "utf-8-sig" would copy the whole text once more
-    _replace(Path(path), [codecs.BOM_UTF8, "\r\n".join(lines).encode("utf-8")])
+    write_atomically(Path(path), [codecs.BOM_UTF8, "\r\n".join(lines).encode("utf-8")])

@@ -179,6 +179,27 @@ def test_an_output_path_that_is_a_file_is_refused(tmp_path):
         run_compare(npu, npu, tmp_path / "taken" / "below")
 
 
+def test_a_full_disk_names_the_file_and_leaves_no_output(tmp_path, monkeypatch):
+    """A write that fails in ``write()`` (ENOSPC) has no file name on its error; the report it cut was
+    left behind, and the error named the folder."""
+    npu = write(tmp_path / "npu.csv", [row(f"Torch.a.0.{F}.0")])
+    original = ac.write_atomically
+
+    def disk_full_at_markdown(path: Path, chunks: object) -> None:
+        if path.suffix == ".md":
+            raise OSError(28, "No space left on device")
+        original(path, chunks)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ac, "write_atomically", disk_full_at_markdown)
+    out = tmp_path / "out"
+    with pytest.raises(MsprobeError) as exc:
+        run_compare(npu, npu, out, ts="20260101000000")
+    assert str(exc.value) == (
+        f"{out / 'api_precision_compare_report_20260101000000.md'}: cannot write (No space left on device)"
+    )
+    assert list(out.iterdir()) == []
+
+
 def test_a_result_row_keeps_its_reason_and_notes_apart(tmp_path):
     """A forward SKIP's reason, then the counts of one-sided and shape-differing rows: separate sentences."""
     skip = row("Torch.u.0.forward.output.0", " ", shape=" ", message="why.", bench=False)
@@ -256,6 +277,42 @@ def _replay_output(folder: Path, details: list[list[str]], results: list[list[st
     folder.mkdir()
     ac.write_rows(folder / "accuracy_checking_result_20260101000000.csv", ac.RUN_UT_RESULT_HEADER, results)
     return write(folder / "accuracy_checking_details_20260101000000.csv", details)
+
+
+def test_a_result_row_a_killed_replay_cut_short_is_no_verdict(tmp_path):
+    """``Functional.dropout.0,er`` (from ``error``) at the end of the NPU replay's result CSV was read
+    as the verdict ``pass``."""
+    details = [row(f"Torch.a.0.{F}.0")]
+    results = [["Torch.a.0", "pass", " ", ""], ["Functional.dropout.0", "error", "pass", ""]]
+    npu = _replay_output(tmp_path / "npu", details, results[:1])
+    with open(npu.with_name("accuracy_checking_result_20260101000000.csv"), "ab") as fh:
+        fh.write(b"Functional.dropout.0,er")
+    gpu = _replay_output(tmp_path / "gpu", details, results)
+    a = analyse(load_details(npu), load_details(gpu))
+    assert result_list(a)[1] == [
+        "Functional.dropout.0",
+        "missing",
+        "missing",
+        "in the GPU replay only, with no output rows (GPU error/pass).",
+    ]
+    assert a.warning() == ""
+
+
+def test_a_damaged_replay_result_csv_is_said_and_its_details_still_compared(tmp_path):
+    """An unreadable result CSV beside a details file was ignored without a word: the APIs only it
+    lists (a dropout judged error) vanished from the compare."""
+    details = [row(f"Torch.a.0.{F}.0")]
+    results = [["Torch.a.0", "pass", " ", ""], ["Functional.dropout.0", "error", "pass", ""]]
+    npu = _replay_output(tmp_path / "npu", details, results)
+    gpu = _replay_output(tmp_path / "gpu", details, results)
+    damaged = gpu.with_name("accuracy_checking_result_20260101000000.csv")
+    damaged.write_text(damaged.read_text(encoding="utf-8-sig").replace("error,pass", "error,pass,,x"))
+    a = analyse(load_details(npu), load_details(gpu))
+    assert [r[:2] for r in result_list(a)] == [["Torch.a.0", "pass"], ["Functional.dropout.0", "error"]]
+    assert a.warning().startswith(f"{damaged}:3: ")
+    assert a.warning().endswith(
+        "the APIs it alone lists (judged without output rows: a dropout, a skipped API) are not in this compare"
+    )
 
 
 def test_an_api_judged_without_details_rows_keeps_its_replay_verdict_in_place(tmp_path):

@@ -76,3 +76,41 @@ def test_analysis_frames_are_the_callers_to_write_to():
             assert frame[col].iloc[0] == value
             assert frame.drop(columns=[col]).equals(others)  # nor shares its cells with another column
     assert table.frame.equals(before)
+
+
+V26 = Path(__file__).parents[1] / "data" / "compare" / "upstream_v26_cnn"
+V26_DETAILS_IN = (
+    Path(__file__).parents[1]
+    / "data"
+    / "run_ut"
+    / "upstream_v26_acc_check_cpu_tensor_L1"
+    / "accuracy_checking_details_20261201055320.csv"
+)
+
+
+def test_a_26x_replays_files_are_judged_as_26x_judges_them(tmp_path):
+    """26.x scores every float output by the benchmark standard (the replay's ``--msprobe-routing=26.x``
+    too): read with 8.1.1's routing, a linear or add_ row had none of its standard's metrics and became
+    a SKIP row of its own. The routing is read off the files."""
+    table = load_details(V26_DETAILS_IN)
+    a = analyse(table, table, npu_alone=True)
+    assert a.routing == "26.x" and a.warning() == ""
+    theirs = ac.read_rows(V26 / "api_precision_compare_result_20261201055354.csv", ac.COMPARE_RESULT_HEADER)
+    ours = a.results[list(ac.COMPARE_RESULT_HEADER)].to_numpy(dtype=object).tolist()
+    assert [r[:3] for r in ours] == [r[:3] for r in theirs]
+    theirs_d = ac.read_rows(V26 / "api_precision_compare_details_20261201055354.csv", ac.COMPARE_DETAILS_HEADER)
+    ours_d = a.details[list(ac.COMPARE_DETAILS_HEADER)].to_numpy(dtype=object).tolist()
+    status = ac.COMPARE_DETAILS_HEADER.index("比对结果")
+    assert [(r[0], r[status]) for r in ours_d] == [(r[0], r[status]) for r in theirs_d]
+    assert ours_d == theirs_d
+    assert analyse(load_details(DETAILS_IN), load_details(DETAILS_IN)).routing == "8.1.1"
+
+
+def test_files_scored_with_different_routings_are_said_to_be(tmp_path):
+    v811, v26 = load_details(DETAILS_IN), load_details(V26_DETAILS_IN)
+    a = analyse(v811, v26)
+    assert a.warning() == (
+        f"{DETAILS_IN} was scored with 8.1.1's routing and {V26_DETAILS_IN} with 26.x's routing (every "
+        "float output by the benchmark standard): an API the two route differently has no metric on both "
+        "sides (SKIP rows); replay both with one --msprobe-routing"
+    )
