@@ -35,13 +35,49 @@ from msprobe.formats.record_names import output_row_api
 RESULT_NAME = RUN_UT_RESULT_NAME
 
 
+TIMESTAMP = "%Y%m%d%H%M%S"
+
+
 def timestamp() -> str:
-    return time.strftime("%Y%m%d%H%M%S")
+    return time.strftime(TIMESTAMP)
+
+
+def next_timestamp(ts: str) -> str:
+    """The timestamp one second after ``ts`` (``...0959`` is followed by ``...1000``)."""
+    return time.strftime(TIMESTAMP, time.localtime(time.mktime(time.strptime(ts, TIMESTAMP)) + 1))
+
+
+def claim_timestamp(out_dirs: Sequence[Path], ts: str) -> str:
+    """The first timestamp from ``ts`` on that no folder of ``out_dirs`` has a result file of, claimed:
+    each folder's result file is created now, exclusively, so two replays started together into one
+    folder never share a pair of files (``ResultWriter.create`` then writes its header)."""
+    while True:
+        claimed: list[Path] = []
+        path = Path()
+        try:
+            for folder in out_dirs:
+                path = folder
+                folder.mkdir(parents=True, exist_ok=True)
+                path = folder / f"accuracy_checking_result_{ts}.csv"
+                with open(path, "x", encoding="utf-8"):
+                    claimed.append(path)
+            return ts
+        except FileExistsError:
+            for taken in claimed:
+                taken.unlink(missing_ok=True)
+            ts = next_timestamp(ts)
+        except OSError as exc:
+            for taken in claimed:
+                taken.unlink(missing_ok=True)
+            raise cannot_write(path, exc) from None
 
 
 #: What the summary counts for an API pytest fails although its CSV verdict is not ``error``.
 BROKEN = "broken record"
 CRASHED = "crashed"
+#: The Message of the SKIP row written for an API whose xdist worker died: not a verdict, so a resumed
+#: run replays such an API again.
+CRASHED_MESSAGE = "worker crashed while replaying this API"
 FAILED = "failed"
 
 
@@ -108,12 +144,40 @@ def finished_rows(
     before its result row, so a kill leaves a torn result row, or details rows (the last one maybe
     torn) of an API without a result row; those details are dropped and the API runs again. A torn
     details row whose name cell is whole (a file written the other way round, or cut by hand) makes
-    its API run again too.
+    its API run again too, with every API after it that has a result row but no details row (a
+    details file cut by hand lost theirs). A crashed worker's SKIP row is no verdict: its API runs
+    again. A row appended twice is kept once.
     """
     again = {output_row_api(torn_details[0])} if torn_details is not None and len(torn_details) > 1 else set()
-    rows = [_strip_trailing_blank(row) for row in result if row[0] not in again]
+    if torn_details is not None:
+        # Both files list APIs in one order (arrival, or dump order after the final rewrite), so a
+        # details file cut mid-row (head -c, a truncated copy) lost the rows of every API after the cut:
+        # those of them that have a result row but no details row run again too.
+        names = [row[0] for row in result]
+        with_details = {output_row_api(row[0]) for row in details}
+        torn = next(iter(again), None)
+        cut = (
+            names.index(torn)
+            if torn in names
+            else max((i for i, n in enumerate(names) if n in with_details), default=-1)
+        )
+        again |= {n for n in names[cut + 1 :] if n not in with_details}
+    rows = _first_of_each(
+        [_strip_trailing_blank(row) for row in result if row[0] not in again and row[3] != CRASHED_MESSAGE]
+    )
     done = {row[0] for row in rows}
-    return rows, [row for row in details if output_row_api(row[0]) in done]
+    return rows, _first_of_each([row for row in details if output_row_api(row[0]) in done])
+
+
+def _first_of_each(rows: list[list[str]]) -> list[list[str]]:
+    """The first row of each name: two runs resumed from one folder at once append an API twice."""
+    seen: set[str] = set()
+    out = []
+    for row in rows:
+        if row[0] not in seen:
+            seen.add(row[0])
+            out.append(row)
+    return out
 
 
 def check_same_dump(path: Path, dump: Path, names: Sequence[str], order: Mapping[str, int]) -> None:

@@ -25,14 +25,16 @@ from msprobe.run_ut.collect import RESULT_KEY, SESSION_KEY, ApiItem, DumpDirecto
 from msprobe.run_ut.config import RunConfig, load_config
 from msprobe.run_ut.records import api_order, check_dumps, dump_files_of
 from msprobe.run_ut.results import (
+    CRASHED_MESSAGE,
     ResultWriter,
     check_resume_file,
+    claim_timestamp,
     find_resume_file,
+    next_timestamp,
     summary_label,
     timestamp,
 )
 
-CRASHED = "worker crashed while replaying this API"
 WARNING_CATEGORY = "accuracy-warning"
 
 MAX_THREADS = 1024  # torch.set_num_threads refuses < 1 and crashes the process at exit far above this
@@ -163,18 +165,23 @@ class ReplaySession:
                 f"--msprobe-resume={resume}: a result file resumes one dump.json, but "
                 f"{len(self.dump_files)} were found; pass the earlier --msprobe-out folder instead"
             )
-        self.ts = timestamp()
-        while any(
-            (self._out_dir_for(d) / f"accuracy_checking_result_{self.ts}.csv").exists()
-            for d in self.dump_files
-        ):
-            self.ts = str(int(self.ts) + 1)
+        orders = {}
+        for dump in sorted(self.dump_files):
+            try:
+                orders[dump] = api_order(dump)
+            except MsprobeError:
+                continue  # not a dump: its DumpFile reports the one-line collection error
         try:
-            for dump in sorted(self.dump_files):
-                try:
-                    order = api_order(dump)
-                except MsprobeError:
-                    continue  # not a dump: its DumpFile reports the one-line collection error
+            if resume_path is None:
+                self.ts = claim_timestamp([self._out_dir_for(d) for d in orders], timestamp())
+            else:
+                self.ts = timestamp()
+                while any(
+                    (self._out_dir_for(d) / f"accuracy_checking_result_{self.ts}.csv").exists()
+                    for d in orders
+                ):
+                    self.ts = next_timestamp(self.ts)
+            for dump, order in orders.items():
                 previous = None
                 if resume_path is not None:
                     previous = (
@@ -347,7 +354,7 @@ class ReplaySession:
         writer = self._writer_for(report, api)
         if writer is None:
             return None
-        result = skipped(api, CRASHED)
+        result = skipped(api, CRASHED_MESSAGE)
         return payload(
             self.dump_key(writer.dump),
             api,

@@ -18,7 +18,7 @@ import msprobe.run_ut.session  # noqa: F401
 from msprobe.errors import MsprobeError
 from msprobe.formats.accuracy_csv import RUN_UT_DETAILS_HEADER
 from msprobe.formats.record_names import output_row_api
-from msprobe.run_ut.results import ResultWriter, payload
+from msprobe.run_ut.results import CRASHED_MESSAGE, ResultWriter, payload
 
 TS = "20260101000000"
 
@@ -107,6 +107,73 @@ def test_a_details_file_cut_inside_a_quoted_message_runs_that_api_again(tmp_path
     resumed = ResultWriter.resume(dump, writer.result_path, ORDER)
     assert resumed.done == {"A.a.0", "A.dropout.0"}
     assert all(not row[0].startswith("A.b.0") for row in resumed.old_details)
+
+
+def _resumed_whole(dump: Path, result_path: Path) -> ResultWriter:
+    """Resume from ``result_path``, replay (add) what it did not finish, finish; the writer."""
+    resumed = ResultWriter.resume(dump, result_path, ORDER)
+    for item in ITEMS:
+        if item["api"] not in resumed.done:
+            resumed.add(item)
+    resumed.finish()
+    return resumed
+
+
+def test_an_api_whose_worker_crashed_runs_again_on_resume(tmp_path: Path) -> None:
+    """A worker killed (the OOM killer) leaves its API a SKIP row saying so: no verdict, so a resume
+    replays it, and the resumed files equal an uninterrupted run's."""
+    dump = tmp_path / "dump.json"
+    whole = ResultWriter.create(dump, tmp_path / "whole", TS, ORDER)
+    for item in ITEMS:
+        whole.add(item)
+    whole.finish()
+    crashed = dict(ITEMS[2])
+    crashed["result"] = ["A.b.0", "SKIP", "SKIP", CRASHED_MESSAGE]
+    crashed["details"] = _details("A.b.0", 1, "SKIP", CRASHED_MESSAGE)
+    writer = ResultWriter.create(dump, tmp_path / "o", TS, ORDER)
+    for item in [*ITEMS[:2], crashed, *ITEMS[3:]]:
+        writer.add(item)
+    writer.finish()
+    assert "A.b.0" not in ResultWriter.resume(dump, writer.result_path, ORDER).done
+    _resumed_whole(dump, writer.result_path)
+    assert rows_of(tmp_path / "o") == rows_of(tmp_path / "whole")
+
+
+@pytest.mark.parametrize("fraction", [0.3, 0.5, 0.9])
+def test_a_finished_runs_details_file_cut_by_hand_resumes_to_the_whole_rows(
+    tmp_path: Path, fraction: float
+) -> None:
+    """``head -c`` of a finished run's details file: the APIs after the cut kept their result rows and
+    lost their details rows; only the torn row's API ran again."""
+    dump = tmp_path / "dump.json"
+    writer = ResultWriter.create(dump, tmp_path / "o", TS, ORDER)
+    for item in ITEMS:
+        writer.add(item)
+    writer.finish()
+    whole = rows_of(tmp_path / "o")
+    details = writer.details_path.read_bytes()
+    body = details.index(b"\r\n") + 2  # after the header
+    cut = body + int((len(details) - body) * fraction)
+    if details[cut - 2 : cut] == b"\r\n":
+        cut += 1  # cut inside a row
+    writer.details_path.write_bytes(details[:cut])
+    _resumed_whole(dump, writer.result_path)
+    assert rows_of(tmp_path / "o") == whole
+
+
+def test_rows_appended_twice_are_kept_once(tmp_path: Path) -> None:
+    """Two resumes of one folder at once append an API twice: compare refused the resumed files."""
+    dump = tmp_path / "dump.json"
+    writer = ResultWriter.create(dump, tmp_path / "o", TS, ORDER)
+    for item in ITEMS:
+        writer.add(item)
+    writer.finish()
+    whole = rows_of(tmp_path / "o")
+    result, details = writer.result_path.read_bytes(), writer.details_path.read_bytes()
+    writer.result_path.write_bytes(result + result.split(b"\r\n", 1)[1])
+    writer.details_path.write_bytes(details + details.split(b"\r\n", 1)[1])
+    _resumed_whole(dump, writer.result_path)
+    assert rows_of(tmp_path / "o") == whole
 
 
 def test_a_damaged_row_before_the_last_is_refused_naming_its_line(tmp_path: Path) -> None:
@@ -229,3 +296,24 @@ def test_resuming_a_finished_run_succeeds_and_keeps_its_rows(tmp_path: Path, wor
     result.write_text("".join(kept), encoding="utf-8")
     assert replay(dump, tmp_path / "ignored", "--msprobe-resume", str(result), *workers) == 0
     assert rows_of(tmp_path / "out")[0] == before[0]
+
+
+def test_replays_started_together_into_one_folder_claim_different_timestamps(tmp_path: Path) -> None:
+    """The timestamp was checked free, then the files were created after every dump.json was parsed:
+    two runs started together could pick one pair of files and erase each other's rows."""
+    from msprobe.run_ut.results import claim_timestamp
+
+    folders = [tmp_path / "out", tmp_path / "out" / "step0" / "rank1"]
+    first = claim_timestamp(folders, "20261207022359")
+    second = claim_timestamp(folders, "20261207022359")
+    assert (first, second) == ("20261207022359", "20261207022400")  # a real time, not second 60
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "accuracy_checking_result_20261207022401.csv").touch()
+    third = claim_timestamp([tmp_path / "other", folders[0]], "20261207022400")
+    assert third == "20261207022402"  # free in every folder
+    assert not (tmp_path / "other" / "accuracy_checking_result_20261207022400.csv").exists()  # given back
+    for folder in folders:
+        assert sorted(p.name for p in folder.glob("accuracy_checking_result_*")) == [
+            f"accuracy_checking_result_{ts}.csv"
+            for ts in (first, second) + ((third,) if folder == folders[0] else ())
+        ]
