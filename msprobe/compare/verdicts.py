@@ -371,9 +371,8 @@ def routing_of(frame: pd.DataFrame) -> str:
     valid, _, api_type, bare, _ = _names(frame["API Name"].astype(str))
     dtype = frame["DEVICE Dtype"].to_numpy(dtype=object)
     rmse = frame["均方根误差"].to_numpy(dtype=object)
-    idx = np.flatnonzero(
-        valid & np.isin(dtype, list(FLOAT_DTYPES)) & text_test(rmse, lambda t: bool(t.strip()))
-    )
+    scored = np.isin(dtype, list(FLOAT_DTYPES - UNSUPPORTED_DTYPES))  # the dtypes a standard scores
+    idx = np.flatnonzero(valid & scored & text_test(rmse, lambda t: bool(t.strip())))
     if not len(idx):
         return "8.1.1"
     off_benchmark = route(api_type[idx], bare[idx], dtype[idx]) != Standard.BENCHMARK
