@@ -362,20 +362,24 @@ def _names(names: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nda
     return np.array(valid, dtype=bool), full, api_type, bare, direction
 
 
+_CALL_AND_OUTPUT = r"\.\d+\.(?:forward|backward)\.output\.\d+$"
+
+
 def routing_of(frame: pd.DataFrame) -> str:
     """The routing a replay scored a details file's rows with: ``"26.x"`` when a float output whose API
     8.1.1 routes off the benchmark standard carries the benchmark standard's columns (26.x scores every
     float output by them, 8.1.1 fills them for benchmark rows only), ``"8.1.1"`` otherwise."""
-    if not len(frame):
-        return "8.1.1"
-    valid, _, api_type, bare, _ = _names(frame["API Name"].astype(str))
     dtype = frame["DEVICE Dtype"].to_numpy(dtype=object)
     rmse = frame["均方根误差"].to_numpy(dtype=object)
     scored = np.isin(dtype, list(FLOAT_DTYPES - UNSUPPORTED_DTYPES))  # the dtypes a standard scores
-    idx = np.flatnonzero(valid & scored & text_test(rmse, lambda t: bool(t.strip())))
-    if not len(idx):
-        return "8.1.1"
-    off_benchmark = route(api_type[idx], bare[idx], dtype[idx]) != Standard.BENCHMARK
+    rows = frame.loc[scored & text_test(rmse, lambda t: bool(t.strip())), ["API Name", "DEVICE Dtype"]]
+    # one row per API name without its call number and output (the standard depends on nothing else)
+    one_per_api = rows.groupby(
+        rows["API Name"].astype(str).str.replace(_CALL_AND_OUTPUT, "", regex=True)
+    ).head(1)
+    valid, _, api_type, bare, _ = _names(one_per_api["API Name"].astype(str))
+    dtypes = one_per_api["DEVICE Dtype"].to_numpy(dtype=object)
+    off_benchmark = route(api_type[valid], bare[valid], dtypes[valid]) != Standard.BENCHMARK
     return "26.x" if off_benchmark.any() else "8.1.1"
 
 
