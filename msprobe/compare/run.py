@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
+
+import pandas as pd
 
 from msprobe.compare.analysis import Analysis, analyse
 from msprobe.compare.table import load_details
@@ -59,11 +62,12 @@ def timestamp() -> str:
 
 
 def write_csvs(analysis: Analysis, result_csv: Path, details_csv: Path) -> None:
-    for path, frame, header in (
-        (details_csv, analysis.details, ac.COMPARE_DETAILS_HEADER),
-        (result_csv, analysis.results, ac.COMPARE_RESULT_HEADER),
-    ):
-        ac.write_text_columns(path, header, [frame[c].to_numpy(dtype=object).tolist() for c in header])
+    _write_frame(details_csv, analysis.details, ac.COMPARE_DETAILS_HEADER)
+    _write_frame(result_csv, analysis.results, ac.COMPARE_RESULT_HEADER)
+
+
+def _write_frame(path: Path, frame: pd.DataFrame, header: Sequence[str]) -> None:
+    ac.write_text_columns(path, header, [frame[c].to_numpy(dtype=object).tolist() for c in header])
 
 
 def output_paths(out_dir: Path, ts: str) -> tuple[Path, Path, Path, Path]:
@@ -104,11 +108,14 @@ def run_compare(
     try:
         out.mkdir(parents=True, exist_ok=True)
         result_csv, details_csv, html, md = output_paths(out, ts or timestamp())
-        current = details_csv
-        write_csvs(analysis, result_csv, details_csv)
-        written += [result_csv, details_csv]
-        for current, text in ((html, render_html(report)), (md, render_markdown(report))):
-            ac.write_atomically(current, [text.encode("utf-8")])
+        writes: list[tuple[Path, Callable[[Path], None]]] = [
+            (details_csv, lambda p: _write_frame(p, analysis.details, ac.COMPARE_DETAILS_HEADER)),
+            (result_csv, lambda p: _write_frame(p, analysis.results, ac.COMPARE_RESULT_HEADER)),
+            (html, lambda p: ac.write_atomically(p, [render_html(report).encode("utf-8")])),
+            (md, lambda p: ac.write_atomically(p, [render_markdown(report).encode("utf-8")])),
+        ]
+        for current, write in writes:
+            write(current)
             written.append(current)
     except OSError as exc:
         for path in written:  # all four or none: a rerun writes a new set

@@ -25,7 +25,7 @@ BLANK = " "
 #: A cell starting with (or holding ``;`` followed by) one of these is a spreadsheet formula (upstream
 #: 8.1.1 refuses such API names). A leading TAB or carriage return too: spreadsheets skip it and read
 #: the formula after it (8.1.1 lets those through).
-CSV_INJECTION = re.compile(r"^[\t\r＋－＝％＠+\-=%@]|;[＋－＝％＠+\-=%@]")
+CSV_INJECTION = re.compile(r"(?:^|;)[\t\r＋－＝％＠+\-=%@]")
 FLOAT_PRECISION = 14
 
 RUN_UT_RESULT_HEADER: tuple[str, ...] = (

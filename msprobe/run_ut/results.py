@@ -51,13 +51,19 @@ def claim_timestamp(out_dirs: Sequence[Path], ts: str) -> str:
     """The first timestamp from ``ts`` on that no folder of ``out_dirs`` has a result file of, claimed:
     each folder's result file is created now, exclusively, so two replays started together into one
     folder never share a pair of files (``ResultWriter.create`` then writes its header)."""
+    path = Path()
+    try:
+        for folder in out_dirs:
+            path = folder
+            # before the loop: a file where a folder goes raises FileExistsError too, which is not a
+            # timestamp taken (taken for one, every later timestamp was tried, forever)
+            folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise cannot_write(path, exc) from None
     while True:
         claimed: list[Path] = []
-        path = Path()
         try:
             for folder in out_dirs:
-                path = folder
-                folder.mkdir(parents=True, exist_ok=True)
                 path = folder / f"accuracy_checking_result_{ts}.csv"
                 with open(path, "x", encoding="utf-8"):
                     claimed.append(path)

@@ -200,6 +200,25 @@ def test_a_full_disk_names_the_file_and_leaves_no_output(tmp_path, monkeypatch):
     assert list(out.iterdir()) == []
 
 
+@pytest.mark.parametrize("failing", ["details", "result", "report_"])
+def test_a_full_disk_at_any_output_names_that_file_and_leaves_none(tmp_path, monkeypatch, failing):
+    """The result CSV, written second, failed: the error named the details CSV, which stayed behind."""
+    npu = write(tmp_path / "npu.csv", [row(f"Torch.a.0.{F}.0")])
+    original = ac.write_atomically
+
+    def disk_full(path: Path, chunks: object) -> None:
+        if path.name.startswith(f"api_precision_compare_{failing}"):
+            raise OSError(28, "No space left on device")
+        original(path, chunks)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ac, "write_atomically", disk_full)
+    out = tmp_path / "out"
+    with pytest.raises(MsprobeError) as exc:
+        run_compare(npu, npu, out, ts="20260101000000")
+    assert f"api_precision_compare_{failing}" in str(exc.value).split(": cannot write")[0]
+    assert list(out.iterdir()) == []
+
+
 def test_a_result_row_keeps_its_reason_and_notes_apart(tmp_path):
     """A forward SKIP's reason, then the counts of one-sided and shape-differing rows: separate sentences."""
     skip = row("Torch.u.0.forward.output.0", " ", shape=" ", message="why.", bench=False)
@@ -311,7 +330,8 @@ def test_a_damaged_replay_result_csv_is_said_and_its_details_still_compared(tmp_
     assert [r[:2] for r in result_list(a)] == [["Torch.a.0", "pass"], ["Functional.dropout.0", "error"]]
     assert a.warning().startswith(f"{damaged}:3: ")
     assert a.warning().endswith(
-        "the APIs it alone lists (judged without output rows: a dropout, a skipped API) are not in this compare"
+        "the APIs it alone lists (judged without output rows: a dropout, a skipped API) are not in "
+        "this compare"
     )
 
 

@@ -179,6 +179,8 @@ def test_two_header_only_files_are_said_and_fail_strict(tmp_path, capsys):
         "\t=1+1",
         "\r=1+1",
         f"Torch.a;=1+1.0.{F}.0",
+        f"Torch.a;\t=1+1.0.{F}.0",  # a cell after ';' (a ';'-separated locale) starting with a TAB
+        f"Torch.a;\r=1+1.0.{F}.0",
     ],
 )
 def test_a_formula_api_name_is_refused_naming_file_and_line(tmp_path, capsys, side, name):

@@ -98,7 +98,9 @@ def test_a_26x_replays_files_are_judged_as_26x_judges_them(tmp_path):
     theirs = ac.read_rows(V26 / "api_precision_compare_result_20261201055354.csv", ac.COMPARE_RESULT_HEADER)
     ours = a.results[list(ac.COMPARE_RESULT_HEADER)].to_numpy(dtype=object).tolist()
     assert [r[:3] for r in ours] == [r[:3] for r in theirs]
-    theirs_d = ac.read_rows(V26 / "api_precision_compare_details_20261201055354.csv", ac.COMPARE_DETAILS_HEADER)
+    theirs_d = ac.read_rows(
+        V26 / "api_precision_compare_details_20261201055354.csv", ac.COMPARE_DETAILS_HEADER
+    )
     ours_d = a.details[list(ac.COMPARE_DETAILS_HEADER)].to_numpy(dtype=object).tolist()
     status = ac.COMPARE_DETAILS_HEADER.index("比对结果")
     assert [(r[0], r[status]) for r in ours_d] == [(r[0], r[status]) for r in theirs_d]
@@ -114,3 +116,19 @@ def test_files_scored_with_different_routings_are_said_to_be(tmp_path):
         "float output by the benchmark standard): an API the two route differently has no metric on both "
         "sides (SKIP rows); replay both with one --msprobe-routing"
     )
+
+
+def test_an_8_1_1_file_with_one_api_rerouted_by_a_hook_keeps_8_1_1s_routing(tmp_path):
+    """A ``pytest_msprobe_api_info`` answer scoring ``linear`` by the benchmark standard: its rows held
+    the benchmark columns, the file was taken for a 26.x file and every other API's rows (conv2d's
+    双千指标, add_'s absolute-threshold rates, relu's binary rate) had no metric: SKIP, no verdict."""
+    from msprobe.compare.verdicts import routing_of
+
+    frame = load_details(DETAILS_IN).frame.copy()
+    v26 = load_details(V26_DETAILS_IN).frame.set_index("API Name")
+    linear = frame["API Name"].str.startswith("Functional.linear.")
+    benchmark = ("均方根误差", "小值域错误占比", "相对误差最大值", "相对误差平均值", "误差均衡性")
+    for col in (*benchmark, "ULP误差最大值", "ULP误差平均值", "ULP误差大于阈值占比"):
+        frame.loc[linear, col] = v26.loc[frame.loc[linear, "API Name"], col].to_numpy()
+    assert routing_of(frame) == "8.1.1"
+    assert routing_of(load_details(V26_DETAILS_IN).frame) == "26.x"

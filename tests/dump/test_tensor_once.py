@@ -205,3 +205,26 @@ def test_a_parameters_grad_file_rewritten_later_in_the_step_is_named_by_no_other
     pow_record = "Tensor.__pow__.1.forward"  # the loss's square is __pow__.0
     assert torch.equal(_load(folder, _name(data, pow_record, "input_args")), g.detach())
     assert _every_leaf_holds_its_files_values(data, folder) > 10
+
+
+def test_a_tied_weights_gradient_is_written_once_for_all_its_modules(tmp_path: Path, debugger: Any) -> None:
+    """An embedding and an output projection sharing one weight: each gradient of it was written once
+    per owning module's ``parameters_grad`` (the vocabulary-sized tensor twice a step)."""
+    torch.manual_seed(0)
+    emb, out = torch.nn.Embedding(50, 8), torch.nn.Linear(8, 50, bias=False)
+    out.weight = emb.weight
+    net = torch.nn.Sequential(emb, torch.nn.Tanh(), out)
+    dbg = debugger(task="tensor", level="L0")
+    dbg.start(model=net)
+    before = torch.zeros(50, 8)
+    for _ in range(2):  # two gradients in one step: both records keep the last one
+        before = emb.weight.grad.clone() if emb.weight.grad is not None else before
+        net(torch.randint(0, 50, (3, 5))).logsumexp(-1).mean().backward()
+    last = emb.weight.grad - before
+    dbg.stop()
+    data, folder = _dumped(tmp_path)
+    names = {data[r]["weight"][0]["data_name"] for r in data if r.endswith("parameters_grad")}
+    assert len(names) == 1
+    (name,) = names
+    assert torch.allclose(_load(folder, name), last)
+    assert _every_leaf_holds_its_files_values(data, folder) > 5

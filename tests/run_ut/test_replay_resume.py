@@ -317,3 +317,15 @@ def test_replays_started_together_into_one_folder_claim_different_timestamps(tmp
             f"accuracy_checking_result_{ts}.csv"
             for ts in (first, second) + ((third,) if folder == folders[0] else ())
         ]
+
+
+def test_a_file_where_an_output_folder_goes_is_one_line_not_a_hang(tmp_path: Path) -> None:
+    """``mkdir(exist_ok=True)`` raises FileExistsError for a file in the folder's place: it was taken
+    for a claimed timestamp and every later second was tried, forever."""
+    from msprobe.run_ut.results import claim_timestamp
+
+    (tmp_path / "step0").mkdir()
+    (tmp_path / "step0" / "rank1").touch()
+    with pytest.raises(MsprobeError, match=r"step0/rank1: cannot write \(File exists\)"):
+        claim_timestamp([tmp_path / "step0" / "rank0", tmp_path / "step0" / "rank1"], "20261207022359")
+    assert list((tmp_path / "step0" / "rank0").iterdir()) == []

@@ -332,17 +332,31 @@ class ModuleDumper:
     def _param_grad(self, owners: list[tuple[str, str]], grad: torch.Tensor) -> None:
         if self._off():
             return
+        # One gradient of a parameter that several modules own (tied weights) is written once: every
+        # owner kept for this gradient names that file, and every one of them is rewritten with the
+        # next gradient, so none names contents the file no longer holds. Keyed by whether the
+        # record's tensors are saved at all (a save filter may differ between the owners).
+        delivered: dict[bool, Any] = {}
         for record, pname in owners:
-            self._guarded(self._record_param_grad, record, pname, grad)
+            self._guarded(self._record_param_grad, record, pname, grad, delivered)
 
-    def _record_param_grad(self, record: str, pname: str, grad: torch.Tensor) -> None:
+    def _record_param_grad(
+        self, record: str, pname: str, grad: torch.Tensor, delivered: dict[bool, Any] | None = None
+    ) -> None:
         value = self._grad_records.get(record)
         store, enc = self.rec.store, self.rec.encoder
         if value is None or store is None or enc is None:
             return
         if not self._grads_kept.keeps(_module_of(record)):
             return
-        value[pname] = [enc.value(grad, record, pname, ())]
+        saves = enc.writer is not None and (enc.save_filter is None or enc.save_filter(record))
+        if delivered is not None and saves in delivered:
+            value[pname] = [delivered[saves]]
+        else:
+            encoded = enc.value(grad, record, pname, ())
+            if delivered is not None:
+                delivered[saves] = encoded
+            value[pname] = [encoded]
         reported = self._grad_reported.setdefault(record, set())
         reported.add(pname)
         if len(reported) >= len(value):
