@@ -60,6 +60,29 @@ def models_of(model: Any) -> list[Any]:
     return list(model) if isinstance(model, list | tuple) else [model]
 
 
+class FirstModel:
+    """The model the dump hooked at its first window: it stays the one, as in 8.1.1. A later
+    ``start()`` naming another model is said once (its modules or Cells are not recorded)."""
+
+    def __init__(self) -> None:
+        self._ids: tuple[int, ...] | None = None
+        self._said = False
+
+    def take(self, model: Any) -> bool:
+        """True the first time (hook ``model`` now); later False, saying so once if ``model`` is another."""
+        ids = () if model is None else tuple(id(m) for m in models_of(model))
+        if self._ids is None:
+            self._ids = ids
+            return True
+        if ids and self._ids and ids != self._ids and not self._said:
+            self._said = True
+            log.warning(
+                "msprobe: start() was given another model than the one hooked at the first dump window; "
+                "as in 8.1.1 that first model stays the one whose modules are recorded, this one's are not"
+            )
+        return False
+
+
 def check_token_range(token_range: Any) -> None:
     """``[start, end]``: two ints (not bools), ``0 <= start <= end``; None means no token range."""
     if token_range is None:

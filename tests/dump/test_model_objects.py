@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import io
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -139,3 +140,23 @@ def test_module_dump_of_a_copy_of_a_module_dumped_module_records_the_copy(
     names = _module_records(tmp_path)
     assert "Module.student.Sequential.forward.0" in names
     assert "Module.teacher.Sequential.forward.0" in names
+
+
+def test_another_model_given_to_a_later_start_is_said_once(
+    tmp_path: Path, debugger: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The first model stays the one hooked (8.1.1); a GAN's or a rebuilt model's later start() gave a
+    dump without its modules and no word."""
+    first, other = nn.Linear(2, 2), nn.Linear(2, 2)
+    dbg = debugger(level="L0")
+    with caplog.at_level(logging.WARNING, logger="msprobe"):
+        for model in (first, first, other, other, first):
+            dbg.start(model=model)
+            model(torch.randn(1, 2))
+            dbg.stop()
+            dbg.step()
+    said = [r.getMessage() for r in caplog.records if "another model" in r.getMessage()]
+    assert said == [
+        "msprobe: start() was given another model than the one hooked at the first dump window; as in "
+        "8.1.1 that first model stays the one whose modules are recorded, this one's are not"
+    ]

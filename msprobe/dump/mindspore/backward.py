@@ -29,6 +29,11 @@ try:
 except ImportError:  # pragma: no cover
     CellBackwardHook = None
 
+try:
+    from mindspore._c_expression import HookType
+except ImportError:  # pragma: no cover
+    HookType = None
+
 BackwardFn = Callable[[tuple[Any, ...], tuple[Any, ...]], object]
 
 
@@ -82,23 +87,28 @@ def cell_backward_hook(name: str, on_backward: BackwardFn) -> Callable[[Any], An
     """An identity ``f(args) -> args`` to apply to the inputs tuple and then to the output.
 
     ``on_backward(grad_inputs, grad_outputs)`` runs once the grads of the inputs are known.
-    The returned callable owns the hook dict (kept alive by the closure).
+    The hook function is set directly (not with ``CellBackwardHook.register_backward_hook``, whose
+    closure refers to the primitive: a cycle through the C++ side that Python's collector cannot see,
+    so one primitive and its closures per recorded call would live for the rest of the process).
+    It refers to nothing that refers back to the primitive, which dies with the autodiff graph.
     """
-    if CellBackwardHook is None:
+    if CellBackwardHook is None or HookType is None:
         return None
-    hooks = _Hooks()
+    hooks = _Hooks()  # the constructor wants a weak-referenceable dict; our hook does not use it
+    prim = CellBackwardHook(name, None, hooks)
+    pending: list[Any] = []  # the grads of the outputs (first call), until the inputs' grads come
 
-    def fn(_cell: Any, grad_input: Any, grad_output: Any) -> None:
-        gi = grad_input if isinstance(grad_input, tuple) else (grad_input,)
+    def hook_backward_grad(grad: Any) -> Any:
+        if not pending:
+            pending.append(grad)
+            return name  # as MindSpore's own hook: the first call waits for the second
+        grad_output = pending.pop()
+        gi = grad if isinstance(grad, tuple) else (grad,)
         go = grad_output if isinstance(grad_output, tuple) else (grad_output,)
         on_backward(gi, go)
+        return grad
 
-    hooks[0] = fn
-    prim = CellBackwardHook(name, None, hooks)
-    prim.register_backward_hook()
-    # ``prim`` holds only a weak reference to the dict; the prim itself lives as long as the autodiff
-    # graph that uses it, so it keeps the dict alive until the backward has run.
-    object.__setattr__(prim, "_msprobe_hooks", hooks)
+    prim.set_hook_fn(hook_backward_grad, HookType.BackwardHook)
     return prim  # type: ignore[no-any-return]
 
 

@@ -79,7 +79,9 @@ class CellHooks:
         self.handles: list[Any] = []  # the cells' hooks
         self.param_handles: list[Any] = []  # the parameters' gradient hooks
         self._cells: list[tuple[str, Any]] = []
-        self._param_hooked: set[int] = set()
+        # (Cell prefix, id(parameter)): a Parameter shared by two Cells (tied weights) gets a hook per Cell,
+        # so both Cells' parameters_grad records get its gradient (as 8.1.1 and the PyTorch dump)
+        self._param_hooked: set[tuple[str, int]] = set()
         service.step_reset.append(self._reset)
 
     def _reset(self) -> None:
@@ -221,8 +223,8 @@ class CellHooks:
         if self._flush_placeholders not in store.before_flush:  # a new store each step
             store.before_flush.append(self._flush_placeholders)
         for pname, param in params.items():
-            if id(param) not in self._param_hooked:
-                self._param_hooked.add(id(param))
+            if (prefix, id(param)) not in self._param_hooked:
+                self._param_hooked.add((prefix, id(param)))
                 self.param_handles.append(param.register_hook(self._param_hook(prefix, pname)))
 
     def _param_hook(self, prefix: str, pname: str) -> Any:

@@ -12,7 +12,7 @@ from mindspore import nn
 
 from msprobe.dump.config import build_config
 from msprobe.dump.exceptions import MsprobeException
-from msprobe.dump.frontdoor import INVALID, FrontDoor, check_token_range, models_of, user_entry
+from msprobe.dump.frontdoor import INVALID, FirstModel, FrontDoor, check_token_range, models_of, user_entry
 from msprobe.dump.mindspore.cells import CellHooks
 from msprobe.dump.mindspore.debug_save import DebugSaver
 from msprobe.dump.mindspore.jit import JitHooks
@@ -100,7 +100,7 @@ class PrecisionDebugger(FrontDoor):
         self.jit.suspend_hooks += [self.primitives.suspend, self.cells.suspend]
         if config.level in ("L0", "L1", "mix"):
             self.jit.install()
-        self._registered = False
+        self._first_model = FirstModel()
         self._model: Any = None
         self.tokens = TokenRange(self.service.session)
         self._become_instance()
@@ -133,8 +133,7 @@ class PrecisionDebugger(FrontDoor):
             return
         if not inst.service.start():
             return
-        if not inst._registered:
-            inst._registered = True
+        if inst._first_model.take(inst._model):
             inst._register(inst._model)
         if token_range is not None:
             inst.tokens.arm(models_of(model)[0], token_range)

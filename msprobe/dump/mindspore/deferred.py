@@ -79,11 +79,14 @@ def resolve(value: Any, failures: list[tuple[BaseException, bool]]) -> Any:
 _NOT_MUTATORS = {"requires_grad_", "parent_tensor_", "index_of_parent_", "delete_"}
 # Tensor methods that change a tensor without being recorded APIs; a batch is written before they run.
 MUTATORS = ("__setitem__", "assign_value", "set_data", "copy_", "fill_", "zero_", "set_")
+# Host views: on CPU the array these return shares the tensor's memory, so the program may change the
+# tensor through it (``a = t.asnumpy(); a /= a.sum()``); the batch is written before one is handed out.
+HOST_VIEWS = ("asnumpy", "numpy", "__array__")
 
 
 def mutator_names(cls: type) -> list[str]:
     """In-place methods of ``cls`` (``add_``, ``__iadd__``...) plus :data:`MUTATORS`."""
-    names = [n for n in dir(cls) if (is_inplace(n) and not n.startswith("_")) or n in MUTATORS]
+    names = [n for n in dir(cls) if (is_inplace(n) and not n.startswith("_")) or n in MUTATORS + HOST_VIEWS]
     names += [n for n in dir(cls) if n.startswith("__i") and n.endswith("__") and is_inplace(n)]
     return sorted(set(names) - _NOT_MUTATORS)
 

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from msprobe.dump.filters import ParamGradFilter
+from msprobe.dump.frontdoor import FirstModel
 from msprobe.dump.pytorch import module_backward
 from msprobe.dump.pytorch.encode import quiet
 from msprobe.dump.pytorch.nocompile import no_compile
@@ -52,6 +53,7 @@ class ModuleDumper:
         self.rec = recorder
         self._off = recorder.idle
         self.registered = False  # a model was given to start() (its hooks are on while dumping)
+        self._first_model = FirstModel()
         self.installed = False  # our hooks are on
         self._started = False  # between install() and uninstall(), hooks or not
         self._hooks: list[tuple[torch.nn.Module, _Hooks]] = []  # what install() puts on (model)
@@ -77,7 +79,7 @@ class ModuleDumper:
     def register(self, model: Any) -> None:
         """The model whose descendants are hooked from now on, at every :meth:`install` (the first
         model given to ``start()`` stays the one, as upstream)."""
-        if self.registered:
+        if not self._first_model.take(model):
             return
         self.registered = True
         models = list(model) if isinstance(model, list | tuple) else [model]
@@ -408,6 +410,7 @@ class ModuleDumper:
         self._hooks.clear()
         self._named.clear()
         self.registered = False
+        self._first_model = FirstModel()
 
 
 def _module_of(param_grad_record: str) -> str:
