@@ -179,35 +179,24 @@ def test_an_output_path_that_is_a_file_is_refused(tmp_path):
         run_compare(npu, npu, tmp_path / "taken" / "below")
 
 
-def test_a_full_disk_names_the_file_and_leaves_no_output(tmp_path, monkeypatch):
-    """A write that fails in ``write()`` (ENOSPC) has no file name on its error; the report it cut was
-    left behind, and the error named the folder."""
-    npu = write(tmp_path / "npu.csv", [row(f"Torch.a.0.{F}.0")])
-    original = ac.write_atomically
-
-    def disk_full_at_markdown(path: Path, chunks: object) -> None:
-        if path.suffix == ".md":
-            raise OSError(28, "No space left on device")
-        original(path, chunks)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(ac, "write_atomically", disk_full_at_markdown)
-    out = tmp_path / "out"
-    with pytest.raises(MsprobeError) as exc:
-        run_compare(npu, npu, out, ts="20260101000000")
-    assert str(exc.value) == (
-        f"{out / 'api_precision_compare_report_20260101000000.md'}: cannot write (No space left on device)"
-    )
-    assert list(out.iterdir()) == []
-
-
-@pytest.mark.parametrize("failing", ["details", "result", "report_"])
+@pytest.mark.parametrize(
+    "failing",
+    [
+        "api_precision_compare_details_20260101000000.csv",
+        "api_precision_compare_result_20260101000000.csv",
+        "api_precision_compare_report_20260101000000.html",
+        "api_precision_compare_report_20260101000000.md",
+    ],
+)
 def test_a_full_disk_at_any_output_names_that_file_and_leaves_none(tmp_path, monkeypatch, failing):
-    """The result CSV, written second, failed: the error named the details CSV, which stayed behind."""
+    """A write that fails in ``write()`` (ENOSPC) has no file name on its error: the error named the
+    folder (or the details CSV, written before the result CSV that failed), and the outputs written
+    before it, or a report cut short, stayed behind."""
     npu = write(tmp_path / "npu.csv", [row(f"Torch.a.0.{F}.0")])
     original = ac.write_atomically
 
     def disk_full(path: Path, chunks: object) -> None:
-        if path.name.startswith(f"api_precision_compare_{failing}"):
+        if path.name == failing:
             raise OSError(28, "No space left on device")
         original(path, chunks)  # type: ignore[arg-type]
 
@@ -215,7 +204,7 @@ def test_a_full_disk_at_any_output_names_that_file_and_leaves_none(tmp_path, mon
     out = tmp_path / "out"
     with pytest.raises(MsprobeError) as exc:
         run_compare(npu, npu, out, ts="20260101000000")
-    assert f"api_precision_compare_{failing}" in str(exc.value).split(": cannot write")[0]
+    assert str(exc.value) == f"{out / failing}: cannot write (No space left on device)"
     assert list(out.iterdir()) == []
 
 

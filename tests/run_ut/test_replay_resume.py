@@ -109,6 +109,15 @@ def test_a_details_file_cut_inside_a_quoted_message_runs_that_api_again(tmp_path
     assert all(not row[0].startswith("A.b.0") for row in resumed.old_details)
 
 
+def _finished_run(folder: Path, items: list[dict] = ITEMS) -> ResultWriter:
+    """A run of ``items`` into ``folder``, finished (its files rewritten in dump order)."""
+    writer = ResultWriter.create(folder.parent / "dump.json", folder, TS, ORDER)
+    for item in items:
+        writer.add(item)
+    writer.finish()
+    return writer
+
+
 def _resumed_whole(dump: Path, result_path: Path) -> ResultWriter:
     """Resume from ``result_path``, replay (add) what it did not finish, finish; the writer."""
     resumed = ResultWriter.resume(dump, result_path, ORDER)
@@ -123,17 +132,11 @@ def test_an_api_whose_worker_crashed_runs_again_on_resume(tmp_path: Path) -> Non
     """A worker killed (the OOM killer) leaves its API a SKIP row saying so: no verdict, so a resume
     replays it, and the resumed files equal an uninterrupted run's."""
     dump = tmp_path / "dump.json"
-    whole = ResultWriter.create(dump, tmp_path / "whole", TS, ORDER)
-    for item in ITEMS:
-        whole.add(item)
-    whole.finish()
+    _finished_run(tmp_path / "whole")
     crashed = dict(ITEMS[2])
     crashed["result"] = ["A.b.0", "SKIP", "SKIP", CRASHED_MESSAGE]
     crashed["details"] = _details("A.b.0", 1, "SKIP", CRASHED_MESSAGE)
-    writer = ResultWriter.create(dump, tmp_path / "o", TS, ORDER)
-    for item in [*ITEMS[:2], crashed, *ITEMS[3:]]:
-        writer.add(item)
-    writer.finish()
+    writer = _finished_run(tmp_path / "o", [*ITEMS[:2], crashed, *ITEMS[3:]])
     assert "A.b.0" not in ResultWriter.resume(dump, writer.result_path, ORDER).done
     _resumed_whole(dump, writer.result_path)
     assert rows_of(tmp_path / "o") == rows_of(tmp_path / "whole")
@@ -146,10 +149,7 @@ def test_a_finished_runs_details_file_cut_by_hand_resumes_to_the_whole_rows(
     """``head -c`` of a finished run's details file: the APIs after the cut kept their result rows and
     lost their details rows; only the torn row's API ran again."""
     dump = tmp_path / "dump.json"
-    writer = ResultWriter.create(dump, tmp_path / "o", TS, ORDER)
-    for item in ITEMS:
-        writer.add(item)
-    writer.finish()
+    writer = _finished_run(tmp_path / "o")
     whole = rows_of(tmp_path / "o")
     details = writer.details_path.read_bytes()
     body = details.index(b"\r\n") + 2  # after the header
@@ -164,10 +164,7 @@ def test_a_finished_runs_details_file_cut_by_hand_resumes_to_the_whole_rows(
 def test_rows_appended_twice_are_kept_once(tmp_path: Path) -> None:
     """Two resumes of one folder at once append an API twice: compare refused the resumed files."""
     dump = tmp_path / "dump.json"
-    writer = ResultWriter.create(dump, tmp_path / "o", TS, ORDER)
-    for item in ITEMS:
-        writer.add(item)
-    writer.finish()
+    writer = _finished_run(tmp_path / "o")
     whole = rows_of(tmp_path / "o")
     result, details = writer.result_path.read_bytes(), writer.details_path.read_bytes()
     writer.result_path.write_bytes(result + result.split(b"\r\n", 1)[1])
