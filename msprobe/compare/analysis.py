@@ -31,8 +31,13 @@ class Analysis:
     details: pd.DataFrame
     results: pd.DataFrame
     different_runs: str = ""  # why the two files look like details of different runs ("" if they do not)
-    routing: str = "8.1.1"  # how the replays routed float outputs to standards (both files alike)
-    routings_differ: bool = False  # one file was scored with 8.1.1's routing, the other with 26.x's
+    # how each replay routed float outputs to standards (read off its file): NPU's, GPU's
+    routings: tuple[str, str] = ("8.1.1", "8.1.1")
+
+    @property
+    def routing(self) -> str:
+        """The routing the rows are judged with: the files', or 8.1.1's when they differ."""
+        return judged_routing(self.routings)
 
     def warning(self) -> str:
         """The one line said first when a file has no rows, the files look like different runs or were
@@ -53,12 +58,12 @@ class Analysis:
                 side, full = ("GPU", self.gpu) if empty[0] is self.npu else ("NPU", self.npu)
                 line += f", all {len(full)} {side} output rows are missing"
             return line
-        if self.routings_differ:
+        npu, gpu = self.routings
+        if npu != gpu:
             routed = {
                 "8.1.1": "8.1.1's routing",
                 "26.x": "26.x's routing (every float output by the benchmark standard)",
             }
-            npu, gpu = routing_of(self.npu.frame), routing_of(self.gpu.frame)
             return (
                 f"{self.npu.path} was scored with {routed[npu]} and {self.gpu.path} with {routed[gpu]}: "
                 "an API the two route differently has no metric on both sides (SKIP rows); replay both "
@@ -75,6 +80,12 @@ class Analysis:
 
     def row_counts(self) -> dict[str, int]:
         return dict(Counter(self.details["比对结果"].to_numpy(dtype=object).tolist()))
+
+
+def judged_routing(routings: tuple[str, str]) -> str:
+    """The routing rows are judged with: the two files', or 8.1.1's when they differ (said first)."""
+    npu, gpu = routings
+    return npu if npu == gpu else "8.1.1"
 
 
 def _refuse_duplicates(table: DetailsTable, side: str) -> None:
@@ -111,9 +122,8 @@ def analyse(npu: DetailsTable, gpu: DetailsTable, npu_alone: bool = False) -> An
     if (merged["duplicated_in"].to_numpy() != "").any():  # merge has found them: name them, then refuse
         _refuse_duplicates(npu, "npu")
         _refuse_duplicates(gpu, "gpu")
-    routings = {routing_of(npu.frame), routing_of(gpu.frame)}
-    routing = routings.pop() if len(routings) == 1 else "8.1.1"
-    details = evaluate(merged, npu.numeric, npu_alone, routing)
+    routings = (routing_of(npu.frame), routing_of(gpu.frame))
+    details = evaluate(merged, npu.numeric, npu_alone, judged_routing(routings))
     results = result_rows(details)
     unrowed = unrowed_results(npu.replay_results, gpu.replay_results, set(details["_full"].tolist()))
     if len(unrowed):
@@ -124,6 +134,5 @@ def analyse(npu: DetailsTable, gpu: DetailsTable, npu_alone: bool = False) -> An
         details=details,
         results=results,
         different_runs=different_runs(merged),
-        routing=routing,
-        routings_differ=bool(routings),
+        routings=routings,
     )

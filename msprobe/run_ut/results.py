@@ -55,8 +55,8 @@ def claim_timestamp(out_dirs: Sequence[Path], ts: str) -> str:
     try:
         for folder in out_dirs:
             path = folder
-            # before the loop: a file where a folder goes raises FileExistsError too, which is not a
-            # timestamp taken (taken for one, every later timestamp was tried, forever)
+            # apart from the claims below: a file where a folder goes raises FileExistsError too, which
+            # must not read as a timestamp taken (every later second would be tried, forever)
             folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise cannot_write(path, exc) from None
