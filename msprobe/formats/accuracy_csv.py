@@ -170,7 +170,20 @@ def _check_header(path: Path, first: list[str] | None, header: Sequence[str]) ->
     if tuple(first) != tuple(header):
         kind = KNOWN_HEADERS.get(tuple(first))
         what = f"it is an {kind} file" if kind else f"its header starts with {first[:3]!r}"
+        separator = _other_separator(first, header)
+        if separator is not None:  # saved by a spreadsheet set to another list separator
+            what = f"its cells are separated by {separator!r}, not ','; save it comma-separated"
         raise MsprobeError(f"{path}: not the expected CSV ({what}; expected header {header[:3]!r}...)")
+
+
+def _other_separator(first: list[str], header: Sequence[str]) -> str | None:
+    """The separator (``;``, TAB) that splits a one-cell first row into ``header``, if one does."""
+    if len(first) != 1:
+        return None
+    for separator in (";", "\t"):
+        if tuple(first[0].split(separator)) == tuple(header):
+            return separator
+    return None
 
 
 @contextmanager

@@ -97,6 +97,23 @@ def test_shape_differences_are_flagged_and_not_compared(tmp_path):
     assert result_list(a)[0][:3] == ["Torch.a.0", "mismatch", " "]
 
 
+@pytest.mark.parametrize("separator", [";", "\t"])
+def test_a_details_file_a_spreadsheet_saved_with_another_separator_is_said_so(tmp_path, separator):
+    """A spreadsheet set to a ';' list separator saves the header as one cell: the message showed it."""
+    path = tmp_path / "npu.csv"
+    row_cells = row(f"Torch.a.0.{F}.0")
+    path.write_text(
+        separator.join(ac.RUN_UT_DETAILS_HEADER) + "\r\n" + separator.join(row_cells) + "\r\n",
+        encoding="utf-8-sig",
+    )
+    with pytest.raises(MsprobeError) as err:
+        load_details(path)
+    assert str(err.value) == (
+        f"{path}: not the expected CSV (its cells are separated by {separator!r}, not ','; save it "
+        "comma-separated; expected header ('API Name', 'Bench Dtype', 'DEVICE Dtype')...)"
+    )
+
+
 def test_matching_rows_are_not_flagged(tmp_path):
     a = pair(tmp_path, [row(f"Torch.a.0.{F}.0")])
     assert (a.details["_flag"] == "").all()
