@@ -23,6 +23,7 @@ from msprobe.dump.mindspore.encode import Encoder, TensorSaver
 from msprobe.dump.mindspore.families import BY_PREFIX, ApiKey, Patcher, finish_collective, load_api_list
 from msprobe.dump.session import RECORD_AT_ONCE, DumpSession
 from msprobe.dump.stack import capture_stack, clear_frames
+from msprobe.dump.thread_flag import ThreadFlag
 from msprobe.formats.record_names import BACKWARD, FORWARD, module_backward_name
 
 log = logging.getLogger("msprobe")
@@ -75,6 +76,10 @@ def hook_outputs(apply: Callable[[Any], Any], out: Any) -> Any:
 
 
 class MsDumpService:
+    # True while the tool itself (or a wrapped API) runs: nested calls pass through. Per thread: a
+    # logging thread's call must not silence the training thread's records (nor leave them silenced).
+    inside = ThreadFlag()
+
     def __init__(self, config: DumpConfig) -> None:
         self.config = config
         self.session = DumpSession(config, framework="mindspore")
@@ -82,9 +87,6 @@ class MsDumpService:
         self.session.store_batching = RECORD_AT_ONCE
         self.patcher = Patcher(self.on_api_call)
         self.encoder: Encoder | None = None
-        # True while the tool itself (or a wrapped API) runs: nested calls pass through. Per thread: a
-        # logging thread's call must not silence the training thread's records (nor leave them silenced).
-        self._tls = threading.local()
         self._owner_thread: int | None = None  # the thread that called start(): the one recorded
         # One record at a time: stop()/step() may come from another thread than the one recording.
         self.lock = threading.RLock()
@@ -101,14 +103,6 @@ class MsDumpService:
             self._guard_mutators()
 
     # -- switch -----------------------------------------------------------------------------------
-    @property
-    def inside(self) -> bool:
-        return getattr(self._tls, "inside", False)
-
-    @inside.setter
-    def inside(self, value: bool) -> None:
-        self._tls.inside = value
-
     def foreign_thread(self) -> bool:
         """Not the thread that called start(): its calls (a logging thread running the net, a helper
         thread's value_and_grad, whose backward hooks run in that thread) are neither recorded nor

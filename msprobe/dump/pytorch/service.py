@@ -51,6 +51,7 @@ from msprobe.dump.pytorch.torch_compat import (
 from msprobe.dump.pytorch.tree import first_tensor, tensors
 from msprobe.dump.session import DumpSession
 from msprobe.dump.stack import capture_stack, clear_frames
+from msprobe.dump.thread_flag import ThreadFlag
 from msprobe.dump.writer import RankStore
 from msprobe.formats.record_names import BACKWARD, FORWARD
 
@@ -77,6 +78,10 @@ class TorchDumpService:
     """The dump of one process; also the :class:`~msprobe.dump.pytorch.recorder.Recorder` that the
     module and save paths record through."""
 
+    # Our own capture code is running, per thread: a backward hook running in an autograd thread
+    # must not silence the training thread's records (nor leave them silenced).
+    _inside = ThreadFlag()
+
     def __init__(self, config: DumpConfig) -> None:
         self.config = config
         self.session = DumpSession(config, framework="pytorch")
@@ -95,9 +100,6 @@ class TorchDumpService:
         self._mode_pushed = False
         self._mode_thread: int | None = None  # the thread whose function-mode stack holds ours
         self._mode_left_on: int | None = None  # ours is still there (stop() came from another thread)
-        # Our own capture code is running, per thread: a backward hook running in an autograd thread
-        # must not silence the training thread's records (nor leave them silenced).
-        self._tls = threading.local()
         # One record at a time: backward hooks may run in autograd's threads while the training
         # thread records (a backward in a helper thread, an autograd device thread); never held
         # across the user's own call.
@@ -127,14 +129,6 @@ class TorchDumpService:
     @property
     def running(self) -> bool:
         return self.session.running
-
-    @property
-    def _inside(self) -> bool:
-        return getattr(self._tls, "inside", False)
-
-    @_inside.setter
-    def _inside(self, value: bool) -> None:
-        self._tls.inside = value
 
     def idle(self) -> bool:
         # a forked child (a Hogwild worker, os.fork) inherits our hooks: it must never record
