@@ -8,7 +8,6 @@ rendering happen afterwards.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
@@ -16,10 +15,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from msprobe import timestamps
 from msprobe.compare.analysis import Analysis, analyse
 from msprobe.compare.table import load_details
 from msprobe.errors import MsprobeError
 from msprobe.formats import accuracy_csv as ac
+from msprobe.timestamps import cannot_write
 
 RESULT_NAME = "api_precision_compare_result_{ts}.csv"
 DETAILS_NAME = "api_precision_compare_details_{ts}.csv"
@@ -57,10 +58,6 @@ class CompareOutcome:
         return self.api_counts.get("error", 0) > 0
 
 
-def timestamp() -> str:
-    return time.strftime("%Y%m%d%H%M%S")
-
-
 def write_csvs(analysis: Analysis, result_csv: Path, details_csv: Path) -> None:
     _write_frame(details_csv, analysis.details, ac.COMPARE_DETAILS_HEADER)
     _write_frame(result_csv, analysis.results, ac.COMPARE_RESULT_HEADER)
@@ -71,15 +68,10 @@ def _write_frame(path: Path, frame: pd.DataFrame, header: Sequence[str]) -> None
 
 
 def output_paths(out_dir: Path, ts: str) -> tuple[Path, Path, Path, Path]:
-    paths = tuple(
+    result, details, html, md = (
         out_dir / name.format(ts=ts) for name in (RESULT_NAME, DETAILS_NAME, HTML_NAME, MARKDOWN_NAME)
     )
-    existing = [str(p) for p in paths if p.exists()]
-    if existing:
-        raise MsprobeError(
-            f"{existing[0]}: already exists, not overwriting (outputs carry a timestamp; retry)"
-        )
-    return paths  # type: ignore[return-value]
+    return result, details, html, md
 
 
 def run_compare(
@@ -103,11 +95,15 @@ def run_compare(
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise MsprobeError(f"{out}: not a folder")
-    current = out
-    written: list[Path] = []
     try:
         out.mkdir(parents=True, exist_ok=True)
-        result_csv, details_csv, html, md = output_paths(out, ts or timestamp())
+    except OSError as exc:
+        raise cannot_write(out, exc) from None
+    # every name created now, exclusively: a compare started in the same second takes the next one
+    paths = output_paths(out, timestamps.claim(lambda ts: output_paths(out, ts), ts or timestamps.now()))
+    result_csv, details_csv, html, md = paths
+    current = out
+    try:
         writes: list[tuple[Path, Callable[[Path], None]]] = [
             (details_csv, lambda p: _write_frame(p, analysis.details, ac.COMPARE_DETAILS_HEADER)),
             (result_csv, lambda p: _write_frame(p, analysis.results, ac.COMPARE_RESULT_HEADER)),
@@ -116,12 +112,11 @@ def run_compare(
         ]
         for current, write in writes:
             write(current)
-            written.append(current)
     except OSError as exc:
-        for path in written:  # all four or none: a rerun writes a new set
+        for path in paths:  # all four or none: a rerun writes a new set
             with suppress(OSError):
                 path.unlink()
-        raise MsprobeError(f"{exc.filename or current}: cannot write ({exc.strerror or exc})") from None
+        raise cannot_write(current, exc) from None
     return CompareOutcome(
         result_csv=result_csv,
         details_csv=details_csv,

@@ -14,12 +14,12 @@ Formats: ``msprobe.formats.accuracy_csv`` (headers, ``format_cell``, BOM, blanks
 from __future__ import annotations
 
 import csv
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from msprobe import timestamps
 from msprobe.errors import MsprobeError
 from msprobe.formats.accuracy_csv import (
     RUN_UT_DETAILS_HEADER,
@@ -31,20 +31,9 @@ from msprobe.formats.accuracy_csv import (
     write_rows,
 )
 from msprobe.formats.record_names import output_row_api
+from msprobe.timestamps import cannot_write
 
 RESULT_NAME = RUN_UT_RESULT_NAME
-
-
-TIMESTAMP = "%Y%m%d%H%M%S"
-
-
-def timestamp() -> str:
-    return time.strftime(TIMESTAMP)
-
-
-def next_timestamp(ts: str) -> str:
-    """The timestamp one second after ``ts`` (``...0959`` is followed by ``...1000``)."""
-    return time.strftime(TIMESTAMP, time.localtime(time.mktime(time.strptime(ts, TIMESTAMP)) + 1))
 
 
 def claim_timestamp(out_dirs: Sequence[Path], ts: str) -> str:
@@ -55,27 +44,14 @@ def claim_timestamp(out_dirs: Sequence[Path], ts: str) -> str:
     try:
         for folder in out_dirs:
             path = folder
-            # apart from the claims below: a file where a folder goes raises FileExistsError too, which
-            # must not read as a timestamp taken (every later second would be tried, forever)
+            # before the claims: a file where a folder goes raises FileExistsError too, which must not
+            # read as a timestamp taken (every later second would be tried, forever)
             folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise cannot_write(path, exc) from None
-    while True:
-        claimed: list[Path] = []
-        try:
-            for folder in out_dirs:
-                path = folder / f"accuracy_checking_result_{ts}.csv"
-                with open(path, "x", encoding="utf-8"):
-                    claimed.append(path)
-            return ts
-        except FileExistsError:
-            for taken in claimed:
-                taken.unlink(missing_ok=True)
-            ts = next_timestamp(ts)
-        except OSError as exc:
-            for taken in claimed:
-                taken.unlink(missing_ok=True)
-            raise cannot_write(path, exc) from None
+    return timestamps.claim(
+        lambda ts: [folder / f"accuracy_checking_result_{ts}.csv" for folder in out_dirs], ts
+    )
 
 
 #: What the summary counts for an API pytest fails although its CSV verdict is not ``error``.
@@ -198,11 +174,6 @@ def check_same_dump(path: Path, dump: Path, names: Sequence[str], order: Mapping
             f"{path}: lists APIs that {dump} does not hold ({shown}); it was written for another "
             "dump, resume only from a result file of this one"
         )
-
-
-def cannot_write(path: Path, exc: OSError) -> MsprobeError:
-    """The one line for a CSV that cannot be written (a folder without write access, a full disk)."""
-    return MsprobeError(f"{path}: cannot write ({exc.strerror or exc})")
 
 
 @dataclass

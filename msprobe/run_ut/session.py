@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from msprobe import timestamps
 from msprobe.errors import MsprobeError, first_line
 from msprobe.paths import dump_input, output_dir
 from msprobe.run_ut.collect import RESULT_KEY, SESSION_KEY, ApiItem, DumpDirectory, DumpFile
@@ -30,9 +31,7 @@ from msprobe.run_ut.results import (
     check_resume_file,
     claim_timestamp,
     find_resume_file,
-    next_timestamp,
     summary_label,
-    timestamp,
 )
 
 WARNING_CATEGORY = "accuracy-warning"
@@ -117,7 +116,7 @@ class ReplaySession:
         self.write_failed = False  # a CSV could not be written during the run (reported once)
         self.worker_facts: dict[str, dict[str, Any]] = {}  # controller: what each worker reported
         if self.worker_input is None and config.option.collectonly:
-            self.ts, self.done = timestamp(), {}  # --collect-only writes no CSV
+            self.ts, self.done = timestamps.now(), {}  # --collect-only writes no CSV
         elif self.worker_input is None:
             try:
                 output_dir(opt("msprobe_out") or ".", "--msprobe-out=")
@@ -127,7 +126,7 @@ class ReplaySession:
             self.done = {self.dump_key(p): sorted(w.done) for p, w in self.writers.items()}
         else:
             shared = self.worker_input.get("msprobe", {})
-            self.ts = shared.get("ts", timestamp())
+            self.ts = shared.get("ts", timestamps.now())
             self.done = shared.get("done", {})
         if self.worker_input is not None or not getattr(config.option, "numprocesses", None):
             # This process replays: pay torch's import now, not inside the first item's timing, and
@@ -173,14 +172,14 @@ class ReplaySession:
                 continue  # not a dump: its DumpFile reports the one-line collection error
         try:
             if resume_path is None:
-                self.ts = claim_timestamp([self._out_dir_for(d) for d in orders], timestamp())
+                self.ts = claim_timestamp([self._out_dir_for(d) for d in orders], timestamps.now())
             else:
-                self.ts = timestamp()
+                self.ts = timestamps.now()
                 while any(
                     (self._out_dir_for(d) / f"accuracy_checking_result_{self.ts}.csv").exists()
                     for d in orders
                 ):
-                    self.ts = next_timestamp(self.ts)
+                    self.ts = timestamps.next_second(self.ts)
             for dump, order in orders.items():
                 previous = None
                 if resume_path is not None:

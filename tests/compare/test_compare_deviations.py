@@ -153,11 +153,30 @@ def test_unreadable_inputs(tmp_path, make, expected):
         load_details(path)
 
 
-def test_no_silent_overwrite(tmp_path):
+def test_compares_started_in_one_second_never_share_their_files(tmp_path, monkeypatch):
+    """The names were checked free, then written after the reports were built: two compares started
+    together into one folder could both pick one second, and the later replaced the earlier's files.
+    Each now creates its names exclusively; a taken second sends it to the next one."""
     npu = write(tmp_path / "npu.csv", [row(f"Torch.a.0.{F}.0")])
-    run_compare(npu, npu, tmp_path / "out", ts="20260101000000")
-    with pytest.raises(MsprobeError, match="already exists, not overwriting"):
-        run_compare(npu, npu, tmp_path / "out", ts="20260101000000")
+    gpu = write(tmp_path / "gpu.csv", [row(f"Torch.b.0.{F}.0")])
+    first = run_compare(npu, npu, tmp_path / "out", ts="20260101000059")
+    from msprobe.compare.run import output_paths as checked
+
+    def late_rival(out_dir, ts):  # another compare creates this second's files between check and write
+        paths = checked(out_dir, ts)
+        if ts == "20260101000100" and not paths[0].exists():
+            for p in paths:
+                p.write_text("rival")
+        return paths
+
+    monkeypatch.setattr("msprobe.compare.run.output_paths", late_rival)
+    second = run_compare(gpu, gpu, tmp_path / "out", ts="20260101000059")
+    third = run_compare(gpu, gpu, tmp_path / "out", ts="20260101000059")
+    assert first.result_csv.name == "api_precision_compare_result_20260101000059.csv"
+    assert second.result_csv.name == "api_precision_compare_result_20260101000101.csv"
+    assert third.result_csv.name == "api_precision_compare_result_20260101000102.csv"
+    assert "Torch.a.0" in first.result_csv.read_text(encoding="utf-8-sig")  # never overwritten
+    assert checked(tmp_path / "out", "20260101000100")[0].read_text() == "rival"
 
 
 def test_short_and_long_rows_are_refused(tmp_path):
