@@ -187,10 +187,11 @@ def _other_separator(first: list[str], header: Sequence[str]) -> str | None:
 
 
 @contextmanager
-def _reader(path: Path, header: Sequence[str]) -> Iterator[Any]:
-    """A csv reader positioned after a checked header; file and format errors become ``MsprobeError``."""
+def _reader(path: Path, header: Sequence[str], text: str | None = None) -> Iterator[Any]:
+    """A csv reader positioned after a checked header (of ``path``, or of ``text`` read from it); file
+    and format errors become ``MsprobeError``."""
     try:
-        with open(path, encoding="utf-8-sig", newline="") as fh:
+        with open(path, encoding="utf-8-sig", newline="") if text is None else io.StringIO(text) as fh:
             reader = csv.reader(fh)
             _check_header(path, next(reader, None), header)
             yield reader
@@ -225,10 +226,10 @@ def read_rows_with_lines(
     return [_checked(path, header, line_no, row) for line_no, row in raw], [line_no for line_no, _ in raw]
 
 
-def _raw_rows(path: Path, header: Sequence[str]) -> list[tuple[int, list[str]]]:
+def _raw_rows(path: Path, header: Sequence[str], text: str | None = None) -> list[tuple[int, list[str]]]:
     """Each non-empty row after the header as read, with the file line it starts on."""
     out: list[tuple[int, list[str]]] = []
-    with _reader(path, header) as reader:
+    with _reader(path, header, text) as reader:
         line_no = reader.line_num + 1
         for row in reader:
             if row:
@@ -249,6 +250,18 @@ def _checked(path: Path, header: Sequence[str], line_no: int, row: list[str]) ->
     return row + [""] * (width - len(row))
 
 
+def _text_of_torn(data: bytes) -> str | None:
+    """The text of a file cut mid-row, less a character the cut split (``head -c`` counts bytes), or
+    None where the bytes are not UTF-8 before that (the reader refuses the file)."""
+    body = data.removeprefix(codecs.BOM_UTF8)
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.reason != "unexpected end of data":
+            return None
+        return body[: exc.start].decode("utf-8")
+
+
 def ends_torn(data: bytes) -> bool:
     """Whether a CSV's text ends inside a row: every row we write ends with a line break, outside quotes
     (quote characters come in pairs in a whole CSV)."""
@@ -267,10 +280,11 @@ def read_appended_rows(
     """
     path = Path(path)
     try:
-        torn = ends_torn(path.read_bytes())
+        data = path.read_bytes()
     except OSError:
-        torn = False  # the reader names what is wrong with the path
-    raw = _raw_rows(path, header)
+        data = b"\n"  # the reader names what is wrong with the path
+    torn = ends_torn(data)
+    raw = _raw_rows(path, header, _text_of_torn(data) if torn else None)
     last = raw.pop()[1] if torn and raw else None
     rows = [_checked(path, header, line_no, row) for line_no, row in raw]
     for (line_no, _), row in zip(raw, rows):

@@ -67,8 +67,12 @@ ITEMS = [
     payload("d", "A.dropout.0", 1, ["A.dropout.0", "pass", " "], []),  # no details row at all
     payload("d", "A.b.0", 2, ["A.b.0", "error", "pass"], _details("A.b.0", 2, "error", 'say "x"')),
     payload(
-        "d", "A.c.0", 3, ["A.c.0", "SKIP", "SKIP", "why, with a comma"], _details("A.c.0", 1, "SKIP", "w")
-    ),
+        "d",
+        "A.c.0",
+        3,
+        ["A.c.0", "SKIP", "SKIP", "why, with a comma: naïve"],
+        _details("A.c.0", 1, "SKIP", "é非"),
+    ),  # a cut may split a character: a torn row, not a file that is not UTF-8
     payload("d", "A.d.0", 4, ["A.d.0", "Warning", " "], _details("A.d.0", 1, "Warning", "")),
 ]
 ORDER = {item["api"]: item["index"] for item in ITEMS}
