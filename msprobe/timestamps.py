@@ -27,7 +27,7 @@ def next_second(ts: str) -> str:
 
 def cannot_write(path: Path, exc: OSError) -> MsprobeError:
     """The one line for an output that cannot be written (a folder without write access, a full disk)."""
-    return MsprobeError(f"{exc.filename or path}: cannot write ({exc.strerror or exc})")
+    return MsprobeError(f"{path}: cannot write ({exc.strerror or exc})")
 
 
 def claim(names_at: Callable[[str], Sequence[Path]], ts: str) -> str:

@@ -10,6 +10,7 @@ from replay_dumps import FAILS_THIRD, copy_fixture, csv_pair, forward, read_csv,
 
 import msprobe.run_ut.replay
 import msprobe.run_ut.session
+import msprobe.timestamps
 from msprobe.formats.accuracy_csv import RUN_UT_DETAILS_HEADER, RUN_UT_RESULT_HEADER
 from msprobe.run_ut.results import ResultWriter, payload, summary_label
 
@@ -197,7 +198,7 @@ def test_summary_labels_what_pytest_fails_without_an_error_verdict() -> None:
 def test_an_unwritable_output_is_one_error_line(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(msprobe.run_ut.session, "timestamp", lambda: "20260101000000")
+    monkeypatch.setattr(msprobe.timestamps, "now", lambda: "20260101000000")
     out = pytester.path / "out"
     (out / "accuracy_checking_result_20260101000000.csv.tmp").mkdir(parents=True)  # the CSV cannot be made
     dump = write_dump(pytester.path / "d", FAILS_THIRD)
