@@ -35,6 +35,8 @@ UPSTREAM_TASKS = (
 SUPPORTED_TASKS = ("statistics", "tensor", "structure")
 LEVELS = ("L0", "L1", "L2", "mix", "debug")
 SUPPORTED_LEVELS = ("L0", "L1", "mix", "debug")
+MODULE_LEVELS = ("L0", "mix")  # the levels that record modules (PyTorch) or Cells (MindSpore)
+API_LEVELS = ("L1", "mix")  # the levels that record API calls
 SUMMARY_MODES = ("statistics", "md5")
 FILE_FORMATS = ("npy", "bin")
 CONFIG_PATH_RE = re.compile(r"^[a-zA-Z0-9_.:/-]+$")
@@ -116,6 +118,16 @@ class DumpConfig:
     def saves_tensors(self) -> bool:
         """Whether ``.pt`` files (and ``dump_tensor_data/``) are written."""
         return self.task == "tensor" or (self.task == "statistics" and bool(self.tensor_list))
+
+    @property
+    def records_modules(self) -> bool:
+        """Whether this level records modules / Cells (:data:`MODULE_LEVELS`)."""
+        return self.level in MODULE_LEVELS
+
+    @property
+    def records_apis(self) -> bool:
+        """Whether this level records API calls (:data:`API_LEVELS`)."""
+        return self.level in API_LEVELS
 
     @property
     def md5(self) -> bool:
@@ -310,7 +322,7 @@ def build_config(
             origin(level, "level"),
             f"level {cfg_level!r} needs an Ascend NPU kernel dump; use one of {list(SUPPORTED_LEVELS)}",
         )
-    if cfg_task == "structure" and cfg_level not in ("L0", "mix"):
+    if cfg_task == "structure" and cfg_level not in MODULE_LEVELS:
         log.warning(
             "msprobe: %slevel %r is not available with task 'structure' (L0 or mix); level mix is used",
             f"{origin(level, 'level')}: " if origin(level, "level") else "",

@@ -39,10 +39,9 @@ import struct
 import subprocess
 import sys
 from collections.abc import Callable
-from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
-from msprobe.dump.journal import Journal
+from msprobe.dump.journal import Journal, data_line
 from msprobe.formats.dump_json import encode_record, write_rank_files
 
 log = logging.getLogger("msprobe")
@@ -64,11 +63,6 @@ class Encoded:
         self.text = text
 
 
-def record_line(name: str, text: str) -> str:
-    """The journal line of a data record whose value is encoded as ``text``."""
-    return '{"d":' + encode_basestring_ascii(name) + ',"v":' + text.replace("\n", "") + "}"
-
-
 def encode_records(
     records: list[tuple[str, Any]],
     texts: dict[str, str],
@@ -85,7 +79,7 @@ def encode_records(
             failed(name, exc)
             continue
         texts[name] = text
-        lines.append(record_line(name, text))
+        lines.append(data_line(name, text))
 
 
 def as_exception(info: ErrorInfo) -> BaseException:

@@ -9,6 +9,8 @@ journal is removed once the step's json files are final.
 Line kinds: ``{"h": header}``, ``{"d": name, "v": value}`` (a data record; a later line with the
 same name replaces the value but keeps the first position), ``{"n": name, "s": id[, "f": frames]}``
 (stack; frames given the first time an id appears), ``{"c": name, "p": parent}`` (construct).
+This module is the only one that knows the line format: it encodes the lines (:func:`header_line`,
+:func:`data_line`, :func:`stack_line`, :func:`construct_line`) and reads them (:func:`read_journal`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
 try:
@@ -25,6 +28,44 @@ except ImportError:  # not on POSIX: no writer outlives the training process the
 
 JOURNAL_NAME = ".msprobe_journal.jsonl"
 log = logging.getLogger("msprobe")
+
+
+# -- the line kinds (written here, read by :func:`read_journal`) -------------------------------------------
+def header_line(header: dict[str, Any]) -> str:
+    """``{"h": header}``."""
+    return json.dumps({"h": header}, separators=(",", ":"))
+
+
+def data_line(name: str, text: str) -> str:
+    """``{"d": name, "v": value}`` of a data record whose value is encoded as ``text``."""
+    return '{"d":' + encode_basestring_ascii(name) + ',"v":' + text.replace("\n", "") + "}"
+
+
+_FRAMES_TEXTS: dict[tuple[str, ...], str] = {}  # a stack's frames as a journal's JSON list
+
+
+def _frames_text(frames: tuple[str, ...]) -> str:
+    """``json.dumps(list(frames), separators=(",", ":"))``, kept: the same call sites run every step."""
+    text = _FRAMES_TEXTS.get(frames)
+    if text is None:
+        text = json.dumps(list(frames), separators=(",", ":"))
+        if len(_FRAMES_TEXTS) >= 4096:
+            _FRAMES_TEXTS.clear()
+        _FRAMES_TEXTS[frames] = text
+    return text
+
+
+def stack_line(name: str, sid: int, frames: tuple[str, ...] | None) -> str:
+    """``{"n": name, "s": sid[, "f": frames]}``: frames only the first time ``sid`` appears (None after),
+    written without ``json.dumps``: most records repeat an earlier stack."""
+    head = '{"n":' + encode_basestring_ascii(name) + ',"s":' + str(sid)
+    return head + "}" if frames is None else head + ',"f":' + _frames_text(frames) + "}"
+
+
+def construct_line(name: str, parent: str | None) -> str:
+    """``{"c": name, "p": parent}``."""
+    p = "null" if parent is None else encode_basestring_ascii(parent)
+    return '{"c":' + encode_basestring_ascii(name) + ',"p":' + p + "}"
 
 
 class Journal:

@@ -27,13 +27,19 @@ import os
 import pickle
 import time
 from collections.abc import Callable
-from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any, Protocol
 
 from msprobe.dump import encoder_process
 from msprobe.dump.encoder_process import Encoded, EncoderError, EncoderProcess, encode_records
 from msprobe.dump.exceptions import FileCheckException
-from msprobe.dump.journal import JOURNAL_NAME, Journal, read_journal
+from msprobe.dump.journal import (
+    JOURNAL_NAME,
+    Journal,
+    construct_line,
+    header_line,
+    read_journal,
+    stack_line,
+)
 from msprobe.formats.dump_json import (
     DUMP_JSON,
     TENSOR_DIR,
@@ -62,20 +68,6 @@ class PendingValues(Protocol):
 
 def make_dirs(path: str) -> None:
     os.makedirs(path, mode=DIR_MODE, exist_ok=True)
-
-
-_FRAMES_TEXTS: dict[tuple[str, ...], str] = {}  # a stack's frames as a journal's JSON list
-
-
-def _frames_text(frames: tuple[str, ...]) -> str:
-    """``json.dumps(list(frames), separators=(",", ":"))``, kept: the same call sites run every step."""
-    text = _FRAMES_TEXTS.get(frames)
-    if text is None:
-        text = json.dumps(list(frames), separators=(",", ":"))
-        if len(_FRAMES_TEXTS) >= 4096:
-            _FRAMES_TEXTS.clear()
-        _FRAMES_TEXTS[frames] = text
-    return text
 
 
 def _batch_name(pending: list[tuple[str, Any]]) -> str:
@@ -141,16 +133,16 @@ class RankStore:
             raise FileCheckException(
                 f"cannot write the dump folder {self.rank_dir}: {exc.strerror}"
             ) from None
-        header_line = self._header_line()
+        head = self._header_line()
         if self.encoder is not None:
             try:  # answered with the flush below
-                self.encoder.send(encoder_process.OPEN, pickle.dumps((path, header_line)))
+                self.encoder.send(encoder_process.OPEN, pickle.dumps((path, head)))
             except EncoderError as exc:
                 self._encode_here(str(exc))
         else:
             assert self.journal is not None
             try:  # a full disk: said, as for every later journal write, and the training goes on
-                self.journal.append_raw(header_line)
+                self.journal.append_raw(head)
             except OSError as exc:
                 self._report("journal", self.rank_dir, exc)
         self.flush()
@@ -255,7 +247,7 @@ class RankStore:
             self._encode(*pickle.loads(payload))
 
     def _header_line(self) -> str:
-        return json.dumps({"h": self.header}, separators=(",", ":"))
+        return header_line(self.header)
 
     def _report(self, what: str, name: str, exc: BaseException) -> None:
         if self.on_error is None:
@@ -286,17 +278,12 @@ class RankStore:
             self._stack_names.append([])
         self._stack_names[sid].append(name)
         self._dirty = True
-        if new:  # json.dumps({"n": name, "s": sid, "f": list(frames)}, separators=(",", ":"))
-            head = '{"n":' + encode_basestring_ascii(name) + ',"s":' + str(sid) + ',"f":'
-            self._lines.append(head + _frames_text(frames) + "}")
-        else:  # the same line, without json.dumps: most records repeat an earlier stack
-            self._lines.append('{"n":' + encode_basestring_ascii(name) + ',"s":' + str(sid) + "}")
+        self._lines.append(stack_line(name, sid, frames if new else None))
 
     def put_construct(self, name: str, parent: str | None) -> None:
         self.construct[name] = parent
         self._dirty = True
-        p = "null" if parent is None else encode_basestring_ascii(parent)
-        self._lines.append('{"c":' + encode_basestring_ascii(name) + ',"p":' + p + "}")
+        self._lines.append(construct_line(name, parent))
 
     def stack_json(self) -> dict[str, Any]:
         return stack_json(zip(self._stack_names, self._stack_frames))

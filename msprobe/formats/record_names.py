@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import overload
 
 FORWARD = "forward"
 BACKWARD = "backward"
@@ -99,6 +100,10 @@ def module_record_name(path: str, class_name: str, direction: str, index: int, k
     return f"{kind}.{path}.{class_name}.{direction}.{index}"
 
 
+@overload
+def module_backward_name(forward_record: str) -> str: ...
+@overload
+def module_backward_name(forward_record: None) -> None: ...
 def module_backward_name(forward_record: str | None) -> str | None:
     """``Cell.fc.Dense.forward.0`` -> ``Cell.fc.Dense.backward.0`` (None stays None)."""
     if forward_record is None:

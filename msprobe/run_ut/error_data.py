@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from msprobe.formats.record_names import data_file_name
 from msprobe.run_ut.inputs import TensorArg
 
 
@@ -44,7 +45,7 @@ def save(folder: Path, api: str, saved: dict[str, Any]) -> list[Path]:
             continue
         for i, leaf in enumerate(_leaves(value)):
             if isinstance(leaf, torch.Tensor):
-                path = folder / f"{api}.{part}.{i}.pt"
+                path = folder / data_file_name(api, part, (i,))
                 torch.save(leaf.detach().cpu().contiguous(), path)
                 written.append(path)
     return written

@@ -197,6 +197,21 @@ def test_tensor_version_counter() -> None:
     assert t._version == v + 1
 
 
+def test_share_version_counter_reads_view_bases() -> None:
+    base = torch.zeros(4)
+    view, other_view = base[:2], base.view(2, 2)
+    assert tc.share_version_counter(view, base) and tc.share_version_counter(base, view)
+    assert tc.share_version_counter(view, other_view)
+    assert not tc.share_version_counter(base.data, base)  # ``.data``: a counter of its own
+    assert not tc.share_version_counter(torch.zeros(2), torch.zeros(2))
+
+
+def test_private_in_place_functions_lists_torchs_private_writers() -> None:
+    found = tc.private_in_place_functions()
+    assert torch._foreach_mul_ in found and torch.Tensor.add_ not in found
+    assert all(callable(f) for f in found)
+
+
 def _private_torch_uses(path: Path) -> list[str]:
     """``torch._x`` attribute chains and ``from torch._x import``/``from torch.y import _z``."""
     found = []

@@ -71,12 +71,39 @@ def grad_recording() -> bool:
         return False
 
 
-def has_tensor(value: Any) -> bool:
+def tensor_leaves(value: Any) -> list[Any]:
+    """The MindSpore tensors in ``value`` (lists, tuples and dict values walked), in order."""
     if isinstance(value, ms.Tensor):
-        return True
+        return [value]
     if isinstance(value, tuple | list):
-        return any(isinstance(v, ms.Tensor) for v in value)
-    return False
+        return [leaf for v in value for leaf in tensor_leaves(v)]
+    if isinstance(value, dict):
+        return [leaf for v in value.values() for leaf in tensor_leaves(v)]
+    return []
+
+
+def _replace_leaves(value: Any, new: list[Any]) -> Any:
+    """Rebuild ``value`` with its tensor leaves taken in order from ``new`` (consumed)."""
+    if isinstance(value, ms.Tensor):
+        return new.pop(0)
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return tuple(_replace_leaves(v, new) for v in value)
+    if isinstance(value, list):
+        return [_replace_leaves(v, new) for v in value]
+    if isinstance(value, dict):
+        return {k: _replace_leaves(v, new) for k, v in value.items()}
+    return value
+
+
+def hook_outputs(apply: Callable[[Any], Any], out: Any) -> Any:
+    """Pass the tensor leaves of ``out`` through ``apply`` (an identity that sees their grads)."""
+    if isinstance(out, ms.Tensor):
+        return apply(out)
+    leaves = tensor_leaves(out)
+    if not leaves:
+        return out
+    hooked = apply(tuple(leaves))
+    return _replace_leaves(out, list(hooked))
 
 
 class _Hooks(OrderedDict):  # type: ignore[type-arg]

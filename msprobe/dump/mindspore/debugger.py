@@ -98,7 +98,7 @@ class PrecisionDebugger(FrontDoor):
         self.jit = JitHooks(self.service)
         self.saver = DebugSaver(self.service)
         self.jit.suspend_hooks += [self.primitives.suspend, self.cells.suspend]
-        if config.level in ("L0", "L1", "mix"):
+        if config.records_modules or config.records_apis:
             self.jit.install()
         self._first_model = FirstModel()
         self._model: Any = None
@@ -125,7 +125,7 @@ class PrecisionDebugger(FrontDoor):
             )
         if model is not None:
             inst._model = model  # remembered: a later start() without it (MsprobeStep) registers with it
-        if inst._model is None and level in ("L0", "mix"):
+        if inst._model is None and inst.config.records_modules:
             raise MsprobeException(
                 _INVALID, f'The model cannot be None, when level is "{level}": start(model=net)'
             )
@@ -141,10 +141,9 @@ class PrecisionDebugger(FrontDoor):
     def _register(self, model: Any) -> None:
         if model is None:
             return
-        level = self.config.level
-        if level in ("L1", "mix") and self.config.task in ("statistics", "tensor", "structure"):
+        if self.config.records_apis and self.config.task in ("statistics", "tensor", "structure"):
             self.primitives.register([c for r in models_of(model) for _, c in r.cells_and_names()])
-        if level in ("L0", "mix"):
+        if self.config.records_modules:
             self.cells.register(model)
 
     @classmethod

@@ -24,8 +24,7 @@ try:  # mindspore.experimental.optim (AdamW, ...): an Optimizer of its own, no n
 except ImportError:
     OPTIMIZERS = (Optimizer,)
 
-from msprobe.dump.mindspore.backward import cell_backward_hook, grad_recording
-from msprobe.dump.mindspore.service import _tensor_leaves, hook_outputs
+from msprobe.dump.mindspore.backward import cell_backward_hook, grad_recording, hook_outputs, tensor_leaves
 from msprobe.formats.record_names import BACKWARD, FORWARD
 
 if TYPE_CHECKING:
@@ -125,7 +124,7 @@ class JitHooks:
             record = svc.encode_inputs(name, call_args, kwargs)
         parent = svc.parent()
         hook = None
-        if mode.direction(BACKWARD) and grad_recording() and _tensor_leaves(args):
+        if mode.direction(BACKWARD) and grad_recording() and tensor_leaves(args):
             hook = cell_backward_hook(bname, lambda gi, go: svc.api_backward(bname, parent, gi, go))
         svc.inside = True
         try:

@@ -17,14 +17,14 @@ from typing import Any
 import mindspore as ms
 
 from msprobe.dump.config import DumpConfig
-from msprobe.dump.mindspore.backward import cell_backward_hook, grad_recording
+from msprobe.dump.mindspore.backward import cell_backward_hook, grad_recording, hook_outputs, tensor_leaves
 from msprobe.dump.mindspore.deferred import Batch, is_inplace, mutator_names
 from msprobe.dump.mindspore.encode import Encoder, TensorSaver
 from msprobe.dump.mindspore.families import BY_PREFIX, ApiKey, Patcher, finish_collective, load_api_list
 from msprobe.dump.session import RECORD_AT_ONCE, DumpSession
 from msprobe.dump.stack import capture_stack, clear_frames
 from msprobe.dump.thread_flag import ThreadFlag
-from msprobe.formats.record_names import BACKWARD, FORWARD, module_backward_name
+from msprobe.formats.record_names import BACKWARD, FORWARD, api_record_name, module_backward_name
 
 log = logging.getLogger("msprobe")
 
@@ -39,40 +39,6 @@ def current_rank() -> int | None:
     except Exception:  # no communication support in this build
         return None
     return None
-
-
-def _tensor_leaves(value: Any) -> list[Any]:
-    if isinstance(value, ms.Tensor):
-        return [value]
-    if isinstance(value, tuple | list):
-        return [leaf for v in value for leaf in _tensor_leaves(v)]
-    if isinstance(value, dict):
-        return [leaf for v in value.values() for leaf in _tensor_leaves(v)]
-    return []
-
-
-def _replace_leaves(value: Any, new: list[Any]) -> Any:
-    """Rebuild ``value`` with its tensor leaves taken in order from ``new`` (consumed)."""
-    if isinstance(value, ms.Tensor):
-        return new.pop(0)
-    if isinstance(value, tuple) and not hasattr(value, "_fields"):
-        return tuple(_replace_leaves(v, new) for v in value)
-    if isinstance(value, list):
-        return [_replace_leaves(v, new) for v in value]
-    if isinstance(value, dict):
-        return {k: _replace_leaves(v, new) for k, v in value.items()}
-    return value
-
-
-def hook_outputs(apply: Callable[[Any], Any], out: Any) -> Any:
-    """Pass the tensor leaves of ``out`` through ``apply`` (an identity that sees their grads)."""
-    if isinstance(out, ms.Tensor):
-        return apply(out)
-    leaves = _tensor_leaves(out)
-    if not leaves:
-        return out
-    hooked = apply(tuple(leaves))
-    return _replace_leaves(out, list(hooked))
 
 
 class MsDumpService:
@@ -95,11 +61,11 @@ class MsDumpService:
         self.step_reset: list[Callable[[], None]] = []
         self.batch = Batch(self._store_put, self._batch_error)
         self._pid = os.getpid()  # a forked child (a dataset worker) records nothing into our files
-        if config.level in ("L1", "mix"):
+        if config.records_apis:
             self.api_count = self.patcher.patch_families(load_api_list())
         else:
             self.api_count = 0
-        if config.level in ("L0", "L1", "mix"):
+        if config.records_modules or config.records_apis:
             self._guard_mutators()
 
     # -- switch -----------------------------------------------------------------------------------
@@ -165,7 +131,7 @@ class MsDumpService:
         if self.config.task == "statistics" and self.config.tensor_list:
             names = self.config.tensor_list
             save_filter = lambda record: any(s in record for s in names)  # noqa: E731
-        defer = self.config.level in ("L0", "L1", "mix") and self.config.task != "tensor"
+        defer = (self.config.records_modules or self.config.records_apis) and self.config.task != "tensor"
         self.encoder = Encoder(self.config.md5, saver, save_filter, defer=defer)
 
     def _reset_step(self) -> None:
@@ -217,7 +183,7 @@ class MsDumpService:
 
     @property
     def records_structure(self) -> bool:
-        return self.config.level == "mix" or self.config.level == "L0"
+        return self.config.records_modules
 
     def parent(self) -> str | None:
         return self.cell_stack[-1] if self.cell_stack else None
@@ -312,7 +278,7 @@ class MsDumpService:
             with self.lock:  # queued records may hold the tensor this call is about to change
                 self.batch.flush()
         index = s.counter.next(f"{prefix}.{api}")
-        name = f"{prefix}.{api}.{index}.{FORWARD}"
+        name = api_record_name(prefix, api, index, FORWARD)
         mode = self.config.data_mode
         fwd = mode.direction(FORWARD)
         record = None
@@ -320,8 +286,8 @@ class MsDumpService:
             record = self.encode_inputs(name, args, kwargs)
         parent = self.parent()
         hook = None
-        bname = f"{prefix}.{api}.{index}.{BACKWARD}"
-        if mode.direction(BACKWARD) and grad_recording() and _tensor_leaves(args):
+        bname = api_record_name(prefix, api, index, BACKWARD)
+        if mode.direction(BACKWARD) and grad_recording() and tensor_leaves(args):
             try:
                 hook = cell_backward_hook(bname, lambda gi, go: self.api_backward(bname, parent, gi, go))
             except Exception as exc:

@@ -34,6 +34,7 @@ from msprobe.dump.pytorch.torch_compat import (
     in_compiled_code,
     jit_tracing_state,
     own_torch_function,
+    private_in_place_functions,
 )
 from msprobe.formats.record_names import record_api_name
 
@@ -181,20 +182,6 @@ def _add(table: dict[Any, ApiKey], fn: Any, key: ApiKey) -> None:
             table.setdefault(original, key)
     except TypeError:
         pass
-
-
-def private_in_place_functions() -> list[Any]:
-    """torch's private in-place functions (``torch._fused_adamw_``, ``torch._foreach_mul_``,
-    ``torch._amp_foreach_non_finite_check_and_unscale_``): optimizers and GradScaler call them, some
-    write without bumping a version counter, and no API list holds them."""
-    out = []
-    for ns in (torch, torch.Tensor):
-        for name in dir(ns):
-            if name.startswith("_") and name.endswith("_") and not name.endswith("__"):
-                fn = getattr(ns, name, None)
-                if callable(fn):
-                    out.append(fn)
-    return out
 
 
 def _resolve_owner(owner: Any, head: str) -> Any | None:

@@ -54,7 +54,7 @@ class PrecisionDebugger(FrontDoor):
             log.warning(
                 "msprobe: PrecisionDebugger(model=...) is deprecated, pass the model to start(model=...)"
             )
-        if self.config.enable_dataloader and model is None and self.config.level in ("L0", "mix"):
+        if self.config.enable_dataloader and model is None and self.config.records_modules:
             raise MsprobeException(
                 _INVALID,
                 f"{self.config.config_path}: enable_dataloader at level {self.config.level} starts the dump "
@@ -108,7 +108,7 @@ class PrecisionDebugger(FrontDoor):
         model = model if model is not None else inst.model
         if model is not None:
             _check_model(model)
-        if model is None and (inst.config.level in ("L0", "mix") or token_range is not None):
+        if model is None and (inst.config.records_modules or token_range is not None):
             raise MsprobeException(
                 _INVALID,
                 f"For level {inst.config.level} or non-empty token_range, PrecisionDebugger or start "

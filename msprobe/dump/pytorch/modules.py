@@ -31,7 +31,7 @@ from msprobe.dump.pytorch.recompute import in_recomputation
 from msprobe.dump.pytorch.recorder import Recorder
 from msprobe.dump.pytorch.torch_compat import DisableTorchFunction, direct_parameters, jit_tracing_state
 from msprobe.dump.stack import capture_stack
-from msprobe.formats.record_names import BACKWARD, FORWARD
+from msprobe.formats.record_names import BACKWARD, FORWARD, module_backward_name
 
 Active = Callable[[], bool]
 Hook = Callable[..., Any]
@@ -225,7 +225,7 @@ class ModuleDumper:
         self, forward: str, output: Any, inputs: module_backward.Inputs | None, args: Any
     ) -> None:
         """Record ``forward``'s backward as ``...backward.N`` (the forward's N) when it runs."""
-        call = _BackwardCall(forward.replace(f".{FORWARD}.", f".{BACKWARD}."))
+        call = _BackwardCall(module_backward_name(forward))
         with DisableTorchFunction():
             capture = module_backward.watch(
                 output,

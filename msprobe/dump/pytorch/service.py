@@ -53,7 +53,7 @@ from msprobe.dump.session import DumpSession
 from msprobe.dump.stack import capture_stack, clear_frames
 from msprobe.dump.thread_flag import ThreadFlag
 from msprobe.dump.writer import RankStore
-from msprobe.formats.record_names import BACKWARD, FORWARD
+from msprobe.formats.record_names import BACKWARD, FORWARD, api_record_name
 
 log = logging.getLogger("msprobe")
 
@@ -315,7 +315,7 @@ class TorchDumpService:
             self._coalesced.settle()
         prefix, api = key
         index = s.counter.next(f"{prefix}.{api}")
-        name = f"{prefix}.{api}.{index}.{FORWARD}"
+        name = api_record_name(prefix, api, index, FORWARD)
         mode = self.config.data_mode
         fwd = mode.direction(FORWARD)
         record: dict[str, Any] | None = None
@@ -487,7 +487,7 @@ class TorchDumpService:
             store.put(name, record)
         if self.config.data_mode.direction(BACKWARD):
             try:
-                self._attach_backward(out, f"{key[0]}.{key[1]}.{index}.{BACKWARD}", unwritten_args)
+                self._attach_backward(out, api_record_name(*key, index, BACKWARD), unwritten_args)
             except Exception as exc:
                 s.record_error("backward_hook_register", name, exc)
 

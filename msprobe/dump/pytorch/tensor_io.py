@@ -22,7 +22,12 @@ import torch
 from msprobe.dump.pytorch.irregular import is_irregular, savable
 from msprobe.dump.pytorch.stats import storage_ptr, version_of
 from msprobe.dump.pytorch.storage_index import StorageIndex
-from msprobe.dump.pytorch.torch_compat import PyTorchFileWriter, storage_alignment, storage_persistent_id
+from msprobe.dump.pytorch.torch_compat import (
+    PyTorchFileWriter,
+    share_version_counter,
+    storage_alignment,
+    storage_persistent_id,
+)
 
 FILE_MODE = 0o640
 
@@ -162,14 +167,6 @@ def _layout(t: torch.Tensor) -> Layout | None:
     return (ptr, t.storage_offset(), t.dtype, tuple(t.shape), t.stride(), t.device)
 
 
-def _share_version_counter(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Provably one version counter: one is the other's base, or both are views of one base (an
-    in-place write through either bumps both). ``x.data`` and ``torch.from_numpy`` aliases have
-    counters of their own, so a write through them is not seen: those are not matched."""
-    base_a, base_b = a._base, b._base
-    return base_a is b or base_b is a or (base_a is not None and base_a is base_b)
-
-
 class _Written(NamedTuple):
     tensor: weakref.ref[torch.Tensor]
     version: int
@@ -209,7 +206,7 @@ class WrittenFiles:
             other is None
             or other._version != version
             or storage_ptr(other) != layout[0]  # other's memory swapped (``other.data = ...``)
-            or not _share_version_counter(t, other)
+            or not share_version_counter(t, other)
         ):
             return None
         self.remember(t, hit.name, by_layout=False)

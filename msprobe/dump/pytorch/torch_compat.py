@@ -110,6 +110,29 @@ def own_torch_function(types: Any) -> bool:
     return False
 
 
+def share_version_counter(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Provably one version counter: one is the other's base, or both are views of one base (an
+    in-place write through either bumps both), read off ``Tensor._base``. ``x.data`` and
+    ``torch.from_numpy`` aliases have counters of their own, so a write through them is not seen:
+    those are not matched."""
+    base_a, base_b = a._base, b._base
+    return base_a is b or base_b is a or (base_a is not None and base_a is base_b)
+
+
+def private_in_place_functions() -> list[Any]:
+    """torch's private in-place functions (``torch._fused_adamw_``, ``torch._foreach_mul_``,
+    ``torch._amp_foreach_non_finite_check_and_unscale_``): optimizers and GradScaler call them, some
+    write without bumping a version counter, and no API list holds them."""
+    out = []
+    for ns in (torch, torch.Tensor):
+        for name in dir(ns):
+            if name.startswith("_") and name.endswith("_") and not name.endswith("__"):
+                fn = getattr(ns, name, None)
+                if callable(fn):
+                    out.append(fn)
+    return out
+
+
 # -- distributed tensors ----------------------------------------------------------------------------
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from msprobe.run_ut.api_info import Standard
 from msprobe.run_ut.standards import metrics as m
-from msprobe.run_ut.standards import rows as c
+from msprobe.run_ut.standards import rows
 from msprobe.run_ut.standards.thresholds import (
     AbsoluteThreshold,
     Accumulative,
@@ -88,11 +88,11 @@ def benchmark(p: Pair) -> dict[str, Any]:
     small = m.small_value_mask(p.bench, p.finite, t.small_value)
     rel = m.masked_rel(p.ae, p.abs_b_eps, small | infnan)
     return {
-        c.ERROR_BALANCE: m.error_balance(p.bench, p.device),
-        c.RMSE: m.rmse(p.ae, infnan | small),
-        c.SMALL_VALUE_ERR_RATIO: m.small_value_err_ratio(p.ae, small, t.small_value_atol),
-        c.MAX_REL_ERR: m.max_rel_err(rel),
-        c.MEAN_REL_ERR: m.mean_rel_err(rel),
+        rows.ERROR_BALANCE: m.error_balance(p.bench, p.device),
+        rows.RMSE: m.rmse(p.ae, infnan | small),
+        rows.SMALL_VALUE_ERR_RATIO: m.small_value_err_ratio(p.ae, small, t.small_value_atol),
+        rows.MAX_REL_ERR: m.max_rel_err(rel),
+        rows.MEAN_REL_ERR: m.mean_rel_err(rel),
     }
 
 
@@ -103,9 +103,9 @@ def _absolute_rates(p: Pair, small_value: float, atol: float, rtol: float) -> di
     with np.errstate(all="ignore"):
         rel = p.ae / p.abs_b_eps
     return {
-        c.INF_NAN_ERR_RATE: m.inf_nan_err_rate(p.bench, p.device, p.abs_b_eps, infnan, rtol, p.finite_max),
-        c.REL_ERR_RATE: m.rel_err_rate(rel, normal, rtol),
-        c.ABS_ERR_RATE: m.abs_err_rate(p.ae, small, atol),
+        rows.INF_NAN_ERR_RATE: m.inf_nan_err_rate(p.bench, p.device, p.abs_b_eps, infnan, rtol, p.finite_max),
+        rows.REL_ERR_RATE: m.rel_err_rate(rel, normal, rtol),
+        rows.ABS_ERR_RATE: m.abs_err_rate(p.ae, small, atol),
     }
 
 
@@ -119,7 +119,7 @@ def accumulative(p: Pair) -> dict[str, Any]:
     """Accumulative: the absolute rates with rtol = atol = bound and small value 1, plus 误差均衡性."""
     t: Accumulative = p.thresholds(Standard.ACCUMULATIVE)
     cols = _absolute_rates(p, t.small_value, t.bound, t.bound)
-    cols[c.ERROR_BALANCE] = m.error_balance(p.bench, p.device)
+    cols[rows.ERROR_BALANCE] = m.error_balance(p.bench, p.device)
     return cols
 
 
@@ -131,7 +131,7 @@ def binary(p: Pair) -> dict[str, Any]:
         import torch
 
         bench = torch.from_numpy(np.ascontiguousarray(p.bench)).to(torch.bfloat16).float().numpy()
-    return {c.BINARY_ERR_RATE: m.binary_error_rate(bench, p.device, p.same_nonfinite)}
+    return {rows.BINARY_ERR_RATE: m.binary_error_rate(bench, p.device, p.same_nonfinite)}
 
 
 def ulp(p: Pair) -> dict[str, Any]:
@@ -145,16 +145,16 @@ def ulp(p: Pair) -> dict[str, Any]:
         errors = np.where(p.same_nonfinite, errors.dtype.type(0), errors)
         errors = np.where(p.mismatch_nonfinite, errors.dtype.type(np.inf), errors)
     return {
-        c.ULP_MAX: m.ulp_max(errors),
-        c.ULP_MEAN: m.ulp_mean(errors),
-        c.ULP_PROPORTION: m.ulp_proportion(errors, t.element_threshold),
+        rows.ULP_MAX: m.ulp_max(errors),
+        rows.ULP_MEAN: m.ulp_mean(errors),
+        rows.ULP_PROPORTION: m.ulp_proportion(errors, t.element_threshold),
     }
 
 
 def thousandth(p: Pair) -> dict[str, Any]:
     """Thousandth standard: 双千指标 = #(rel < 0.001)/N, filled even when max-abs passes."""
     t: Thousandth = p.thresholds(Standard.THOUSANDTH)
-    return {c.THOUSANDTH: m.rel_ratio(p.rel, t.rel_threshold)}
+    return {rows.THOUSANDTH: m.rel_ratio(p.rel, t.rel_threshold)}
 
 
 STANDARD_COLUMNS: dict[Standard, Callable[[Pair], dict[str, Any]]] = {

@@ -8,7 +8,7 @@ from typing import Any
 from msprobe.run_ut import registry
 from msprobe.run_ut.standards import messages as msg
 from msprobe.run_ut.standards import metrics as m
-from msprobe.run_ut.standards import rows as c
+from msprobe.run_ut.standards import rows
 from msprobe.run_ut.standards.routing import Scoring
 from msprobe.run_ut.standards.tensor import compare_tensor
 
@@ -26,7 +26,7 @@ def _is_tensor(x: Any) -> bool:
 
 def compare_structure(
     api_name: str, direction: str, bench: Any, device: Any, scoring: Scoring
-) -> list[c.DetailsRow]:
+) -> list[rows.DetailsRow]:
     prefix = f"{api_name}.{direction}.output"
     if registry.zero_fraction_checked(api_name):
         return [_dropout(api_name, f"{prefix}.0", bench, device)]
@@ -42,11 +42,11 @@ def compare_structure(
     return [compare_element(api_name, f"{prefix}.0", bench, device, scoring)]
 
 
-def _error(name: str, message: str) -> c.DetailsRow:
-    return c.DetailsRow(name=name, status=c.ERROR, message=message, reason=f"{name}: {message}")
+def _error(name: str, message: str) -> rows.DetailsRow:
+    return rows.DetailsRow(name=name, status=rows.ERROR, message=message, reason=f"{name}: {message}")
 
 
-def compare_element(api_name: str, name: str, bench: Any, device: Any, scoring: Scoring) -> c.DetailsRow:
+def compare_element(api_name: str, name: str, bench: Any, device: Any, scoring: Scoring) -> rows.DetailsRow:
     """One element of the output structure (in upstream's order)."""
     both_tensors = _is_tensor(bench) and _is_tensor(device)
     if not both_tensors and type(bench) is not type(device):
@@ -64,40 +64,40 @@ def compare_element(api_name: str, name: str, bench: Any, device: Any, scoring: 
             isinstance(bench, float) and math.isnan(bench) and math.isnan(device)  # ours: NaN == NaN
         )
         if same:
-            return c.DetailsRow(
+            return rows.DetailsRow(
                 name=name,
-                status=c.PASS,
+                status=rows.PASS,
                 bench_dtype=dtype,
                 device_dtype=dtype,
-                metrics={c.BINARY_ERR_RATE: 0},
+                metrics={rows.BINARY_ERR_RATE: 0},
             )
-        return c.DetailsRow(
+        return rows.DetailsRow(
             name=name,
-            status=c.ERROR,
+            status=rows.ERROR,
             bench_dtype=dtype,
             device_dtype=dtype,
             reason=f"{name}: bench value {bench!r} != device value {device!r}",
         )
     if bench is None:
-        return c.DetailsRow(name=name, status=c.SKIP, message=msg.BENCH_NONE)
+        return rows.DetailsRow(name=name, status=rows.SKIP, message=msg.BENCH_NONE)
     return _error(name, msg.unexpected_type(bench))
 
 
-def _dropout(api_name: str, name: str, bench: Any, device: Any) -> c.DetailsRow:
+def _dropout(api_name: str, name: str, bench: Any, device: Any) -> rows.DetailsRow:
     """Zero-fraction check, never written to the details CSV; backward: grad[0] only."""
     if isinstance(bench, (list, tuple)):
         bench = bench[0] if bench else None
     if isinstance(device, (list, tuple)):
         device = device[0] if device else None
     if not (_is_tensor(bench) and _is_tensor(device)):
-        return c.DetailsRow(name=name, status=c.SKIP, message=msg.BENCH_NONE, written=False)
+        return rows.DetailsRow(name=name, status=rows.SKIP, message=msg.BENCH_NONE, written=False)
     numel = bench.numel()
     if numel < DROPOUT_MIN_NUMEL:
-        return c.DetailsRow(name=name, status=c.PASS, written=False)
+        return rows.DetailsRow(name=name, status=rows.PASS, written=False)
     b = bench.detach().cpu().float().numpy()
     d = device.detach().cpu().float().numpy()
     gap = m.dropout_zero_fraction_gap(b, d)
     if gap < DROPOUT_MAX_GAP:
-        return c.DetailsRow(name=name, status=c.PASS, written=False)
+        return rows.DetailsRow(name=name, status=rows.PASS, written=False)
     reason = f"{name}: dropout zero-fraction gap {gap:.6g} >= {DROPOUT_MAX_GAP:g}"
-    return c.DetailsRow(name=name, status=c.ERROR, reason=reason, written=False)
+    return rows.DetailsRow(name=name, status=rows.ERROR, reason=reason, written=False)

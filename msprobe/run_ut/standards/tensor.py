@@ -14,7 +14,7 @@ import numpy as np
 
 from msprobe.run_ut.standards import messages as msg
 from msprobe.run_ut.standards import metrics as m
-from msprobe.run_ut.standards import rows as c
+from msprobe.run_ut.standards import rows
 from msprobe.run_ut.standards.columns import STANDARD_COLUMNS, Pair
 from msprobe.run_ut.standards.routing import Scoring
 from msprobe.run_ut.standards.thresholds import NOISE_FLOOR, legacy
@@ -37,7 +37,7 @@ _COSINE_NOTES = {
 }
 
 # ratio threshold t → (column, sentence when it fails as error, as warning, sentence when it passes)
-_RATIO_COLUMN = {0.01: c.HUNDREDTH, 0.001: c.THOUSANDTH, 0.0001: c.TEN_THOUSANDTH}
+_RATIO_COLUMN = {0.01: rows.HUNDREDTH, 0.001: rows.THOUSANDTH, 0.0001: rows.TEN_THOUSANDTH}
 _RATIO_ERROR = {0.01: msg.REL_GREATER_HUNDREDTH_ERROR, 0.001: msg.REL_GREATER_THOUSANDTH_ERROR}
 _RATIO_WARNING = {0.001: msg.REL_GREATER_THOUSANDTH_WARNING, 0.0001: msg.REL_GREATER_TEN_THOUSANDTH_WARNING}
 _RATIO_PASS = {0.001: msg.REL_LESS_THOUSANDTH_PASS, 0.0001: msg.REL_LESS_TEN_THOUSANDTH_PASS}
@@ -68,7 +68,7 @@ def _torch_dtype_name(t: Any) -> str:
     return str(t.dtype).removeprefix("torch.")
 
 
-def compare_tensor(row_name: str, bench: Any, device: Any, scoring: Scoring) -> c.DetailsRow:
+def compare_tensor(row_name: str, bench: Any, device: Any, scoring: Scoring) -> rows.DetailsRow:
     """Compare one bench tensor (CPU, upcast) with one device tensor (CPU, own dtype). Complex
     tensors are compared as their real and imaginary parts, by the standard of the parts' dtype
     (8.1.1: "cannot compare"); the row names the complex dtypes and shape."""
@@ -90,8 +90,8 @@ def compare_tensor(row_name: str, bench: Any, device: Any, scoring: Scoring) -> 
         "shape": str(tuple(device.shape)),
     }
 
-    def fail(message: str) -> c.DetailsRow:
-        return c.DetailsRow(status=c.ERROR, message=message, reason=f"{row_name}: {message}", **base)
+    def fail(message: str) -> rows.DetailsRow:
+        return rows.DetailsRow(status=rows.ERROR, message=message, reason=f"{row_name}: {message}", **base)
 
     b = _to_numpy(bench)
     d = _to_numpy(device)
@@ -103,16 +103,16 @@ def compare_tensor(row_name: str, bench: Any, device: Any, scoring: Scoring) -> 
         d_name = d.dtype.name if d is not None else _torch_dtype_name(device)
         return fail(msg.cannot_compare(b_name, d_name))
     if b.size == 0:  # two empty outputs of one shape: equal, nothing to score (8.1.1: an error)
-        return c.DetailsRow(status=c.SKIP, message=msg.EMPTY_OUTPUT, **base)
+        return rows.DetailsRow(status=rows.SKIP, message=msg.EMPTY_OUTPUT, **base)
     if b_cls is not _FLOAT:
         rate = m.binary_error_rate(b, d)
-        status = c.PASS if rate == 0 else c.ERROR
+        status = rows.PASS if rate == 0 else rows.ERROR
         reason = "" if rate == 0 else f"{row_name}: binary error rate (二进制一致错误率) {rate:.6g} != 0"
-        return c.DetailsRow(
+        return rows.DetailsRow(
             status=status,
             message=msg.only_error_rate(b.dtype.name),
             reason=reason,
-            metrics={c.BINARY_ERR_RATE: rate},
+            metrics={rows.BINARY_ERR_RATE: rate},
             **base,
         )
     return _compare_float(row_name, b, d, base, scoring)
@@ -128,7 +128,7 @@ def _nonfinite_masks(b: m.Array, d: m.Array) -> tuple[m.Array, m.Array]:
 
 def _compare_float(
     row_name: str, b: m.Array, d: m.Array, base: dict[str, Any], scoring: Scoring
-) -> c.DetailsRow:
+) -> rows.DetailsRow:
     device_dtype = base["device_dtype"]
     same, mismatch = _nonfinite_masks(b, d)
     pair = Pair(b, d, device_dtype, same, mismatch, scoring.tolerances)
@@ -154,35 +154,37 @@ def _compare_float(
         cos, cos_ok, note = None, True, "all_same_nonfinite"
     else:
         cos, cos_ok, note = m.cosine(kb, kd)
-    cols[c.COSINE] = cos
+    cols[rows.COSINE] = cos
     head = prefix + _COSINE_NOTES[note] + "\n"
 
-    def row(status: str, sentence: str, reason: str = "") -> c.DetailsRow:
-        return c.DetailsRow(status=status, message=head + sentence, reason=reason, metrics=cols, **base)
+    def row(status: str, sentence: str, reason: str = "") -> rows.DetailsRow:
+        return rows.DetailsRow(status=status, message=head + sentence, reason=reason, metrics=cols, **base)
 
     if not cos_ok:
         what = _COSINE_NOTES[note] or "not > 0.99"
         reason = f"{row_name}: cosine similarity {_fmt(cos)} ({what})"
         if mismatch.any():
             reason += _nonfinite_detail(b, d, mismatch)
-        return row(c.ERROR, msg.COSINE_ERROR, reason)
+        return row(rows.ERROR, msg.COSINE_ERROR, reason)
     mae = m.max_abs_error(kb, kd)
-    cols[c.MAX_ABS_ERR] = mae
+    cols[rows.MAX_ABS_ERR] = mae
     if mae < 0.001:
-        return row(c.PASS, msg.MAX_ABS_PASS)
+        return row(rows.PASS, msg.MAX_ABS_PASS)
     steps = legacy(device_dtype)
     if steps is None:
-        return row(c.PASS, "")
+        return row(rows.PASS, "")
     ratio = m.rel_ratio(pair.rel, steps.error_t)
     cols[_RATIO_COLUMN[steps.error_t]] = ratio
     if not ratio > 1 - steps.error_t:
-        return row(c.ERROR, _RATIO_ERROR[steps.error_t], _ratio_reason(row_name, mae, steps.error_t, ratio))
+        return row(
+            rows.ERROR, _RATIO_ERROR[steps.error_t], _ratio_reason(row_name, mae, steps.error_t, ratio)
+        )
     ratio = m.rel_ratio(pair.rel, steps.warning_t)
     cols[_RATIO_COLUMN[steps.warning_t]] = ratio
     if not ratio > 1 - steps.warning_t:
         reason = _ratio_reason(row_name, mae, steps.warning_t, ratio)
-        return row(c.WARNING, _RATIO_WARNING[steps.warning_t], reason)
-    return row(c.PASS, _RATIO_PASS[steps.warning_t])
+        return row(rows.WARNING, _RATIO_WARNING[steps.warning_t], reason)
+    return row(rows.PASS, _RATIO_PASS[steps.warning_t])
 
 
 def _nonfinite_detail(b: m.Array, d: m.Array, mismatch: m.Array) -> str:
@@ -205,7 +207,7 @@ def _ratio_reason(row_name: str, mae: Any, t: float, ratio: float) -> str:
     )
 
 
-def at_noise_floor(row: c.DetailsRow, bench: Any, device: Any, floor: Any) -> c.DetailsRow:
+def at_noise_floor(row: rows.DetailsRow, bench: Any, device: Any, floor: Any) -> rows.DetailsRow:
     """Re-judge an ``error`` row of a near-zero output by its noise floor (ours, see NoiseFloor).
 
     ``floor``: ``|bench' - bench|`` for a benchmark ``bench'`` run on inputs perturbed by one ulp
@@ -213,7 +215,7 @@ def at_noise_floor(row: c.DetailsRow, bench: Any, device: Any, floor: Any) -> c.
     with inf/NaN or a bench larger than ``near_zero`` floors keeps its verdict; otherwise it passes
     iff ``max |d - b| <= atol * max(floor)``, and still fails (with the floor in its reason) if not.
     """
-    if row.status != c.ERROR or not all(hasattr(x, "detach") for x in (bench, device, floor)):
+    if row.status != rows.ERROR or not all(hasattr(x, "detach") for x in (bench, device, floor)):
         return row
     b, d, f = _to_numpy(bench), _to_numpy(device), _to_numpy(floor)
     if b is None or d is None or f is None or not (b.shape == d.shape == f.shape) or b.size == 0:
@@ -226,7 +228,7 @@ def at_noise_floor(row: c.DetailsRow, bench: Any, device: Any, floor: Any) -> c.
     bench_max, floor_max, error = verdict
     if error <= NOISE_FLOOR.atol * floor_max:
         message = msg.noise_floor_pass(bench_max, floor_max, error, NOISE_FLOOR.atol)
-        return replace(row, status=c.PASS, message=message, reason="")
+        return replace(row, status=rows.PASS, message=message, reason="")
     extra = (
         f"; bench at its noise floor {floor_max:.3g} but max abs error {error:.3g} "
         f"> {NOISE_FLOOR.atol:g} floors"
