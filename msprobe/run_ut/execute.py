@@ -310,6 +310,10 @@ def run_forward(
     torch.manual_seed(seed)
     with _autocast(side.device, autocast):
         output = func(*call_args, **call_kwargs)
+    if output is NotImplemented:  # an operator (``Tensor.__mul__``) refusing its arguments: no result
+        raise TypeError(
+            f"{getattr(func, '__name__', func)} returned NotImplemented for the recorded arguments"
+        )
     return output
 
 

@@ -519,7 +519,7 @@ class ArgBuilder:
         if "input_args" not in record and "input_kwargs" not in record:
             raise InputError(f"{self.owner}: {NO_INPUTS}".lstrip(": "))
         kwargs_spec = record.get("input_kwargs", {}) or {}
-        grad_ok = "out" not in kwargs_spec
+        grad_ok = kwargs_spec.get("out") is None  # ``out: null`` (torch's re-packed ``out=None``) is no out=
         args = [
             self._at(f"input_args[{i}]", a, grad_ok=grad_ok)
             for i, a in enumerate(record.get("input_args", []) or [])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -245,7 +245,10 @@ def replay(
             forward_rows = [replace(r, message=note + r.message) for r in forward_rows]
             backward_rows = backward_rows and [replace(r, message=note + r.message) for r in backward_rows]
     except Exception as exc:  # InputError and any failure of the API itself: this API's SKIP
-        return skipped(name, first_line(exc))
+        reason = first_line(exc)
+        if isinstance(exc, TypeError) and _has_null_argument(record.forward):
+            reason += NULL_ARGUMENT_HINT
+        return skipped(name, reason)
     result = list(result_row(name, forward_rows, backward_rows))
     rows = forward_rows + (backward_rows or [])
     outcome, why = _verdict(name, result, rows)
@@ -262,8 +265,20 @@ def replay(
     return ApiResult(name, result, rows, outcome, why, saved)
 
 
+NULL_ARGUMENT_HINT = (
+    " (the record holds a null argument: a value the dump cannot encode, such as a complex number, "
+    "is written as null and replayed as None)"
+)
+
+
+def _has_null_argument(forward: Mapping[str, Any]) -> bool:
+    args = forward.get("input_args") or []
+    kwargs = forward.get("input_kwargs") or {}
+    return any(a is None for a in args) or any(v is None for k, v in kwargs.items() if k != "out")
+
+
 def _backward_message(record: ApiRecord, info: ApiInfo, kwargs: dict[str, Any]) -> str | None:
     """The fixed backward SKIP message of upstream 8.1.1, attached whether or not a backward entry exists."""
-    if "out" in kwargs:
+    if kwargs.get("out") is not None:  # ``out=None`` (a re-packed call's default) is no out= call
         return OUT_KWARG_MESSAGE
     return info.backward_message

@@ -79,3 +79,18 @@ def test_a_complex_tensor_is_drawn_from_its_magnitudes_statistics() -> None:
         magnitude.min(), torch.tensor(0.5)
     )
     assert t.real.min() < 0 < t.real.max() and t.imag.min() < 0 < t.imag.max()  # angles all around
+
+
+def test_a_complex_scalar_dumped_as_null_is_a_skip_that_says_so(tmp_path: Path) -> None:
+    """The dump writes a Python complex (``z * 2j``) as null, as 8.1.1 does; replayed as None, the
+    operator returned NotImplemented, which was scored as a precision error."""
+    from replay_dumps import forward, tensor
+
+    from msprobe.run_ut.records import ApiRecord
+    from msprobe.run_ut.replay import replay
+
+    z = tensor("torch.complex64", [3, 4], 0.5, 1.0)  # statistics of magnitudes
+    for name, args in (("Tensor.__mul__.0", (z, None)), ("Torch.full_like.0", (z, None))):
+        result = replay(ApiRecord(name, 0, forward(*args, output=[z]), None), tmp_path, "cpu")
+        assert result.outcome == "skipped", (name, result.result)
+        assert "a null argument" in result.reason and "complex number" in result.reason, result.reason

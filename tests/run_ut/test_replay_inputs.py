@@ -102,3 +102,27 @@ def test_builder_values_and_requires_grad_rules(tmp_path: Path) -> None:
 def test_unknown_argument_type_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"argument type .builtins\.eval. is not supported"):
         ArgBuilder(tmp_path, gen()).build({"input_args": [{"type": "builtins.eval", "value": "1"}]})
+
+
+def test_out_none_is_no_out_call(tmp_path: Path) -> None:
+    """torch re-packs a call made through ``*args, **kwargs`` with its defaults, ``out=None`` too
+    (``F.normalize``, ``torch.norm``): the dump records ``out: null``, which was read as an ``out=``
+    call, so the inputs lost their gradients and the backward was never compared."""
+    record = {
+        "input_args": [tensor("torch.float32", [4, 3], -1.0, 1.0, requires_grad=True)],
+        "input_kwargs": {"dim": {"type": "int", "value": -1}, "out": None},
+    }
+    args, kwargs = ArgBuilder(tmp_path, gen()).build(record)
+    assert args[0].requires_grad and kwargs["out"] is None
+    from replay_dumps import forward
+
+    from msprobe.run_ut.records import ApiRecord
+    from msprobe.run_ut.replay import replay
+
+    x = tensor("torch.float32", [4, 3], -1.0, 1.0, requires_grad=True)
+    fwd = forward(
+        x, dim={"type": "int", "value": -1}, out=None, output=[tensor("torch.float32", [4, 3], -1, 1)]
+    )
+    bwd = {"input": [tensor("torch.float32", [4, 3], -1.0, 1.0)], "output": [None]}
+    result = replay(ApiRecord("Functional.normalize.0", 0, fwd, bwd), tmp_path, "cpu")
+    assert result.result[1:3] == ["pass", "pass"], result.result
