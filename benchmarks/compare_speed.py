@@ -4,7 +4,7 @@ The rows are the 8.1.1 run_ut details of ``tests/data/compare/upstream_v811_cnn`
 with fresh call numbers (``Functional.conv2d.0`` → ``Functional.conv2d.{copy}00``) until there are
 ``--rows`` rows; the GPU file is the same rows with the benchmark metrics scaled by a seeded random
 factor in [0.25, 4] (the benchmark ratios and the error rates the other standards read), so every
-standard and both verdicts occur. Upstream's api_precision_compare was
+standard and both verdicts occur. Upstream's api_precision_compare (26.2) was
 measured at about 200 rows/s on this machine (a pandas filter per NPU row, so
 it slows down as the files grow); the ratio printed is ours over that figure.
 
@@ -79,7 +79,7 @@ def main() -> None:
     print(f"stages: load {t1 - t0:.2f} s, analyse {t2 - t1:.2f} s, write CSVs {t3 - t2:.2f} s")
     print(f"run_compare (load + analyse + CSVs + HTML/Markdown report): {total:.2f} s")
     ours = args.rows / total
-    print(f"ours: {ours:,.0f} rows/s; upstream 8.1.1: {UPSTREAM_ROWS_PER_S:,.0f} rows/s; "
+    print(f"ours: {ours:,.0f} rows/s; upstream 26.2: {UPSTREAM_ROWS_PER_S:,.0f} rows/s; "
           f"ratio: {ours / UPSTREAM_ROWS_PER_S:,.0f}x")  # fmt: skip
 
 

@@ -1,4 +1,4 @@
-"""What each stage needs beyond the base install (numpy), and the one line naming the missing extra.
+"""What each stage needs beyond the base install (numpy), and the one line naming what is missing.
 
 The table mirrors ``[project.optional-dependencies]`` of pyproject.toml. Modules are looked up, not
 imported, so a check costs nothing and leaves the import to the stage itself.
@@ -51,4 +51,8 @@ def require(stage: str) -> None:
     if missing:
         every = [dist for _, dist in need.modules]
         absent = "" if missing == every else f" ({_and(missing)} missing)"
-        raise MsprobeError(f"{need.who} needs {_and(every)}{absent}: pip install 'msprobe[{need.extra}]'")
+        # the packages themselves, not ``msprobe[extra]``: PyPI's ``msprobe`` is another project
+        raise MsprobeError(
+            f"{need.who} needs {_and(every)}{absent}: pip install {' '.join(missing)} "
+            f"(msprobe's '{need.extra}' extra)"
+        )

@@ -84,8 +84,9 @@ class CompareCommand:
         parser.add_argument(
             "--strict",
             action="store_true",
-            help="exit with status 1 when any API is judged error, a file has no rows or the files look "
-            "like different runs",
+            help="exit with status 1 when any API is judged error or a warning is said first (a file has "
+            "no rows, the files look like different runs or were scored with different routings, the "
+            "--dump names none of the compared APIs, a replay result CSV beside a file is damaged)",
         )
         parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks")  # fmt: skip
         parser.add_argument("-V", "--version", action="version", version=package_version())
