@@ -1,7 +1,7 @@
 """MindSpore front door: ``from msprobe.mindspore import PrecisionDebugger, seed_all, MsprobeStep``
 (also ``MsprobeInitStep``, ``save``, ``save_grad``).
 
-Needs ``mindspore`` (``pip install 'msprobe[mindspore]'``); never imports torch.
+Needs ``mindspore`` (``pip install '.[mindspore]'`` from a checkout); never imports torch.
 """
 
 from msprobe.dump.mindspore.callback import MsprobeInitStep, MsprobeStep

@@ -357,7 +357,8 @@ def test_markdown_shows_markup_in_api_names_as_text(tmp_path):
     gpu = write(tmp_path / "gpu.csv", [row(f"{evil}.{F}.0")])  # RMSE ratio 50: failing, listed
     out = run_compare(npu, gpu, tmp_path / "out", ts="20260101000000")
     md = out.report_md.read_text(encoding="utf-8")
-    assert "x&lt;img src=x onerror=alert(1)&gt;.0" in md and "<img" not in md
+    assert "x&lt;img src=x onerror=alert(1)>.0" in md and "<img" not in md
+    assert "&gt;" not in md and "> 2 " in md  # the worst metric against its bound, as a terminal shows it
 
 
 def test_the_headline_of_a_failing_api_without_details_rows_says_why(tmp_path):

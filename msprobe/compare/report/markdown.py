@@ -9,8 +9,10 @@ TOP = 20
 
 
 def _md(text: str) -> str:
-    """A table cell: no raw HTML (a Markdown viewer would render an API name's ``<img onerror=...>``)."""
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """A table cell: no raw HTML (a Markdown viewer would render an API name's ``<img onerror=...>``).
+    ``&`` and ``<`` are enough for that; a ``>`` stays as it is for the terminals that read it
+    (``13097.2 > 10``)."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;")
     return text.replace("|", "\\|").replace("\n", " ").strip()
 
 
