@@ -69,7 +69,7 @@ def missing(path: str | os.PathLike[str], option: str) -> MsprobeError:
             if name_re.fullmatch(name):
                 found = sorted(
                     (p.name for p in parent.iterdir() if p.is_dir() and sibling_re.fullmatch(p.name)),
-                    key=_natural,
+                    key=natural_order,
                 )
                 listed = f"; found: {', '.join(found)}" if found else f"; {parent} holds none"
                 return MsprobeError(f"{where(option, path)}: no such {kind} folder{listed}")
@@ -100,7 +100,7 @@ def unfinished(dump: Path) -> list[str]:
     root = dump.parent if dump.is_file() else dump
     depths = ("",) if dump.is_file() else ("", "*/", "*/*/")  # rank folder, step folder, dump root
     journals = [p for depth in depths for p in root.glob(f"{depth}{JOURNAL_NAME}")]
-    return sorted((str(j.parent) for j in journals if _older(j.parent / "dump.json", j)), key=_natural)
+    return sorted((str(j.parent) for j in journals if _older(j.parent / "dump.json", j)), key=natural_order)
 
 
 def _older(path: Path, than: Path) -> bool:
@@ -111,6 +111,6 @@ def _older(path: Path, than: Path) -> bool:
         return True
 
 
-def _natural(text: str) -> list[object]:
+def natural_order(text: str) -> list[object]:
     """``rank2`` before ``rank10``."""
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]

@@ -53,11 +53,11 @@ class Analysis:
         empty = [t for t in (self.npu, self.gpu) if not len(t)]
         if empty:
             named = " and ".join(dict.fromkeys(str(t.path) for t in empty))
-            line = f"{named}: no output rows, only the header ({EMPTY_HINT}): nothing compared"
-            if len(empty) == 1:
+            line = f"{named}: no output rows, only the header ({EMPTY_HINT})"
+            if len(empty) == 1:  # the other file's rows are all judged missing
                 side, full = ("GPU", self.gpu) if empty[0] is self.npu else ("NPU", self.npu)
-                line += f", all {len(full)} {side} output rows are missing"
-            return line
+                return f"{line}: nothing to pair with, all {len(full)} {side} output rows are missing"
+            return f"{line}: nothing compared"
         npu, gpu = self.routings
         if npu != gpu:
             routed = {

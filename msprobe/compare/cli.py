@@ -22,7 +22,7 @@ from msprobe.cli import package_version, run_main, user_error
 from msprobe.errors import MsprobeError
 from msprobe.extras import require
 from msprobe.formats.accuracy_csv import RUN_UT_DETAILS_NAME, run_ut_files
-from msprobe.paths import missing, output_dir, where
+from msprobe.paths import missing, natural_order, output_dir, where
 
 ORDER = ("error", "mismatch", "missing", "pass", "SKIP", " ")
 
@@ -34,10 +34,28 @@ def newest_details(folder: str, option: str) -> str:
     if not found:
         raise MsprobeError(
             f"{where(option, folder)}: no accuracy_checking_details_<14 digits>.csv in this folder"
+            + _replay_folders_below(Path(folder))
         )
     if len(found) > 1:
         print(f"msprobe: {option} {folder}: {found[-1]}, the newest of {len(found)}", file=sys.stderr)
     return os.path.join(folder, found[-1])
+
+
+def _replay_folders_below(folder: Path) -> str:
+    """Where a replay of a dump root wrote its files (``OUT/<step>/<rank>/``), said: compare one of
+    those folders at a time."""
+    below = sorted(
+        {str(p.parent.relative_to(folder)) for p in folder.glob("*/*/accuracy_checking_details_*.csv")}
+        | {str(p.parent.relative_to(folder)) for p in folder.glob("*/accuracy_checking_details_*.csv")},
+        key=natural_order,
+    )
+    if not below:
+        return ""
+    more = f" (and {len(below) - 3} more)" if len(below) > 3 else ""
+    return (
+        f"; a replay of a dump root writes one pair per dump file, here in {', '.join(below[:3])}{more}: "
+        "compare one of those folders at a time"
+    )
 
 
 class CompareCommand:

@@ -157,3 +157,21 @@ def test_a_replay_output_folder_stands_for_its_newest_details_file(tmp_path, cap
     assert cli.main(["-npu", str(empty), "-gpu", str(DETAILS), "-o", str(tmp_path / "out2")]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and err.endswith("no accuracy_checking_details_<14 digits>.csv in this folder")
+
+
+def test_a_replay_root_folder_points_at_its_step_and_rank_folders(tmp_path, capsys):
+    """A replay of a dump root writes one pair per dump file in OUT/<step>/<rank>/: given OUT, compare
+    said only that OUT holds no details file."""
+    import shutil
+
+    out = tmp_path / "npu_out"
+    for sub in ("step0/rank10", "step0/rank2", "step1/rank0", "step0/rank0"):
+        (out / sub).mkdir(parents=True)
+        shutil.copy(DETAILS, out / sub / "accuracy_checking_details_20260101000000.csv")
+    assert cli.main(["-npu", str(out), "-gpu", str(DETAILS), "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.endswith(
+        "no accuracy_checking_details_<14 digits>.csv in this folder; a replay of a dump root writes one "
+        "pair per dump file, here in step0/rank0, step0/rank2, step0/rank10 (and 1 more): compare one of "
+        "those folders at a time"
+    ), err

@@ -142,7 +142,7 @@ def test_a_header_only_file_is_said_first_and_fails_strict(tmp_path, capsys, emp
     captured = capsys.readouterr()
     warning = (
         f"msprobe: warning: {empty}: no output rows, only the header (was run_ut stopped before its "
-        f"first API, or did -k match nothing?): nothing compared, all 30 {other} output rows are missing"
+        f"first API, or did -k match nothing?): nothing to pair with, all 30 {other} output rows are missing"
     )
     assert captured.err == warning + "\n"
     assert captured.out.startswith("compared 30 output rows of 30 APIs: 30 missing\n")
