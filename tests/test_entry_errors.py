@@ -343,7 +343,9 @@ def test_run_ut_config_that_is_a_folder_is_one_line(
     folder.mkdir()
     code = msprobe_main(["run_ut", "-api_info", str(dump), "-o", str(tmp_path / "o"), "-config", str(folder)])
     assert code != 0
-    assert one_line(capsys.readouterr().err).endswith(f"{folder}: a folder, expected a config.json file")
+    assert one_line(capsys.readouterr().err) == (
+        f"msprobe: error: -config {folder}: a folder, expected a config.json file"  # the flag typed
+    )
 
 
 @pytest.mark.parametrize("threads", ["-3", "100000"])

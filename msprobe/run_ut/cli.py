@@ -9,12 +9,13 @@ check, 4 usage error, 5 nothing to replay).
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from msprobe.errors import MsprobeError
 from msprobe.extras import require
 from msprobe.paths import dump_input, output_dir
+from msprobe.run_ut.config import load_config
 from msprobe.run_ut.records import check_dumps, dump_files_of
 from msprobe.run_ut.results import check_resume_file
 
@@ -126,9 +127,11 @@ def pytest_args(argv: Sequence[str]) -> list[str]:
     # msprobe itself is imported before pytest starts, so pytest cannot (and need not) rewrite it.
     args += ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
     args += ["--rootdir", str(dump.resolve().parent if dump.is_file() else dump.resolve())]
+    # the plugin checks what it is given again, and names its own options; checked here first, the
+    # errors name the flags the user typed
     if ns.csv_path:
         if not Path(ns.csv_path).is_dir():  # a folder: the earlier -o of a multi-rank/step dump
-            check_resume_file(Path(ns.csv_path))
+            _as_flag("-csv_path", check_resume_file, Path(ns.csv_path))
         args += ["--msprobe-resume", ns.csv_path]
     if ns.save_error_data:
         args.append("--msprobe-save-error-data")
@@ -137,6 +140,7 @@ def pytest_args(argv: Sequence[str]) -> list[str]:
     if ns.jit_compile:
         args.append("--msprobe-jit-compile")
     if ns.config:
+        _as_flag("-config", load_config, Path(ns.config))
         args += ["--msprobe-config", ns.config]
     if ns.device:
         args += ["--msprobe-device", ns.device]
@@ -156,11 +160,26 @@ def pytest_args(argv: Sequence[str]) -> list[str]:
     return args
 
 
+def _as_flag(flag: str, check: Callable[[Path], object], path: Path) -> None:
+    """``check(path)``, its one-line error prefixed with the flag that gave the path."""
+    try:
+        check(path)
+    except MsprobeError as exc:
+        raise MsprobeError(f"{flag} {exc}", exc.exit_code) from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     import sys
 
     args = pytest_args(sys.argv[1:] if argv is None else argv)
     require("replay")
+    if "--msprobe-device" in args:
+        from msprobe.run_ut.device import DeviceError, resolve
+
+        try:
+            resolve(args[args.index("--msprobe-device") + 1], option="-device_type")
+        except DeviceError as exc:
+            raise MsprobeError(str(exc), 4) from None
     output_dir(args[args.index("--msprobe-out") + 1], "-o")
 
     import pytest

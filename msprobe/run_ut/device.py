@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from msprobe.errors import first_line
+from msprobe.paths import where
 
 CHOICES = ("cpu", "cuda", "npu")
 
@@ -76,12 +77,17 @@ def _unavailable(kind: str) -> str:
     return "no NPU device is available on this host (torch.npu.is_available() is False)"
 
 
-def resolve(requested: str | None, warn: Callable[[str], None] = lambda message: None) -> str:
+def resolve(
+    requested: str | None,
+    warn: Callable[[str], None] = lambda message: None,
+    option: str = "--msprobe-device=",
+) -> str:
     """The device kind to replay on, checked once before anything runs.
 
     ``requested`` None takes the best available kind; a torch_npu that fails to import is reported
     through ``warn`` (one line) and skipped. A requested kind that is not usable raises ``DeviceError``
-    with the one-line reason, prefixed with the option that asked for it.
+    with the one-line reason, prefixed with the option that asked for it (``option``, as the user
+    typed it: ``msprobe run_ut`` checks its ``-device_type`` first).
     """
     if requested is None:
         for kind in ("cuda", "npu"):
@@ -96,9 +102,9 @@ def resolve(requested: str | None, warn: Callable[[str], None] = lambda message:
     try:
         usable = available(requested)
     except DeviceError as exc:
-        raise DeviceError(f"--msprobe-device={requested}: {exc}") from None
+        raise DeviceError(f"{where(option, requested)}: {exc}") from None
     if not usable:
-        raise DeviceError(f"--msprobe-device={requested}: {_unavailable(requested)}")
+        raise DeviceError(f"{where(option, requested)}: {_unavailable(requested)}")
     return requested
 
 

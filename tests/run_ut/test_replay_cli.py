@@ -57,7 +57,10 @@ def test_bad_resume_name_and_missing_dump_are_one_line_errors(
     bad = tmp_path / "result.csv"
     bad.write_text("", encoding="utf-8")
     assert msprobe_main(["run_ut", "-api_info", str(dump), "-csv_path", str(bad)]) == 2
-    assert "accuracy_checking_result_<14 digits>.csv" in capsys.readouterr().err
+    assert capsys.readouterr().err.strip() == (
+        f"msprobe: error: -csv_path {bad}: a resume file must be named "
+        "accuracy_checking_result_<14 digits>.csv"
+    )
 
 
 MODULE_ONLY = {"Module.fc.Linear.forward.0": forward(tensor("torch.float32", [8], -1.0, 1.0))}

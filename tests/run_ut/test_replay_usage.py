@@ -60,7 +60,7 @@ def test_run_ut_absent_npu_is_one_line(tmp_path: Path, capsys: pytest.CaptureFix
     assert code == pytest.ExitCode.USAGE_ERROR
     captured = capsys.readouterr()
     lines = [line for line in (captured.err + captured.out).splitlines() if line.strip()]
-    assert lines == ["ERROR: --msprobe-device=npu: torch_npu is not installed on this host"]
+    assert lines == ["msprobe: error: -device_type npu: torch_npu is not installed on this host"]  # as typed
     assert _no_csv(out)
 
 
