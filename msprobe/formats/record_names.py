@@ -149,14 +149,16 @@ def is_module_key(key: str) -> bool:
     return MODULE in key
 
 
-_NOT_IN_PLACE_DUNDERS = frozenset(("__init__", "__index__", "__int__", "__invert__", "__iter__"))
+_NOT_IN_PLACE_DUNDERS = frozenset(
+    ("__init__", "__init_subclass__", "__index__", "__int__", "__invert__", "__iter__")
+)
 
 
 def in_place_name(api: str) -> bool:
-    """torch's naming of an API that writes into its first argument: a trailing ``_`` (``add_``) or an
-    augmented-assignment dunder (``__iadd__``)."""
+    """The naming, in torch and MindSpore alike, of an API that writes into its first argument: a
+    trailing ``_`` (``add_``) or an augmented-assignment dunder (``__iadd__``)."""
     if api.startswith("__"):
-        return api.startswith("__i") and api not in _NOT_IN_PLACE_DUNDERS
+        return api.startswith("__i") and api.endswith("__") and api not in _NOT_IN_PLACE_DUNDERS
     return api.endswith("_")
 
 

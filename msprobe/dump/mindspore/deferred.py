@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from msprobe.formats.jsonfmt import Summary
+from msprobe.formats.record_names import in_place_name
 
 
 def _batch_size() -> int:
@@ -91,13 +92,13 @@ def mutator_names(cls: type) -> list[str]:
     return sorted(set(names) - _NOT_MUTATORS)
 
 
+# MindSpore's in-place APIs besides the shared naming (``assign_add``, ``inplace_update``, ``scatter_update``)
+IN_PLACE_PREFIXES = ("assign", "inplace_", "scatter_")
+
+
 def is_inplace(api: str) -> bool:
     """APIs that change an argument in place: a batch must be written before they run."""
-    if api.startswith("__i") and api.endswith("__"):
-        return api not in ("__init__", "__init_subclass__", "__index__", "__int__", "__invert__", "__iter__")
-    if api.startswith("__"):
-        return False
-    return api.endswith("_") or api.startswith(("assign", "inplace_", "scatter_")) or api in ("copy_",)
+    return in_place_name(api) or api.startswith(IN_PLACE_PREFIXES)
 
 
 class Batch:
