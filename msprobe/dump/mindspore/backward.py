@@ -19,20 +19,7 @@ from typing import Any
 import mindspore as ms
 from mindspore import ops
 
-try:  # MindSpore >= 2.9
-    from mindspore.graph.api import _pynative_executor
-except ImportError:  # pragma: no cover - older MindSpore
-    from mindspore.common.api import _pynative_executor
-
-try:
-    from mindspore.ops.operations._inner_ops import CellBackwardHook
-except ImportError:  # pragma: no cover
-    CellBackwardHook = None
-
-try:
-    from mindspore._c_expression import HookType
-except ImportError:  # pragma: no cover
-    HookType = None
+from msprobe.dump.mindspore.ms_compat import CellBackwardHook, HookType, backward_pre_hooks
 
 BackwardFn = Callable[[tuple[Any, ...], tuple[Any, ...]], object]
 
@@ -52,7 +39,7 @@ def make_cell_backward_hooks_copyable() -> None:
         new_hooks = copy.deepcopy(hooks, memo) if hooks is not None else OrderedDict()
         cell_id = f"{type(cell).__name__}({id(cell)})" if cell is not None else self.cell_id
         new = type(self)(cell_id, cell, new_hooks)
-        if cell is not None and hooks is getattr(self.cell, "_backward_pre_hook", None):
+        if cell is not None and hooks is backward_pre_hooks(self.cell):
             new.register_backward_pre_hook()  # the same kind of hook as the original
         else:
             new.register_backward_hook()
@@ -61,14 +48,6 @@ def make_cell_backward_hooks_copyable() -> None:
 
     __deepcopy__._msprobe = True  # type: ignore[attr-defined]
     CellBackwardHook.__deepcopy__ = __deepcopy__
-
-
-def grad_recording() -> bool:
-    """Whether the current PyNative call is recorded for a gradient (inside ``value_and_grad``)."""
-    try:
-        return bool(_pynative_executor.requires_grad())
-    except Exception:  # pragma: no cover - defensive
-        return False
 
 
 def tensor_leaves(value: Any) -> list[Any]:

@@ -16,6 +16,7 @@ import mindspore as ms
 
 from msprobe.dump.filters import ParamGradFilter
 from msprobe.dump.mindspore.backward import make_cell_backward_hooks_copyable
+from msprobe.dump.mindspore.ms_compat import child_cells, is_jit_cell, own_parameters
 from msprobe.dump.naming import CallCounter
 from msprobe.formats.record_names import BACKWARD, CELL, FORWARD, module_backward_name
 
@@ -23,15 +24,10 @@ if TYPE_CHECKING:
     from msprobe.dump.mindspore.service import MsDumpService
 
 
-def is_jit_cell(cell: Any) -> bool:
-    """A Cell whose ``construct`` is decorated with ``mindspore.jit`` (compiled as one graph)."""
-    return bool(getattr(type(cell).construct, "__wrapped_by_jit__", False))
-
-
 def _descend(cell: Any, path: str) -> Iterator[tuple[str, Any]]:
     """Sub-Cells with their dotted paths; a jit Cell is yielded but not entered (its children run
     inside a compiled graph, where Python hooks cannot run)."""
-    for name, child in cell._cells.items():
+    for name, child in child_cells(cell).items():
         if child is None:
             continue
         sub = f"{path}.{name}" if path else name
@@ -197,7 +193,7 @@ class CellHooks:
 
             def extra(rec: dict[str, Any]) -> None:
                 assert svc.encoder is not None
-                rec["parameters"] = svc.encoder.named(dict(cell._params), name, "parameters")
+                rec["parameters"] = svc.encoder.named(dict(own_parameters(cell)), name, "parameters")
 
             svc.finish_forward(name, record, output, mode.side("output"), extra)
             self._placeholder(prefix, cell, passed=True)
@@ -211,7 +207,7 @@ class CellHooks:
         svc = self.service
         if svc.structure_only:
             return
-        params = {k: p for k, p in cell._params.items() if getattr(p, "requires_grad", False)}
+        params = {k: p for k, p in own_parameters(cell).items() if getattr(p, "requires_grad", False)}
         if not params or not svc.config.data_mode.direction(BACKWARD):
             return
         store = svc.session.store

@@ -2,8 +2,8 @@
 
 A jit function is compiled from its Python source; msprobe's API wrappers, hooked Primitive classes
 and Cell hooks must not be visible to the compiler (upstream 8.1.1 patches the pre-2.9 executor
-location, so on MindSpore 2.10 compilation sees its wrappers and fails). Here
-``_JitExecutor.__call__`` of the running MindSpore is wrapped: during the call the API wrappers, the
+location, so on MindSpore 2.10 compilation sees its wrappers and fails). Here the ``__call__`` of
+the running MindSpore's jit executor (``_JitExecutor``) is wrapped: during the call the API wrappers, the
 Primitive hooks and the Cell hooks (of the Cells a jit function calls) are suspended, and at L1 and
 mix the call is recorded as ``Jit.{function | Cell class}.{n}.forward``; its backward record holds
 the real gradients (grads of the outputs as ``input``, of the inputs as ``output``).
@@ -11,7 +11,6 @@ the real gradients (grads of the outputs as ``input``, of the inputs as ``output
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -24,26 +23,12 @@ try:  # mindspore.experimental.optim (AdamW, ...): an Optimizer of its own, no n
 except ImportError:
     OPTIMIZERS = (Optimizer,)
 
-from msprobe.dump.mindspore.backward import cell_backward_hook, grad_recording, hook_outputs, tensor_leaves
+from msprobe.dump.mindspore.backward import cell_backward_hook, hook_outputs, tensor_leaves
+from msprobe.dump.mindspore.ms_compat import grad_recording, jit_executor_class
 from msprobe.formats.record_names import BACKWARD, FORWARD
 
 if TYPE_CHECKING:
     from msprobe.dump.mindspore.service import MsDumpService
-
-_EXECUTOR_MODULES = ("mindspore.graph.api", "mindspore.common.api")
-
-
-def _executor_class() -> Any:
-    for mod_name in _EXECUTOR_MODULES:
-        try:
-            mod = importlib.import_module(mod_name)
-        except ImportError:
-            continue
-        for cls_name in ("_JitExecutor", "_MindsporeFunctionExecutor"):
-            cls = getattr(mod, cls_name, None)
-            if cls is not None:
-                return cls
-    return None
 
 
 class JitHooks:
@@ -56,7 +41,7 @@ class JitHooks:
         self._original: Any = None
 
     def install(self) -> bool:
-        cls = _executor_class()
+        cls = jit_executor_class()
         if cls is None or getattr(cls.__call__, "__msprobe_jit__", False):
             return False
         original = cls.__call__

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 import mindspore as ms
 from mindspore.ops.primitive import Primitive
 
-from msprobe.dump.mindspore.backward import CellBackwardHook, grad_recording, hook_backward
+from msprobe.dump.mindspore.backward import hook_backward
+from msprobe.dump.mindspore.ms_compat import CellBackwardHook, grad_recording
 from msprobe.dump.naming import CallCounter
 from msprobe.formats.record_names import BACKWARD, FORWARD, module_backward_name
 

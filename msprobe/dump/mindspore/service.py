@@ -17,10 +17,11 @@ from typing import Any
 import mindspore as ms
 
 from msprobe.dump.config import DumpConfig
-from msprobe.dump.mindspore.backward import cell_backward_hook, grad_recording, hook_outputs, tensor_leaves
+from msprobe.dump.mindspore.backward import cell_backward_hook, hook_outputs, tensor_leaves
 from msprobe.dump.mindspore.deferred import Batch, is_inplace, mutator_names
 from msprobe.dump.mindspore.encode import Encoder, TensorSaver
 from msprobe.dump.mindspore.families import BY_PREFIX, ApiKey, Patcher, finish_collective, load_api_list
+from msprobe.dump.mindspore.ms_compat import grad_recording
 from msprobe.dump.session import RECORD_AT_ONCE, DumpSession
 from msprobe.dump.stack import capture_stack, clear_frames
 from msprobe.dump.thread_flag import ThreadFlag
