@@ -185,7 +185,10 @@ ULP_MESSAGE = "ERROR: ULP误差不满足标准\n"
 _ULP_MEAN = Rule("ULP误差平均值", None, "not_below", _ULP32.mean_limit, ULP_MESSAGE)
 _ULP_RATIO = Rule("ULP误差大于阈值占比比值", None, "not_below", _ULP32.ratio_limit, ULP_MESSAGE)
 ULP_MISMATCH = Rule("ULP误差大于阈值占比比值", None, "not_below", _ULP32.ratio_limit, ULP_MESSAGE)
-"""Stands for an inf/nan mismatch of the ULP columns in the report (its value is NaN)."""
+"""Stands for an inf/nan mismatch of the ULP proportion columns in the report (its value is NaN)."""
+ULP_MEAN_MISMATCH = Rule("ULP误差平均值", None, "not_below", _ULP32.mean_limit, ULP_MESSAGE)
+"""Stands for an inf/nan mismatch of the mean ULP error columns (an inf/NaN on one side only: the replay
+gives such an output an infinite ULP error)."""
 ULP_FP32 = EscapeRule(
     (
         _ULP_MEAN,

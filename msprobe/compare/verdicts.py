@@ -332,7 +332,9 @@ def _judge_ulp(v: _View) -> _Judged:
         for rule, value in zip(escape.rules, values):
             worst.add(rule, bad_check & consistent & rows, rule.severity(value), value)
     nan = np.full(len(p), np.nan)
-    worst.add(R.ULP_MISMATCH, ~consistent, np.full(len(p), np.inf), nan)
+    # name the column whose inf/nan differs (the mean: an inf/NaN in the output; the proportion otherwise)
+    worst.add(R.ULP_MEAN_MISMATCH, ~mean_ok, np.full(len(p), np.inf), nan)
+    worst.add(R.ULP_MISMATCH, mean_ok & ~ratio_ok, np.full(len(p), np.inf), nan)
     return _Judged(cells, failed, message, [mu_c, mu_gc, p_c, q_c], worst.severity, worst.texts())
 
 
@@ -489,6 +491,8 @@ def evaluate(
         severity[good] = np.where(res.failed, res.severity, np.nan)[keep]
         worst[good] = res.worst[keep]
 
+    _rank_npu_only_nonfinite(m, idx[status[idx] == ERROR], dtype, npu_numeric, npu_alone, severity, worst)
+
     plain_message = message.copy()
     flag = _flags(m, presence)
     has_flag = flag != ""
@@ -516,6 +520,32 @@ def evaluate(
         "duplicated_in": m["duplicated_in"].to_numpy(dtype=object),
     }
     return text_frame({**out, **{f"_{key}": values for key, values in analysis.items()}})
+
+
+def _rank_npu_only_nonfinite(
+    m: pd.DataFrame,
+    failing: np.ndarray,
+    dtype: np.ndarray,
+    npu_numeric: frozenset[str],
+    npu_alone: bool,
+    severity: np.ndarray,
+    worst: np.ndarray,
+) -> None:
+    """An inf/NaN on the NPU only is an inf/nan mismatch whatever the standard judging the row: an
+    ``error`` row whose replay cosine is NaN on the NPU and a number (or blank) on the GPU is ranked
+    infinitely far past its bound and its worst metric says so. The benchmark and ULP standards already
+    do; without this, a NaN from a binary-standard API (``transpose``) ranked as a 1/N mismatch rate (2x)
+    and one from an absolute-threshold API (``add``) at 1001x, below finite precision losses. Only the
+    ranking and the report's wording change, never a verdict."""
+    if npu_alone or not len(failing):
+        return
+    view = _View(m, failing, dtype[failing], npu_numeric)
+    (cx, cx_code), (cy, cy_code) = view.npu(R.NPU_ONLY_NONFINITE.value), view.gpu(R.NPU_ONLY_NONFINITE.value)
+    gpu_not_nan = (np.isfinite(cy) & (cy_code == OK)) | (cy_code == EMPTY)
+    npu_only = np.isnan(cx) & (cx_code == OK) & gpu_not_nan & np.isfinite(severity[failing])
+    rows = failing[npu_only]
+    severity[rows] = np.inf
+    worst[rows] = R.NPU_ONLY_NONFINITE.describe(float("nan"))
 
 
 def _flags(m: pd.DataFrame, presence: np.ndarray) -> np.ndarray:

@@ -175,7 +175,7 @@ def test_ulp_inf_nan_mismatch_errors_with_blank_ulp_verdict(tmp_path):
     d = detail(a, name)
     assert (d["比对结果"], d["ULP误差判定结果"]) == ("error", " ")
     assert d["Message"] == "ULP误差平均值inf或nan不一致\nERROR: ULP误差不满足标准\n"
-    assert d["_worst"] == "ULP proportion ratio (ULP误差大于阈值占比比值): inf/nan on one side only"
+    assert d["_worst"] == "mean ULP error (ULP误差平均值): inf/nan on one side only"
 
 
 @pytest.mark.parametrize(("value", "verdict"), [("1.0", "pass"), ("0.999", "pass"), ("0.9989", "error")])
@@ -406,3 +406,25 @@ def test_an_api_skipped_on_one_side_only_is_a_skip_with_its_reason_not_a_shape_m
     b = pair(tmp_path, [evaluated], [skipped])
     assert result_list(b) == [[name, "SKIP", "SKIP", "ERROR: Input data is an empty string"]]  # 8.1.1's row
     assert b.warning() == ""
+
+
+@pytest.mark.parametrize(
+    ("name", "cells"),
+    [
+        (f"Tensor.transpose.0.{F}.0", {"二进制一致错误率": "0.001"}),  # binary
+        (f"Tensor.__add__.0.{F}.0", {"inf/nan错误率": "1", "相对误差错误率": "0", "绝对误差错误率": "0"}),
+    ],
+)
+def test_npu_only_nan_ranks_infinitely_far_whatever_the_standard(tmp_path, name, cells):
+    # a NaN in the NPU output alone (the replay's cosine NaN, a number on the GPU) is an inf/nan mismatch:
+    # ranked above any finite loss and named, under the binary and absolute-threshold standards too
+    zero = {k: "0" for k in cells}
+    npu = [row(name, cells={**cells, "余弦相似度": "nan"}, bench=False)]
+    gpu = [row(name, cells={**zero, "余弦相似度": "1.0"}, bench=False)]
+    d = detail(pair(tmp_path, npu, gpu), name)
+    assert d["比对结果"] == "error"
+    assert d["_severity"] == np.inf
+    assert d["_worst"] == "NPU cosine similarity (余弦相似度): inf/nan on one side only"
+    # the same NaN on both sides changes nothing (compare(X, X) stays clean)
+    same = detail(pair(tmp_path, npu, npu), name)
+    assert same["比对结果"] == "pass"
