@@ -85,7 +85,7 @@ def _replay_results(details: Path) -> tuple[list[list[str]] | None, str]:
     is damaged (the details file alone is compared, as 8.1.1). A last row that a killed replay cut
     short is no row (a cut ``error`` is no verdict)."""
     m = ac.RUN_UT_DETAILS_NAME.match(details.name)
-    result = details.with_name(f"accuracy_checking_result_{m.group(1)}.csv") if m else None
+    result = details.with_name(ac.run_ut_result_name(m.group(1))) if m else None
     if result is None or not result.is_file():
         return None, ""
     try:

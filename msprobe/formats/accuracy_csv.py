@@ -123,6 +123,11 @@ RUN_UT_RESULT_NAME = re.compile(r"^accuracy_checking_result_(\d{14})\.csv$")
 RUN_UT_DETAILS_NAME = re.compile(r"^accuracy_checking_details_(\d{14})\.csv$")
 
 
+def run_ut_result_name(ts: str) -> str:
+    """``accuracy_checking_result_{ts}.csv``: the result file replay writes for timestamp ``ts``."""
+    return f"accuracy_checking_result_{ts}.csv"
+
+
 def run_ut_files(folder: Path, name: re.Pattern[str]) -> list[Path]:
     """The files directly in ``folder`` named as ``name`` says, oldest first (by their timestamp)."""
     return sorted(p for p in folder.glob("accuracy_checking_*.csv") if name.match(p.name))
@@ -324,6 +329,12 @@ def _csv_lines(rows: Iterable[Sequence[str]]) -> Iterator[str]:
             yield buf.getvalue()
         else:
             yield line + "\r\n"
+
+
+def append_rows(path: str | os.PathLike[str], rows: Iterable[Sequence[str]]) -> None:
+    """Append ``format_cell`` text rows to a CSV whose header is written (no BOM: it is at the start)."""
+    with open(path, "a", encoding="utf-8", newline="") as fh:
+        csv.writer(fh).writerows(rows)
 
 
 def write_text_rows(

@@ -13,7 +13,6 @@ Formats: ``msprobe.formats.accuracy_csv`` (headers, ``format_cell``, BOM, blanks
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,15 +24,15 @@ from msprobe.formats.accuracy_csv import (
     RUN_UT_DETAILS_HEADER,
     RUN_UT_RESULT_HEADER,
     RUN_UT_RESULT_NAME,
+    append_rows,
     format_cell,
     read_appended_rows,
     run_ut_files,
+    run_ut_result_name,
     write_rows,
 )
 from msprobe.formats.record_names import output_row_api
 from msprobe.timestamps import cannot_write
-
-RESULT_NAME = RUN_UT_RESULT_NAME
 
 
 def claim_timestamp(out_dirs: Sequence[Path], ts: str) -> str:
@@ -49,9 +48,7 @@ def claim_timestamp(out_dirs: Sequence[Path], ts: str) -> str:
             folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise cannot_write(path, exc) from None
-    return timestamps.claim(
-        lambda ts: [folder / f"accuracy_checking_result_{ts}.csv" for folder in out_dirs], ts
-    )
+    return timestamps.claim(lambda ts: [folder / run_ut_result_name(ts) for folder in out_dirs], ts)
 
 
 #: What the summary counts for an API pytest fails although its CSV verdict is not ``error``.
@@ -102,7 +99,7 @@ def details_path_for(result_path: Path) -> Path:
 
 def check_resume_file(path: Path) -> str:
     """Validate an earlier result CSV for resume (``-csv_path``); its timestamp."""
-    match = RESULT_NAME.match(path.name)
+    match = RUN_UT_RESULT_NAME.match(path.name)
     if match is None:
         raise MsprobeError(f"{path}: a resume file must be named accuracy_checking_result_<14 digits>.csv")
     if not path.is_file():
@@ -198,7 +195,7 @@ class ResultWriter:
 
     @classmethod
     def create(cls, dump: Path, out_dir: Path, ts: str, order: Mapping[str, int]) -> ResultWriter:
-        writer = cls(dump, out_dir / f"accuracy_checking_result_{ts}.csv", order)
+        writer = cls(dump, out_dir / run_ut_result_name(ts), order)
         path = out_dir
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
@@ -229,8 +226,7 @@ class ResultWriter:
             return
         for path, rows in ((self.details_path, item["details"]), (self.result_path, [item["result"]])):
             try:
-                with open(path, "a", encoding="utf-8", newline="") as fh:
-                    csv.writer(fh).writerows(rows)
+                append_rows(path, rows)
             except OSError as exc:
                 raise cannot_write(path, exc) from None
 
@@ -291,5 +287,5 @@ def api_verdict(result: Sequence[str]) -> str:
 
 def find_resume_file(folder: Path) -> Path | None:
     """The newest ``accuracy_checking_result_*.csv`` in a folder (resume from an earlier -o)."""
-    candidates = run_ut_files(folder, RESULT_NAME)
+    candidates = run_ut_files(folder, RUN_UT_RESULT_NAME)
     return candidates[-1] if candidates else None

@@ -21,6 +21,7 @@ import pytest
 
 from msprobe import timestamps
 from msprobe.errors import MsprobeError, first_line
+from msprobe.formats.accuracy_csv import run_ut_result_name
 from msprobe.paths import dump_input, output_dir
 from msprobe.run_ut.collect import RESULT_KEY, SESSION_KEY, ApiItem, DumpDirectory, DumpFile
 from msprobe.run_ut.config import RunConfig, load_config
@@ -175,10 +176,7 @@ class ReplaySession:
                 self.ts = claim_timestamp([self._out_dir_for(d) for d in orders], timestamps.now())
             else:
                 self.ts = timestamps.now()
-                while any(
-                    (self._out_dir_for(d) / f"accuracy_checking_result_{self.ts}.csv").exists()
-                    for d in orders
-                ):
+                while any((self._out_dir_for(d) / run_ut_result_name(self.ts)).exists() for d in orders):
                     self.ts = timestamps.next_second(self.ts)
             for dump, order in orders.items():
                 previous = None
