@@ -17,18 +17,11 @@ from typing import Any
 import torch
 
 from msprobe.formats.record_names import data_file_name
-from msprobe.run_ut.inputs import TensorArg
+from msprobe.run_ut.inputs import TensorArg, leaves
 
 
 def _leaves(value: Any) -> Iterator[Any]:
-    if isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _leaves(item)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _leaves(item)
-    else:
-        yield value.tensor if isinstance(value, TensorArg) else value
+    return (leaf.tensor if isinstance(leaf, TensorArg) else leaf for leaf in leaves(value))
 
 
 def needs_saving(result_row: list[Any]) -> bool:

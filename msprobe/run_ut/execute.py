@@ -31,7 +31,7 @@ import torch
 
 from msprobe.errors import first_line
 from msprobe.run_ut.api_info import ApiInfo
-from msprobe.run_ut.inputs import DeviceArg, TensorArg
+from msprobe.run_ut.inputs import DeviceArg, TensorArg, leaves, map_leaves
 
 LOW_PRECISION = (torch.float16, torch.bfloat16, torch.float32)
 UPCAST = {torch.float16: torch.float32, torch.bfloat16: torch.float32, torch.float32: torch.float64}
@@ -39,14 +39,7 @@ COMPLEX_UPCAST = {torch.complex32: torch.complex64, torch.complex64: torch.compl
 
 
 def _walk(value: Any) -> Iterator[TensorArg]:
-    if isinstance(value, TensorArg):
-        yield value
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _walk(item)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _walk(item)
+    return (leaf for leaf in leaves(value) if isinstance(leaf, TensorArg))
 
 
 def input_dtypes(args: list[Any], kwargs: dict[str, Any]) -> set[torch.dtype]:
@@ -250,15 +243,10 @@ def fallback_note(exc: BaseException) -> str:
 
 
 def _map_tensors(value: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
-    if isinstance(value, TensorArg):
-        return TensorArg(fn(value.tensor), value.requires_grad)
-    if isinstance(value, list):
-        return [_map_tensors(v, fn) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_map_tensors(v, fn) for v in value)
-    if isinstance(value, dict):
-        return {k: _map_tensors(v, fn) for k, v in value.items()}
-    return value
+    return map_leaves(
+        value,
+        lambda leaf: TensorArg(fn(leaf.tensor), leaf.requires_grad) if isinstance(leaf, TensorArg) else leaf,
+    )
 
 
 def ulp_perturber(
@@ -418,7 +406,10 @@ def noise_floors(
 def _input_ulp(value: Any, compute: torch.dtype | None) -> float:
     """The largest ``eps(dtype) * max|x|`` over the finite float input tensors."""
     found = 0.0
-    for t in [a.tensor for a in _walk(value)] + [v for v in _plain_tensors(value)]:
+    for leaf in leaves(value):
+        if not isinstance(leaf, (TensorArg, torch.Tensor)):
+            continue
+        t = leaf.tensor if isinstance(leaf, TensorArg) else leaf
         t = _dense(t)
         if t.is_floating_point() and t.numel():
             eps = torch.finfo(t.dtype).eps
@@ -428,14 +419,6 @@ def _input_ulp(value: Any, compute: torch.dtype | None) -> float:
             if finite.numel():
                 found = max(found, eps * float(finite.abs().max()))
     return found
-
-
-def _plain_tensors(value: Any) -> Iterator[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _plain_tensors(item)
 
 
 def _below(floor: Any, limit: float) -> Any:

@@ -15,7 +15,7 @@ import math
 import os
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,31 +51,47 @@ class TensorArg:
     requires_grad: bool
 
 
+def map_leaves(value: Any, fn: Callable[[Any], Any]) -> Any:
+    """``value`` rebuilt with ``fn`` applied to each leaf: lists, tuples and dict values are walked."""
+    if isinstance(value, list):
+        return [map_leaves(v, fn) for v in value]
+    if isinstance(value, tuple):
+        return tuple(map_leaves(v, fn) for v in value)
+    if isinstance(value, dict):
+        return {k: map_leaves(v, fn) for k, v in value.items()}
+    return fn(value)
+
+
+def leaves(value: Any) -> Iterator[Any]:
+    """The leaves of ``value`` in order, walked as :func:`map_leaves` walks them."""
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            yield from leaves(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from leaves(item)
+    else:
+        yield value
+
+
 def unwrap(value: Any, grads: dict[int, bool]) -> Any:
     """Plain tensors in place of ``TensorArg`` (remembering each one's requires_grad by identity)."""
-    if isinstance(value, TensorArg):
-        grads[id(value.tensor)] = value.requires_grad
-        return value.tensor
-    if isinstance(value, list):
-        return [unwrap(v, grads) for v in value]
-    if isinstance(value, tuple):
-        return tuple(unwrap(v, grads) for v in value)
-    if isinstance(value, dict):
-        return {k: unwrap(v, grads) for k, v in value.items()}
-    return value
+
+    def plain(leaf: Any) -> Any:
+        if isinstance(leaf, TensorArg):
+            grads[id(leaf.tensor)] = leaf.requires_grad
+            return leaf.tensor
+        return leaf
+
+    return map_leaves(value, plain)
 
 
 def wrap(value: Any, grads: dict[int, bool]) -> Any:
     """The inverse of :func:`unwrap`; new tensors (e.g. a generated mask) never require grad."""
-    if isinstance(value, torch.Tensor):
-        return TensorArg(value, grads.get(id(value), False))
-    if isinstance(value, list):
-        return [wrap(v, grads) for v in value]
-    if isinstance(value, tuple):
-        return tuple(wrap(v, grads) for v in value)
-    if isinstance(value, dict):
-        return {k: wrap(v, grads) for k, v in value.items()}
-    return value
+    return map_leaves(
+        value,
+        lambda leaf: TensorArg(leaf, grads.get(id(leaf), False)) if isinstance(leaf, torch.Tensor) else leaf,
+    )
 
 
 def apply_prepare_inputs(prepare_inputs: Any, args: list[Any], kwargs: dict[str, Any]) -> None:
