@@ -6,6 +6,8 @@ line and an exit code: it means the *user's input* is wrong (a file, a flag, a r
 
 from __future__ import annotations
 
+import os
+
 
 class MsprobeError(Exception):
     """A user-facing error: one line that names the file and the entry, plus an exit code."""
@@ -22,6 +24,11 @@ UPSTREAM_PREFIX = "[msprobe] "
 def one_line(exc: MsprobeError) -> str:
     """The line a command prints for a user's mistake: ``msprobe: error: <message>``, one prefix."""
     return f"msprobe: error: {str(exc).removeprefix(UPSTREAM_PREFIX)}"
+
+
+def cannot_write(path: os.PathLike[str] | str, exc: OSError) -> MsprobeError:
+    """The one line for an output that cannot be written (a folder without write access, a full disk)."""
+    return MsprobeError(f"{path}: cannot write ({exc.strerror or exc})")
 
 
 def first_line(exc: BaseException) -> str:

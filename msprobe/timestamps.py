@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from msprobe.errors import MsprobeError
+from msprobe.errors import cannot_write
 
 FORMAT = "%Y%m%d%H%M%S"
 
@@ -23,11 +23,6 @@ def now() -> str:
 def next_second(ts: str) -> str:
     """The timestamp one second after ``ts`` (``...0959`` is followed by ``...1000``)."""
     return time.strftime(FORMAT, time.localtime(time.mktime(time.strptime(ts, FORMAT)) + 1))
-
-
-def cannot_write(path: Path, exc: OSError) -> MsprobeError:
-    """The one line for an output that cannot be written (a folder without write access, a full disk)."""
-    return MsprobeError(f"{path}: cannot write ({exc.strerror or exc})")
 
 
 def claim(names_at: Callable[[str], Sequence[Path]], ts: str) -> str:

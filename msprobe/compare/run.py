@@ -18,9 +18,8 @@ import pandas as pd
 from msprobe import timestamps
 from msprobe.compare.analysis import Analysis, analyse
 from msprobe.compare.table import load_details
-from msprobe.errors import MsprobeError
+from msprobe.errors import MsprobeError, cannot_write
 from msprobe.formats import accuracy_csv as ac
-from msprobe.timestamps import cannot_write
 
 RESULT_NAME = "api_precision_compare_result_{ts}.csv"
 DETAILS_NAME = "api_precision_compare_details_{ts}.csv"

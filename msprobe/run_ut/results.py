@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from msprobe import timestamps
-from msprobe.errors import MsprobeError
+from msprobe.errors import MsprobeError, cannot_write
 from msprobe.formats.accuracy_csv import (
     RUN_UT_DETAILS_HEADER,
     RUN_UT_RESULT_HEADER,
@@ -32,7 +32,6 @@ from msprobe.formats.accuracy_csv import (
     write_rows,
 )
 from msprobe.formats.record_names import output_row_api
-from msprobe.timestamps import cannot_write
 
 
 def claim_timestamp(out_dirs: Sequence[Path], ts: str) -> str:
