@@ -85,7 +85,7 @@ class Ties:
 
 
 Prepare = Callable[[list[Any], dict[str, Any]], None]
-"""Tweaks the rebuilt arguments in place (they hold ``inputs.TensorArg`` wrappers)."""
+"""Tweaks the rebuilt arguments in place (they hold ``arg_values.TensorArg`` wrappers)."""
 PrepareInputs = Callable[[Any, Any], tuple[Any, Any]]
 """``(args, kwargs) -> (args, kwargs)`` on plain CPU tensors in the dumped dtypes (fused-op style)."""
 Tolerances = Mapping[str, Mapping[str, float]]

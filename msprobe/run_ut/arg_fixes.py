@@ -82,7 +82,7 @@ def no_repeats(
     """
 
     def prepare_spec(record: dict[str, Any]) -> None:
-        from msprobe.run_ut.inputs import DISTINCT_ALONG
+        from msprobe.run_ut.draws import DISTINCT_ALONG
 
         if unless is not None and _given(record, unless):
             return
@@ -107,7 +107,7 @@ def as_dtype(index: int, source: tuple[str, ...], target: str) -> Prepare:
     def prepare(args: list[Any], kwargs: dict[str, Any]) -> None:
         import torch
 
-        from msprobe.run_ut.inputs import TensorArg
+        from msprobe.run_ut.arg_values import TensorArg
 
         arg = args[index] if len(args) > index else None
         if isinstance(arg, TensorArg) and str(arg.tensor.dtype) in source:

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from msprobe.formats.record_names import data_file_name
-from msprobe.run_ut.inputs import TensorArg, leaves
+from msprobe.run_ut.arg_values import TensorArg, leaves
 
 
 def _leaves(value: Any) -> Iterator[Any]:

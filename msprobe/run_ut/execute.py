@@ -31,7 +31,7 @@ import torch
 
 from msprobe.errors import first_line
 from msprobe.run_ut.api_info import ApiInfo
-from msprobe.run_ut.inputs import DeviceArg, TensorArg, leaves, map_leaves
+from msprobe.run_ut.arg_values import DeviceArg, TensorArg, leaves, map_leaves
 
 LOW_PRECISION = (torch.float16, torch.bfloat16, torch.float32)
 UPCAST = {torch.float16: torch.float32, torch.bfloat16: torch.float32, torch.float32: torch.float64}

@@ -20,7 +20,9 @@ from msprobe.errors import first_line
 from msprobe.formats.record_names import in_place_name, replay_op_name
 from msprobe.run_ut import execute, registry
 from msprobe.run_ut.api_info import ApiInfo
-from msprobe.run_ut.inputs import ArgBuilder, InputError, apply_prepare_inputs, check_size, parse_dtype
+from msprobe.run_ut.arg_values import InputError, parse_dtype
+from msprobe.run_ut.draws import check_size
+from msprobe.run_ut.inputs import ArgBuilder, apply_prepare_inputs
 from msprobe.run_ut.records import ApiRecord
 from msprobe.run_ut.standards import (
     DEFAULT_ROUTING,
@@ -81,7 +83,7 @@ def _input_dtype_names(args: list[Any], kwargs: dict[str, Any]) -> set[str]:
 
 def check_output_sizes(output: Any, where: str = "output") -> None:
     """Refuse (InputError) an API whose recorded outputs are too large to compute (see
-    :func:`~msprobe.run_ut.inputs.check_size`): an output is allocated twice (device and upcast bench),
+    :func:`~msprobe.run_ut.draws.check_size`): an output is allocated twice (device and upcast bench),
     whatever its inputs' sizes (``torch.full``, ``Tensor.repeat`` and ``arange`` take their size from
     scalars)."""
     if isinstance(output, list | tuple):

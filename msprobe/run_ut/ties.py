@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from msprobe.run_ut.api_info import Ties
-from msprobe.run_ut.inputs import TensorArg
+from msprobe.run_ut.arg_values import TensorArg
 
 
 def _argument(args: list[Any], kwargs: dict[str, Any], where: tuple[int, str]) -> Any:

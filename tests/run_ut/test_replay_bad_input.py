@@ -15,9 +15,11 @@ from replay_dumps import csv_pair, forward, read_csv, tensor, write_dump
 
 import msprobe.run_ut.replay
 import msprobe.run_ut.session  # noqa: F401
-from msprobe.run_ut.inputs import NO_INPUTS, ArgBuilder, InputError, load_tensor
+from msprobe.run_ut.arg_values import InputError
+from msprobe.run_ut.inputs import NO_INPUTS, ArgBuilder
 from msprobe.run_ut.records import ApiRecord
 from msprobe.run_ut.replay import replay
+from msprobe.run_ut.tensor_files import load_tensor
 
 
 def run(pytester: pytest.Pytester, dump: Path, *extra: str) -> pytest.RunResult:

@@ -9,7 +9,7 @@ import pytest
 import torch
 from replay_dumps import csv_pair, read_csv
 
-from msprobe.run_ut.inputs import random_tensor
+from msprobe.run_ut.draws import random_tensor
 from msprobe.run_ut.standards import ERROR, PASS, compare_outputs
 
 

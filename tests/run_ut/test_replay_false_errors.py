@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from replay_dumps import forward, tensor
 
 from msprobe.run_ut import execute, registry
-from msprobe.run_ut.inputs import TensorArg, random_tensor
+from msprobe.run_ut.arg_values import TensorArg
+from msprobe.run_ut.draws import random_tensor
 from msprobe.run_ut.records import ApiRecord
 from msprobe.run_ut.registry import ApiInfo
 from msprobe.run_ut.replay import replay

@@ -11,7 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from replay_dumps import tensor
 
-from msprobe.run_ut.inputs import ArgBuilder, DeviceArg, InputError, TensorArg, random_tensor
+from msprobe.run_ut.arg_values import DeviceArg, InputError, TensorArg
+from msprobe.run_ut.draws import random_tensor
+from msprobe.run_ut.inputs import ArgBuilder
 from msprobe.run_ut.replay import api_seed
 
 

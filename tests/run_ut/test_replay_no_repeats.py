@@ -16,7 +16,7 @@ from replay_dumps import forward, scalar, tensor
 from test_replay_api_table import run
 
 from msprobe.run_ut import registry
-from msprobe.run_ut.inputs import DISTINCT_ALONG, distinct_floats, distinct_integers, random_tensor
+from msprobe.run_ut.draws import DISTINCT_ALONG, distinct_floats, distinct_integers, random_tensor
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 

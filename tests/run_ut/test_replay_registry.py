@@ -10,7 +10,7 @@ from replay_dumps import forward, scalar, tensor
 
 from msprobe.run_ut import api_table, execute, registry
 from msprobe.run_ut.api_info import ApiInfo
-from msprobe.run_ut.inputs import TensorArg
+from msprobe.run_ut.arg_values import TensorArg
 from msprobe.run_ut.records import ApiRecord
 from msprobe.run_ut.replay import replay
 

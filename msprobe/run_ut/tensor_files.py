@@ -1,0 +1,106 @@
+"""Reading a record's tensor from the dump's data files (``.pt``, ``.npy``), safely.
+
+Security: a ``data_name`` is resolved inside the dump's ``dump_tensor_data`` folder and must stay
+there after symlinks are followed; ``.pt`` files are read with ``weights_only=True`` and must hold a
+tensor; ``.npy`` files are read without pickle. Nothing from the dump is evaluated.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from msprobe.run_ut.arg_values import InputError, parse_dtype
+
+UNPICKLER_MARKER = "WeightsUnpickler error:"
+MAX_REASON = 200
+#: torch's boilerplate and advice around a weights_only refusal (e.g. to re-run with weights_only=False):
+#: a security tool never passes that on; any clause containing one of these is dropped.
+TORCH_ADVICE = (
+    "weights_only",
+    "weights only load failed",
+    "re-running",
+    "trust",
+    "please",
+    "documentation",
+    "alternatively",
+    "can still be loaded",
+    "do it only",
+    "allowlist",
+)
+
+
+def _refusal(exc: Exception) -> str:
+    """The first clause of why ``torch.load(weights_only=True)`` refused a file, without torch's advice."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
+    if UNPICKLER_MARKER in text:
+        text = text.split(UNPICKLER_MARKER, 1)[1]
+    for line in text.splitlines():
+        for clause in line.split(". "):
+            clause = clause.strip().rstrip(".")
+            if clause and not any(word in clause.lower() for word in TORCH_ADVICE):
+                return clause[:MAX_REASON]
+    return type(exc).__name__
+
+
+def load_tensor(data_dir: Path, name: str) -> torch.Tensor:
+    """Load one saved tensor, refusing paths that leave ``data_dir`` and files that are not tensors."""
+    path = data_dir / name
+    try:
+        resolved = path.resolve(strict=True)
+    except (FileNotFoundError, RuntimeError, OSError):
+        raise InputError(f"{path}: no such tensor file") from None
+    # The rank folder's own dump_tensor_data: a dump_tensor_data that is itself a symlink leaves the dump.
+    if not resolved.is_relative_to(data_dir.parent.resolve() / data_dir.name):
+        raise InputError(f"{path}: resolves outside the dump folder ({resolved}); refusing to read it")
+    if not resolved.is_file():  # a FIFO would block the replay forever, a device never ends
+        raise InputError(f"{path}: not a regular file; refusing to read it")
+    if resolved.suffix == ".npy":
+        try:
+            return torch.from_numpy(np.load(resolved, allow_pickle=False))
+        except ValueError as exc:
+            raise InputError(f"{path}: not a plain numpy array ({exc})") from None
+    if resolved.suffix != ".pt":
+        raise InputError(f"{path}: unsupported tensor file type {resolved.suffix!r} (expected .pt or .npy)")
+    try:
+        with warnings.catch_warnings():  # "pickle protocol 4" notes are noise; a refusal raises
+            warnings.simplefilter("ignore")
+            value = torch.load(resolved, map_location="cpu", weights_only=True)
+    except Exception as exc:  # weights_only refuses pickled objects with UnpicklingError and friends
+        raise InputError(
+            f"{path}: not a plain tensor file (weights_only=True refused it: {_refusal(exc)})"
+        ) from None
+    if not isinstance(value, torch.Tensor):
+        raise InputError(f"{path}: holds a {type(value).__name__}, not a tensor")
+    return value
+
+
+def _record_dtype(text: str) -> str:
+    """A record's dtype as torch spells it (``torch.float`` is ``torch.float32``); others unchanged."""
+    try:
+        return str(parse_dtype(text))
+    except InputError:
+        return text
+
+
+def as_recorded(tensor: torch.Tensor, spec: Mapping[str, Any], path: Path) -> torch.Tensor:
+    """A loaded data file's tensor, refused when its shape or dtype is not the record's.
+
+    One difference is accepted: numpy has no bfloat16, so a dump stores a bfloat16 tensor in a
+    ``.npy`` as float32 (exact values); it is cast back to the recorded bfloat16.
+    """
+    shape, dtype = list(spec["shape"]), _record_dtype(str(spec["dtype"]))
+    if list(tensor.shape) != shape:
+        raise InputError(f"{path}: shape {list(tensor.shape)} in the file, {shape} in the record")
+    if path.suffix == ".npy" and tensor.dtype == torch.float32 and dtype == str(torch.bfloat16):
+        return tensor.to(torch.bfloat16)
+    if str(tensor.dtype) != dtype:
+        parse_dtype(dtype)  # one the replay cannot run (float8, which the dump saves as float32): that reason
+        raise InputError(f"{path}: dtype {tensor.dtype} in the file, {dtype} in the record")
+    return tensor
