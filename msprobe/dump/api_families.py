@@ -110,6 +110,23 @@ _QUANT_QUERIES = (
     "q_zero_point",
 )
 
+#: torch APIs that may write into their arguments although their names do not say so (no trailing
+#: ``_``, no ``__i...__``), or whose write cannot be pinned to one tensor, matched as a part of the API's
+#: name (``batch_norm`` also names ``native_batch_norm``): after such a call the dump forgets what it
+#: remembers of every argument.
+WRITES_UNNAMED: dict[str, str] = {
+    "batch_norm": "updates its running statistics in training, without a version bump",
+    "instance_norm": "updates its running statistics when it uses the input's",
+    "embedding": "renormalises the weight's rows in place when max_norm is given",
+    "backward": "accumulates into the .grad of the leaves",
+    "resize": "resizes its argument's storage",
+}
+#: The same, matched by the whole name.
+WRITES_UNNAMED_EXACT: dict[str, str] = {
+    "grad": "torch.autograd.grad runs a backward pass, whose hooks may write",
+    "set_": "points its tensor at other memory: not one write to one tensor",
+}
+
 DENY: dict[str, str] = {
     "tensor.__getitem__": "indexing is not in 8.1.1's list; recording it floods the dump with views",
     "tensor.__repr__": "printing a tensor is not an API call of the model",

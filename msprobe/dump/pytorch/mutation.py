@@ -15,11 +15,13 @@ from typing import Any
 
 import torch
 
+from msprobe.dump.api_families import WRITES_UNNAMED, WRITES_UNNAMED_EXACT
+
 # Torch families write only when the predicate says so; every other prefix may always.
 from msprobe.formats.record_names import TORCH_PREFIXES, in_place_name
 
-IMPLICIT_MUTATORS = ("batch_norm", "instance_norm", "embedding", "backward", "resize")
-IMPLICIT_EXACT = frozenset(("grad", "set_"))  # torch.autograd.grad; Tensor.set_
+IMPLICIT_MUTATORS = tuple(WRITES_UNNAMED)  # the table's facts, with their reasons
+IMPLICIT_EXACT = frozenset(WRITES_UNNAMED_EXACT)
 _MAX_NORM_AT = 3  # F.embedding(input, weight, padding_idx, max_norm, ...)
 
 
