@@ -110,6 +110,15 @@ _QUANT_QUERIES = (
     "q_zero_point",
 )
 
+#: Collectives that return a handle and write their tensors when it completes: the record's output is
+#: taken once the caller has waited for it.
+WRITTEN_LATER: dict[str, str] = {
+    "irecv": "receives into its tensor after it returns",
+    "batch_isend_irecv": "its receives write their tensors after it returns",
+}
+#: Collectives that return a handle but only read their tensors: their output is recorded at once.
+READ_ONLY_COLLECTIVES: dict[str, str] = {"isend": "sends its tensor, writes nothing"}
+
 #: torch APIs that may write into their arguments although their names do not say so (no trailing
 #: ``_``, no ``__i...__``), or whose write cannot be pinned to one tensor, matched as a part of the API's
 #: name (``batch_norm`` also names ``native_batch_norm``): after such a call the dump forgets what it

@@ -22,10 +22,11 @@ from typing import Any
 
 import torch
 
+from msprobe.dump.api_families import READ_ONLY_COLLECTIVES, WRITTEN_LATER
 from msprobe.dump.pytorch import torch_compat
 
-WRITTEN_LATER_APIS = frozenset(("irecv", "batch_isend_irecv"))  # handles; the op writes their tensors
-READ_ONLY_APIS = frozenset(("isend",))  # it returns a handle but only reads its tensor
+WRITTEN_LATER_APIS = frozenset(WRITTEN_LATER)  # the table's facts, with their reasons
+READ_ONLY_APIS = frozenset(READ_ONLY_COLLECTIVES)
 
 _Work: Any = torch.distributed.Work if torch.distributed.is_available() else object
 
