@@ -78,3 +78,47 @@ def test_a_short_compare_details_row_is_refused(tmp_path):
     ac.write_rows(path, ac.COMPARE_DETAILS_HEADER, [["Torch.add.0.forward.output.0", "1.0"]])
     with pytest.raises(MsprobeError, match=r"d\.csv:2: 2 cells, the header has 28"):
         ac.read_rows(path, ac.COMPARE_DETAILS_HEADER)
+
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.mark.parametrize(
+    ("header", "upstream"),
+    [
+        (
+            ac.RUN_UT_RESULT_HEADER,
+            "run_ut/upstream_run_ut_cpu_tensor_L1/accuracy_checking_result_20261201061155.csv",
+        ),
+        (ac.RUN_UT_DETAILS_HEADER, "compare/upstream_v811_cnn/accuracy_checking_details_20261201061155.csv"),
+        (
+            ac.COMPARE_RESULT_HEADER,
+            "compare/upstream_v811_cnn/api_precision_compare_result_20261201061209.csv",
+        ),
+        (
+            ac.COMPARE_DETAILS_HEADER,
+            "compare/upstream_v811_cnn/api_precision_compare_details_20261201061209.csv",
+        ),
+    ],
+)
+def test_headers_are_upstreams_byte_for_byte(tmp_path, header, upstream):
+    """Each header, built from the column constants, is written exactly as 8.1.1 writes its first line."""
+    path = tmp_path / "h.csv"
+    ac.write_rows(path, header, [])
+    first_line = (DATA / upstream).read_bytes().split(b"\n", 1)[0] + b"\n"
+    assert path.read_bytes() == first_line
+
+
+def test_every_header_cell_has_one_named_constant():
+    headers = (
+        ac.RUN_UT_RESULT_HEADER,
+        ac.RUN_UT_DETAILS_HEADER,
+        ac.COMPARE_RESULT_HEADER,
+        ac.COMPARE_DETAILS_HEADER,
+    )
+    constants = {k: v for k, v in vars(ac).items() if k.isupper() and isinstance(v, str)}
+    for cell in {c for h in headers for c in h}:
+        assert len([k for k, v in constants.items() if v == cell]) == 1, cell
+    assert all(len(set(h)) == len(h) for h in headers)
+    assert ac.RUN_UT_DETAILS_HEADER[4:21] == ac.RUN_UT_METRIC_COLUMNS
+    assert (ac.COSINE, ac.RMSE_RATIO, ac.COMPARE_RESULT) == ("余弦相似度", "均方根误差比值", "比对结果")

@@ -17,6 +17,7 @@ from msprobe.compare.results import VERDICT, result_rows, unrowed_results
 from msprobe.compare.table import DetailsTable
 from msprobe.compare.verdicts import evaluate, routing_of
 from msprobe.errors import MsprobeError
+from msprobe.formats.accuracy_csv import COMPARE_RESULT
 
 MAX_NAMED = 5
 EMPTY_HINT = "was run_ut stopped before its first API, or did -k match nothing?"
@@ -79,7 +80,7 @@ class Analysis:
         return dict(Counter(self.results[VERDICT].to_numpy(dtype=object).tolist()))
 
     def row_counts(self) -> dict[str, int]:
-        return dict(Counter(self.details["比对结果"].to_numpy(dtype=object).tolist()))
+        return dict(Counter(self.details[COMPARE_RESULT].to_numpy(dtype=object).tolist()))
 
 
 def judged_routing(routings: tuple[str, str]) -> str:

@@ -26,6 +26,7 @@ import pandas as pd
 
 from msprobe.compare.cells import text_frame
 from msprobe.compare.table import COLUMNS, LINE, NAME, DetailsTable, lines_of
+from msprobe.formats.accuracy_csv import SHAPE
 
 BOTH, NPU_ONLY, GPU_ONLY = "both", "npu_only", "gpu_only"
 
@@ -105,7 +106,7 @@ def duplicates(table: DetailsTable, side: str) -> list[Duplicate]:
 
 def shapes_differ(m: pd.DataFrame) -> np.ndarray:
     """Paired rows whose ``Shape`` texts differ (outputs that cannot be compared)."""
-    return (m["presence"].to_numpy() == BOTH) & stated_texts_differ(m["npu:Shape"], m["gpu:Shape"])
+    return (m["presence"].to_numpy() == BOTH) & stated_texts_differ(m[f"npu:{SHAPE}"], m[f"gpu:{SHAPE}"])
 
 
 def stated_texts_differ(a: pd.Series, b: pd.Series) -> np.ndarray:

@@ -23,9 +23,16 @@ import pandas as pd
 from msprobe.compare.cells import text_frame
 from msprobe.compare.standards import HINTS, UNSUPPORTED_DTYPES, UNSUPPORTED_MESSAGE
 from msprobe.compare.verdicts import ERROR, MISMATCH, MISSING, PASS, SKIP
-from msprobe.formats.accuracy_csv import BLANK, COMPARE_RESULT_HEADER
+from msprobe.formats.accuracy_csv import (
+    API_NAME,
+    BACKWARD_SUCCESS,
+    BLANK,
+    COMPARE_RESULT,
+    FORWARD_SUCCESS,
+    MESSAGE,
+)
 
-FWD, BWD = COMPARE_RESULT_HEADER[1], COMPARE_RESULT_HEADER[2]
+FWD, BWD = FORWARD_SUCCESS, BACKWARD_SUCCESS
 VERDICT = "_verdict"
 """Overall verdict of a result row: error > mismatch > missing > pass > SKIP (the report's counts)."""
 
@@ -60,10 +67,10 @@ def result_rows(details: pd.DataFrame) -> pd.DataFrame:
 
     imm = text_frame(
         {
-            COMPARE_RESULT_HEADER[0]: details["API Name"].to_numpy()[immediate],
+            API_NAME: details[API_NAME].to_numpy()[immediate],
             FWD: np.full(int(immediate.sum()), SKIP, dtype=object),
             BWD: np.full(int(immediate.sum()), SKIP, dtype=object),
-            COMPARE_RESULT_HEADER[3]: details["_plain_message"].to_numpy()[immediate],
+            MESSAGE: details["_plain_message"].to_numpy()[immediate],
             VERDICT: np.full(int(immediate.sum()), SKIP, dtype=object),
             "_severity": np.full(int(immediate.sum()), np.nan),
             "_full": details["_full"].to_numpy()[immediate],
@@ -71,9 +78,9 @@ def result_rows(details: pd.DataFrame) -> pd.DataFrame:
         }
     )
 
-    read = ["比对结果", "_kind", "_dtype", "_direction", "_full", "_skip_message", "_severity", "_api"]
+    read = [COMPARE_RESULT, "_kind", "_dtype", "_direction", "_full", "_skip_message", "_severity", "_api"]
     d = details.loc[normal, read]  # only the columns read here: a copy of every column would cost more
-    status = d["比对结果"].to_numpy()
+    status = d[COMPARE_RESULT].to_numpy()
     evaluated = d["_kind"].to_numpy() == "evaluated"
     missing = status == MISSING
     mism = status == MISMATCH
@@ -131,10 +138,10 @@ def result_rows(details: pd.DataFrame) -> pd.DataFrame:
 
     grouped = text_frame(
         {
-            COMPARE_RESULT_HEADER[0]: agg.index.to_numpy(dtype=object),
+            API_NAME: agg.index.to_numpy(dtype=object),
             FWD: fwd,
             BWD: bwd,
-            COMPARE_RESULT_HEADER[3]: message,
+            MESSAGE: message,
             VERDICT: overall(fwd, bwd),
             "_severity": agg["sev"].to_numpy(),
             "_full": agg.index.to_numpy(dtype=object),
@@ -189,10 +196,10 @@ def unrowed_results(
     bwd_col = np.array([r[2] for r in rows], dtype=object)
     return text_frame(
         {
-            COMPARE_RESULT_HEADER[0]: np.array(names, dtype=object),
+            API_NAME: np.array(names, dtype=object),
             FWD: fwd_col,
             BWD: bwd_col,
-            COMPARE_RESULT_HEADER[3]: np.array([r[3] for r in rows], dtype=object),
+            MESSAGE: np.array([r[3] for r in rows], dtype=object),
             VERDICT: overall(fwd_col, bwd_col),
             "_severity": np.full(len(rows), np.nan),
             "_full": np.array(names, dtype=object),

@@ -15,24 +15,25 @@ from typing import Literal
 
 import numpy as np
 
+from msprobe.formats import accuracy_csv as ac
 from msprobe.run_ut.api_info import Standard
 from msprobe.run_ut.standards.thresholds import DEFAULT, FP16, FP32, thresholds
 
 ENGLISH: dict[str, str] = {
-    "小值域错误比值": "small-value error ratio",
-    "均方根误差比值": "RMSE ratio",
-    "相对误差最大值比值": "max relative error ratio",
-    "相对误差平均值比值": "mean relative error ratio",
-    "误差均衡性比值": "error balance ratio",
-    "inf/nan错误率": "inf/nan error rate",
-    "相对误差错误率": "relative error rate",
-    "绝对误差错误率": "absolute error rate",
-    "二进制一致错误率": "binary mismatch rate",
-    "双千指标": "thousandth ratio",
-    "ULP误差平均值": "mean ULP error",
-    "ULP误差大于阈值占比": "ULP proportion over bound",
-    "ULP误差大于阈值占比比值": "ULP proportion ratio",
-    "余弦相似度": "NPU cosine similarity",
+    ac.SMALL_VALUE_RATIO: "small-value error ratio",
+    ac.RMSE_RATIO: "RMSE ratio",
+    ac.MAX_REL_ERR_RATIO: "max relative error ratio",
+    ac.MEAN_REL_ERR_RATIO: "mean relative error ratio",
+    ac.ERROR_BALANCE_RATIO: "error balance ratio",
+    ac.INF_NAN_ERR_RATE: "inf/nan error rate",
+    ac.REL_ERR_RATE: "relative error rate",
+    ac.ABS_ERR_RATE: "absolute error rate",
+    ac.BINARY_ERR_RATE: "binary mismatch rate",
+    ac.THOUSANDTH: "thousandth ratio",
+    ac.ULP_MEAN: "mean ULP error",
+    ac.ULP_PROPORTION: "ULP proportion over bound",
+    ac.ULP_PROPORTION_RATIO: "ULP proportion ratio",
+    ac.COSINE: "NPU cosine similarity",
 }
 """English names of the metric columns (the CSVs keep upstream's Chinese headers)."""
 
@@ -127,7 +128,7 @@ _ULP16 = thresholds(Standard.ULP, FP16)  # bf16 has the same limits (a test chec
 # bench's; NaN on the NPU row and a number on the GPU row fails the row (read by _judge_benchmark).
 # Its kind and bound only word the report ("inf/nan on one side only"); the test is on the two cells.
 NPU_ONLY_NONFINITE = Rule(
-    "余弦相似度",
+    ac.COSINE,
     None,
     "above",
     1.0,
@@ -136,70 +137,72 @@ NPU_ONLY_NONFINITE = Rule(
 
 # Benchmark: (input column, rule on the NPU/GPU ratio). No operator levels in 8.1.1; EB is not counted.
 BENCHMARK: tuple[tuple[str, Rule], ...] = (
-    ("小值域错误占比",
-     Rule("小值域错误比值", "小值域判定结果", "above", _BENCH.small_value_ratio_limit,
+    (ac.SMALL_VALUE_ERR_RATIO,
+     Rule(ac.SMALL_VALUE_RATIO, ac.SMALL_VALUE_STATUS, "above", _BENCH.small_value_ratio_limit,
           "ERROR: 小值域错误比值超过阈值\n")),
-    ("均方根误差",
-     Rule("均方根误差比值", "均方根误差判定结果", "above", _BENCH.rmse_ratio_limit,
+    (ac.RMSE,
+     Rule(ac.RMSE_RATIO, ac.RMSE_STATUS, "above", _BENCH.rmse_ratio_limit,
           "ERROR: 均方根误差比值超过阈值\n")),
-    ("相对误差最大值",
-     Rule("相对误差最大值比值", "相对误差最大值判定结果", "above", _BENCH.max_rel_ratio_limit,
+    (ac.MAX_REL_ERR,
+     Rule(ac.MAX_REL_ERR_RATIO, ac.MAX_REL_ERR_STATUS, "above", _BENCH.max_rel_ratio_limit,
           "ERROR: 相对误差最大值比值超过阈值\n")),
-    ("相对误差平均值",
-     Rule("相对误差平均值比值", "相对误差平均值判定结果", "above", _BENCH.mean_rel_ratio_limit,
+    (ac.MEAN_REL_ERR,
+     Rule(ac.MEAN_REL_ERR_RATIO, ac.MEAN_REL_ERR_STATUS, "above", _BENCH.mean_rel_ratio_limit,
           "ERROR: 相对误差平均值比值超过阈值\n")),
-    ("误差均衡性",
-     Rule("误差均衡性比值", "误差均衡性判定结果", "above", _BENCH.eb_ratio_limit, "", counted=False)),
+    (ac.ERROR_BALANCE,
+     Rule(ac.ERROR_BALANCE_RATIO, ac.ERROR_BALANCE_STATUS, "above", _BENCH.eb_ratio_limit, "",
+          counted=False)),
 )  # fmt: skip
 
 # Absolute threshold: each NPU rate must be exactly 0; messages are joined without separators.
 _RATE = _ABS.max_error_rate
 ABSOLUTE: tuple[tuple[str, Rule], ...] = (
-    ("inf/nan错误率",
-     Rule("inf/nan错误率", "inf/nan判定结果", "nonzero", _RATE, "ERROR: inf/nan错误率超过阈值")),
-    ("相对误差错误率",
-     Rule("相对误差错误率", "相对误差判定结果", "nonzero", _RATE, "ERROR: 相对误差错误率超过阈值")),
-    ("绝对误差错误率",
-     Rule("绝对误差错误率", "绝对误差判定结果", "nonzero", _RATE, "ERROR: 绝对误差错误率超过阈值")),
+    (ac.INF_NAN_ERR_RATE,
+     Rule(ac.INF_NAN_ERR_RATE, ac.INF_NAN_STATUS, "nonzero", _RATE, "ERROR: inf/nan错误率超过阈值")),
+    (ac.REL_ERR_RATE,
+     Rule(ac.REL_ERR_RATE, ac.REL_ERR_STATUS, "nonzero", _RATE, "ERROR: 相对误差错误率超过阈值")),
+    (ac.ABS_ERR_RATE,
+     Rule(ac.ABS_ERR_RATE, ac.ABS_ERR_STATUS, "nonzero", _RATE, "ERROR: 绝对误差错误率超过阈值")),
 )  # fmt: skip
 
 # Accumulative: the same rates (messages end in a newline and are joined with one) plus NPU error balance
 # (its bound per row: ``Accumulative.eb_threshold`` of the row's dtype).
 ACCUMULATIVE: tuple[tuple[str, Rule], ...] = (
     *((col, Rule(r.value, r.status, r.kind, _ACC.max_error_rate, r.message + "\n")) for col, r in ABSOLUTE),
-    ("误差均衡性",
-     Rule("误差均衡性比值", "误差均衡性判定结果", "not_at_most", None, "ERROR: 误差均衡性超过阈值\n")),
+    (ac.ERROR_BALANCE,
+     Rule(ac.ERROR_BALANCE_RATIO, ac.ERROR_BALANCE_STATUS, "not_at_most", None,
+          "ERROR: 误差均衡性超过阈值\n")),
 )  # fmt: skip
 
 _BINARY = thresholds(Standard.BINARY, DEFAULT)
 BINARY = Rule(
-    "二进制一致错误率", "二进制一致错误率判定结果", "nonzero", _BINARY.max_error_rate,
+    ac.BINARY_ERR_RATE, ac.BINARY_STATUS, "nonzero", _BINARY.max_error_rate,
     "ERROR: 二进制一致错误率超过阈值\n",
 )  # fmt: skip
 THOUSANDTH = Rule(
-    "双千指标", "双千指标判定结果", "below", thresholds(Standard.THOUSANDTH, DEFAULT).ratio_limit,
+    ac.THOUSANDTH, ac.THOUSANDTH_STATUS, "below", thresholds(Standard.THOUSANDTH, DEFAULT).ratio_limit,
     "ERROR: 双千指标不达标\n",
 )  # fmt: skip
 
 ULP_MESSAGE = "ERROR: ULP误差不满足标准\n"
-_ULP_MEAN = Rule("ULP误差平均值", None, "not_below", _ULP32.mean_limit, ULP_MESSAGE)
-_ULP_RATIO = Rule("ULP误差大于阈值占比比值", None, "not_below", _ULP32.ratio_limit, ULP_MESSAGE)
-ULP_MISMATCH = Rule("ULP误差大于阈值占比比值", None, "not_below", _ULP32.ratio_limit, ULP_MESSAGE)
+_ULP_MEAN = Rule(ac.ULP_MEAN, None, "not_below", _ULP32.mean_limit, ULP_MESSAGE)
+_ULP_RATIO = Rule(ac.ULP_PROPORTION_RATIO, None, "not_below", _ULP32.ratio_limit, ULP_MESSAGE)
+ULP_MISMATCH = Rule(ac.ULP_PROPORTION_RATIO, None, "not_below", _ULP32.ratio_limit, ULP_MESSAGE)
 """Stands for an inf/nan mismatch of the ULP proportion columns in the report (its value is NaN)."""
-ULP_MEAN_MISMATCH = Rule("ULP误差平均值", None, "not_below", _ULP32.mean_limit, ULP_MESSAGE)
+ULP_MEAN_MISMATCH = Rule(ac.ULP_MEAN, None, "not_below", _ULP32.mean_limit, ULP_MESSAGE)
 """Stands for an inf/nan mismatch of the mean ULP error columns (an inf/NaN on one side only: the replay
 gives such an output an infinite ULP error)."""
 ULP_FP32 = EscapeRule(
     (
         _ULP_MEAN,
-        Rule("ULP误差大于阈值占比", None, "not_below", _ULP32.proportion_limit, ULP_MESSAGE),
+        Rule(ac.ULP_PROPORTION, None, "not_below", _ULP32.proportion_limit, ULP_MESSAGE),
         _ULP_RATIO,
     ),
     ULP_MESSAGE,
 )
 """fp32: pass if the mean, the proportion or the NPU/GPU proportion ratio is below its limit."""
 ULP_HALF = EscapeRule(
-    (Rule("ULP误差大于阈值占比", None, "not_below", _ULP16.proportion_limit, ULP_MESSAGE), _ULP_RATIO),
+    (Rule(ac.ULP_PROPORTION, None, "not_below", _ULP16.proportion_limit, ULP_MESSAGE), _ULP_RATIO),
     ULP_MESSAGE,
 )
 """fp16/bf16: pass if the proportion or the NPU/GPU proportion ratio is below its limit."""

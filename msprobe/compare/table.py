@@ -19,7 +19,7 @@ from msprobe.compare.cells import numeric_column
 from msprobe.errors import MsprobeError
 from msprobe.formats import accuracy_csv as ac
 
-NAME = ac.RUN_UT_DETAILS_HEADER[0]
+NAME = ac.API_NAME
 COLUMNS = ac.RUN_UT_DETAILS_HEADER[1:]
 LINE = "line"
 """Extra column: the row's line in its file (header = line 1), -1 until counted (see ``lines_of``)."""

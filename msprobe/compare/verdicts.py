@@ -45,13 +45,30 @@ from msprobe.compare.standards import (
     per_row,
     route,
 )
-from msprobe.formats.accuracy_csv import BLANK, COMPARE_DETAILS_HEADER
+from msprobe.formats.accuracy_csv import (
+    ABS_ERR_RATE,
+    API_NAME,
+    BINARY_ERR_RATE,
+    BLANK,
+    COMPARE_ALGORITHM,
+    COMPARE_DETAILS_HEADER,
+    COMPARE_RESULT,
+    DEVICE_DTYPE,
+    INF_NAN_ERR_RATE,
+    MESSAGE,
+    REL_ERR_RATE,
+    RMSE,
+    SHAPE,
+    THOUSANDTH,
+    ULP_MAX,
+    ULP_MEAN,
+    ULP_PROPORTION,
+    ULP_PROPORTION_RATIO,
+    ULP_STATUS,
+)
 from msprobe.formats.record_names import output_rows_columns
 
 PASS, ERROR, SKIP, MISSING, MISMATCH = "pass", "error", "SKIP", "missing", "mismatch"
-STATUS = "比对结果"
-ALGORITHM = "比对算法"
-MESSAGE = "Message"
 DTYPE_ERROR = "'float' object has no attribute 'isspace'"
 """upstream's text for a row whose DEVICE Dtype cell is empty."""
 
@@ -281,10 +298,10 @@ def _judge_one(v: _View, column: str, rule: R.Rule) -> _Judged:
 
 def _judge_ulp(v: _View) -> _Judged:
     floor = _per_dtype(v.dtype, "min_error")
-    (mu, mu_c), (mu_g, mu_gc) = v.npu("ULP误差平均值"), v.gpu("ULP误差平均值")
-    (p, p_c), (q, q_c) = v.npu("ULP误差大于阈值占比"), v.gpu("ULP误差大于阈值占比")
-    _, mean_ok, mean_note = _inf_nan_ratio(mu, mu_g, floor, "ULP误差平均值")
-    r, ratio_ok, ratio_note = _inf_nan_ratio(p, q, floor, "ULP误差大于阈值占比")
+    (mu, mu_c), (mu_g, mu_gc) = v.npu(ULP_MEAN), v.gpu(ULP_MEAN)
+    (p, p_c), (q, q_c) = v.npu(ULP_PROPORTION), v.gpu(ULP_PROPORTION)
+    _, mean_ok, mean_note = _inf_nan_ratio(mu, mu_g, floor, ULP_MEAN)
+    r, ratio_ok, ratio_note = _inf_nan_ratio(p, q, floor, ULP_PROPORTION)
     consistent = mean_ok & ratio_ok
     fp32 = v.dtype == "torch.float32"
     over = np.where(fp32, R.ULP_FP32.fails([mu, p, r]), R.ULP_HALF.fails([p, r]))
@@ -300,19 +317,15 @@ def _judge_ulp(v: _View) -> _Judged:
     by_share = (
         np.where(
             fp32,
-            _excused(v, fp32_share, fp32_share.fails(p), p, "ULP误差大于阈值占比"),
-            _excused(v, half_share, half_share.fails(p), p, "ULP误差大于阈值占比"),
+            _excused(v, fp32_share, fp32_share.fails(p), p, ULP_PROPORTION),
+            _excused(v, half_share, half_share.fails(p), p, ULP_PROPORTION),
         )
         & over
         & consistent
         & gpu_fails_too
     )
     by_mean = (
-        fp32
-        & _excused(v, mean_rule, mean_rule.fails(mu), mu, "ULP误差平均值")
-        & over
-        & consistent
-        & gpu_fails_too
+        fp32 & _excused(v, mean_rule, mean_rule.fails(mu), mu, ULP_MEAN) & over & consistent & gpu_fails_too
     )
     excused = by_share | by_mean
     bad_check = over & ~excused
@@ -320,10 +333,10 @@ def _judge_ulp(v: _View) -> _Judged:
     verdict = _verdict_text(bad_check)
     verdict[~consistent] = BLANK  # upstream leaves ULP误差判定结果 blank on an inf/nan mismatch
     cells = {
-        "ULP误差平均值": format_floats(mu),
-        "ULP误差大于阈值占比": format_floats(p),
-        "ULP误差大于阈值占比比值": format_floats(r),
-        "ULP误差判定结果": verdict,
+        ULP_MEAN: format_floats(mu),
+        ULP_PROPORTION: format_floats(p),
+        ULP_PROPORTION_RATIO: format_floats(r),
+        ULP_STATUS: verdict,
     }
     message = mean_note + ratio_note + np.where(failed, R.ULP_MESSAGE, "").astype(object)
     message = message + _excuse_note(fp32_share, by_share) + _excuse_note(mean_rule, by_mean & ~by_share)
@@ -342,8 +355,8 @@ JUDGES: dict[Standard, Callable[[_View], _Judged]] = {
     Standard.BENCHMARK: _judge_benchmark,
     Standard.ABSOLUTE_THRESHOLD: lambda v: _judge_rates(v, R.ABSOLUTE, ""),
     Standard.ACCUMULATIVE: lambda v: _judge_rates(v, R.ACCUMULATIVE, "\n"),
-    Standard.BINARY: lambda v: _judge_one(v, "二进制一致错误率", R.BINARY),
-    Standard.THOUSANDTH: lambda v: _judge_one(v, "双千指标", R.THOUSANDTH),
+    Standard.BINARY: lambda v: _judge_one(v, BINARY_ERR_RATE, R.BINARY),
+    Standard.THOUSANDTH: lambda v: _judge_one(v, THOUSANDTH, R.THOUSANDTH),
     Standard.ULP: _judge_ulp,
 }
 """standard → the function judging its rows (the only dispatch on standards)."""
@@ -368,14 +381,14 @@ _CALL_AND_OUTPUT = r"\.\d+\.(?:forward|backward)\.output\.\d+$"
 #: The columns a float output's standard other than the benchmark fills under 8.1.1's routing (双千指标,
 #: the binary, absolute-threshold and ULP columns); 26.x's replay leaves them blank for float outputs.
 OTHER_STANDARD_COLUMNS = (
-    "双千指标",
-    "二进制一致错误率",
-    "inf/nan错误率",
-    "相对误差错误率",
-    "绝对误差错误率",
-    "ULP误差最大值",
-    "ULP误差平均值",
-    "ULP误差大于阈值占比",
+    THOUSANDTH,
+    BINARY_ERR_RATE,
+    INF_NAN_ERR_RATE,
+    REL_ERR_RATE,
+    ABS_ERR_RATE,
+    ULP_MAX,
+    ULP_MEAN,
+    ULP_PROPORTION,
 )
 
 
@@ -386,7 +399,7 @@ def routing_of(frame: pd.DataFrame) -> str:
     scored by its own standard instead (an 8.1.1 replay whose ``pytest_msprobe_api_info`` hook routed
     one API to the benchmark standard is still an 8.1.1 file); ``"8.1.1"`` otherwise."""
     scored = frame[
-        np.isin(frame["DEVICE Dtype"].to_numpy(dtype=object), list(FLOAT_DTYPES - UNSUPPORTED_DTYPES))
+        np.isin(frame[DEVICE_DTYPE].to_numpy(dtype=object), list(FLOAT_DTYPES - UNSUPPORTED_DTYPES))
     ]
     if not len(scored):
         return "8.1.1"
@@ -394,15 +407,15 @@ def routing_of(frame: pd.DataFrame) -> str:
     def filled(column: str) -> np.ndarray:
         return text_test(scored[column].to_numpy(dtype=object), lambda t: bool(t.strip()))
 
-    names = scored["API Name"].astype(str)
+    names = scored[API_NAME].astype(str)
     # per API (its name without call number and output): the standard depends on nothing else
     codes, apis = pd.factorize(names.str.replace(_CALL_AND_OUTPUT, "", regex=True))
     first = np.unique(codes, return_index=True)[1]
     bench, own = np.zeros(len(apis), dtype=bool), np.zeros(len(apis), dtype=bool)
-    np.logical_or.at(bench, codes, filled("均方根误差"))
+    np.logical_or.at(bench, codes, filled(RMSE))
     np.logical_or.at(own, codes, np.logical_or.reduce([filled(c) for c in OTHER_STANDARD_COLUMNS]))
     valid, _, api_type, bare, _ = _names(names.iloc[first])
-    dtypes = scored["DEVICE Dtype"].to_numpy(dtype=object)[first]
+    dtypes = scored[DEVICE_DTYPE].to_numpy(dtype=object)[first]
     off = np.zeros(len(apis), dtype=bool)
     off[valid] = route(api_type[valid], bare[valid], dtypes[valid]) != Standard.BENCHMARK
     bench, own = bench & off, own & off
@@ -421,10 +434,10 @@ def evaluate(
     name = m["name"].astype(str)
     valid, full, api_type, bare, direction = _names(name)
     presence = m["presence"].to_numpy(dtype=object)
-    dtype = _side_text(m, "DEVICE Dtype")
-    shape = _side_text(m, "Shape")
+    dtype = _side_text(m, DEVICE_DTYPE)
+    shape = _side_text(m, SHAPE)
     out = {c: _strings(n, BLANK) for c in COMPARE_DETAILS_HEADER}
-    out["API Name"] = name.to_numpy(dtype=object)
+    out[API_NAME] = name.to_numpy(dtype=object)
     message = _strings(n)
     kind = _strings(n, "evaluated")
     status = _strings(n, SKIP)
@@ -433,9 +446,7 @@ def evaluate(
     worst = _strings(n)
 
     kind[~valid] = "invalid"
-    message[~valid] = np.array(
-        [f"The API name {x} is invalid." for x in out["API Name"][~valid]], dtype=object
-    )
+    message[~valid] = np.array([f"The API name {x} is invalid." for x in out[API_NAME][~valid]], dtype=object)
     one_side = valid & (presence != BOTH)
     kind[one_side] = "missing"
     status[one_side] = MISSING
@@ -454,7 +465,9 @@ def evaluate(
             [
                 f"mismatch: shapes differ (NPU {a.strip()}, GPU {b.strip()}), not compared: "
                 "are both files from one run?"
-                for a, b in zip(m["npu:Shape"].to_numpy()[mismatch], m["gpu:Shape"].to_numpy()[mismatch])
+                for a, b in zip(
+                    m[f"npu:{SHAPE}"].to_numpy()[mismatch], m[f"gpu:{SHAPE}"].to_numpy()[mismatch]
+                )
             ],
             dtype=object,
         )
@@ -466,7 +479,7 @@ def evaluate(
     message[cand & dtype_na] = DTYPE_ERROR
     blank_dtype = text_test(dtype, str.isspace)
     skip = cand & ~dtype_na & (blank_dtype | np.isin(dtype, list(UNSUPPORTED_DTYPES)) | empty_shapes(shape))
-    message[skip] = as_read(m.loc[skip, "npu:Message"], "Message" in npu_numeric)
+    message[skip] = as_read(m.loc[skip, f"npu:{MESSAGE}"], MESSAGE in npu_numeric)
 
     judged = cand & ~dtype_na & ~skip
     idx = np.flatnonzero(judged)
@@ -487,7 +500,7 @@ def evaluate(
         status[good] = _verdict_text(res.failed[keep])
         message[good] = res.message[keep]
         standard[good] = std.value
-        out[ALGORITHM][good] = std.value
+        out[COMPARE_ALGORITHM][good] = std.value
         severity[good] = np.where(res.failed, res.severity, np.nan)[keep]
         worst[good] = res.worst[keep]
 
@@ -498,7 +511,7 @@ def evaluate(
     has_flag = flag != ""
     notes = np.array([f"NOTE: {f}\n" for f in flag[has_flag]], dtype=object)
     message[has_flag] = _joined(message[has_flag], notes)
-    out[STATUS] = status
+    out[COMPARE_RESULT] = status
     out[MESSAGE] = message
     analysis = {
         "kind": kind,
@@ -509,13 +522,13 @@ def evaluate(
         "api": bare,
         "direction": direction,
         "dtype": dtype,
-        "npu_dtype": m["npu:DEVICE Dtype"].to_numpy(dtype=object),
-        "gpu_dtype": m["gpu:DEVICE Dtype"].to_numpy(dtype=object),
-        "npu_shape": m["npu:Shape"].to_numpy(dtype=object),
-        "gpu_shape": m["gpu:Shape"].to_numpy(dtype=object),
+        "npu_dtype": m[f"npu:{DEVICE_DTYPE}"].to_numpy(dtype=object),
+        "gpu_dtype": m[f"gpu:{DEVICE_DTYPE}"].to_numpy(dtype=object),
+        "npu_shape": m[f"npu:{SHAPE}"].to_numpy(dtype=object),
+        "gpu_shape": m[f"gpu:{SHAPE}"].to_numpy(dtype=object),
         "flag": flag,
         "plain_message": plain_message,
-        "skip_message": as_read(pd.Series(_side_text(m, "Message")), "Message" in npu_numeric),
+        "skip_message": as_read(pd.Series(_side_text(m, MESSAGE)), MESSAGE in npu_numeric),
         "presence": presence,
         "duplicated_in": m["duplicated_in"].to_numpy(dtype=object),
     }
@@ -552,7 +565,7 @@ def _flags(m: pd.DataFrame, presence: np.ndarray) -> np.ndarray:
     """Text naming a dtype or shape difference between the two sides of a paired row ("" if none)."""
     both = presence == BOTH
     out = _strings(len(m))
-    for col, word in (("DEVICE Dtype", "dtype"), ("Shape", "shape")):
+    for col, word in ((DEVICE_DTYPE, "dtype"), (SHAPE, "shape")):
         differ = both & stated_texts_differ(m[f"npu:{col}"], m[f"gpu:{col}"])
         if differ.any():
             a = m[f"npu:{col}"].to_numpy(dtype=object)[differ].tolist()

@@ -28,75 +28,125 @@ BLANK = " "
 CSV_INJECTION = re.compile(r"(?:^|;)[\t\r＋－＝％＠+\-=%@]")
 FLOAT_PRECISION = 14
 
-RUN_UT_RESULT_HEADER: tuple[str, ...] = (
-    "API name",
-    "Forward Test Success",
-    "Backward Test Success",
-    "Message",
+# --- Column names (upstream 8.1.1's header cells, byte for byte) -----------------------------------------
+# Code names a column by these constants only; the four headers below are built from them.
+
+API_NAME = "API Name"
+RESULT_API_NAME = "API name"
+"""The first column of replay's result file (8.1.1 spells it with a small ``n`` there, only there)."""
+FORWARD_SUCCESS = "Forward Test Success"
+BACKWARD_SUCCESS = "Backward Test Success"
+MESSAGE = "Message"
+
+# replay details: the row's identity, its 17 metrics, its verdict
+BENCH_DTYPE = "Bench Dtype"
+DEVICE_DTYPE = "DEVICE Dtype"
+SHAPE = "Shape"
+COSINE = "余弦相似度"
+MAX_ABS_ERR = "最大绝对误差"
+HUNDREDTH = "双百指标"
+THOUSANDTH = "双千指标"
+TEN_THOUSANDTH = "双万指标"
+BINARY_ERR_RATE = "二进制一致错误率"
+ERROR_BALANCE = "误差均衡性"
+RMSE = "均方根误差"
+SMALL_VALUE_ERR_RATIO = "小值域错误占比"
+MAX_REL_ERR = "相对误差最大值"
+MEAN_REL_ERR = "相对误差平均值"
+INF_NAN_ERR_RATE = "inf/nan错误率"
+REL_ERR_RATE = "相对误差错误率"
+ABS_ERR_RATE = "绝对误差错误率"
+ULP_MAX = "ULP误差最大值"
+ULP_MEAN = "ULP误差平均值"
+ULP_PROPORTION = "ULP误差大于阈值占比"
+STATUS = "Status"
+"""Replay's verdict of a details row (compare's verdict column is ``COMPARE_RESULT``)."""
+
+# compare details: NPU/GPU ratios, NPU values and the pass/error of each, the row's verdict
+SMALL_VALUE_RATIO = "小值域错误比值"
+SMALL_VALUE_STATUS = "小值域判定结果"
+RMSE_RATIO = "均方根误差比值"
+RMSE_STATUS = "均方根误差判定结果"
+MAX_REL_ERR_RATIO = "相对误差最大值比值"
+MAX_REL_ERR_STATUS = "相对误差最大值判定结果"
+MEAN_REL_ERR_RATIO = "相对误差平均值比值"
+MEAN_REL_ERR_STATUS = "相对误差平均值判定结果"
+ERROR_BALANCE_RATIO = "误差均衡性比值"
+ERROR_BALANCE_STATUS = "误差均衡性判定结果"
+INF_NAN_STATUS = "inf/nan判定结果"
+REL_ERR_STATUS = "相对误差判定结果"
+ABS_ERR_STATUS = "绝对误差判定结果"
+BINARY_STATUS = "二进制一致错误率判定结果"
+ULP_PROPORTION_RATIO = "ULP误差大于阈值占比比值"
+ULP_STATUS = "ULP误差判定结果"
+THOUSANDTH_STATUS = "双千指标判定结果"
+COMPARE_RESULT = "比对结果"
+COMPARE_ALGORITHM = "比对算法"
+
+RUN_UT_METRIC_COLUMNS: tuple[str, ...] = (
+    COSINE,
+    MAX_ABS_ERR,
+    HUNDREDTH,
+    THOUSANDTH,
+    TEN_THOUSANDTH,
+    BINARY_ERR_RATE,
+    ERROR_BALANCE,
+    RMSE,
+    SMALL_VALUE_ERR_RATIO,
+    MAX_REL_ERR,
+    MEAN_REL_ERR,
+    INF_NAN_ERR_RATE,
+    REL_ERR_RATE,
+    ABS_ERR_RATE,
+    ULP_MAX,
+    ULP_MEAN,
+    ULP_PROPORTION,
 )
+"""The 17 metric columns of replay's details file, in header order."""
+
+RUN_UT_RESULT_HEADER: tuple[str, ...] = (RESULT_API_NAME, FORWARD_SUCCESS, BACKWARD_SUCCESS, MESSAGE)
 
 RUN_UT_DETAILS_HEADER: tuple[str, ...] = (
-    "API Name",
-    "Bench Dtype",
-    "DEVICE Dtype",
-    "Shape",
-    "余弦相似度",
-    "最大绝对误差",
-    "双百指标",
-    "双千指标",
-    "双万指标",
-    "二进制一致错误率",
-    "误差均衡性",
-    "均方根误差",
-    "小值域错误占比",
-    "相对误差最大值",
-    "相对误差平均值",
-    "inf/nan错误率",
-    "相对误差错误率",
-    "绝对误差错误率",
-    "ULP误差最大值",
-    "ULP误差平均值",
-    "ULP误差大于阈值占比",
-    "Status",
-    "Message",
+    API_NAME,
+    BENCH_DTYPE,
+    DEVICE_DTYPE,
+    SHAPE,
+    *RUN_UT_METRIC_COLUMNS,
+    STATUS,
+    MESSAGE,
 )
 
-COMPARE_RESULT_HEADER: tuple[str, ...] = (
-    "API Name",
-    "Forward Test Success",
-    "Backward Test Success",
-    "Message",
-)
+COMPARE_RESULT_HEADER: tuple[str, ...] = (API_NAME, FORWARD_SUCCESS, BACKWARD_SUCCESS, MESSAGE)
 
 COMPARE_DETAILS_HEADER: tuple[str, ...] = (
-    "API Name",
-    "小值域错误比值",
-    "小值域判定结果",
-    "均方根误差比值",
-    "均方根误差判定结果",
-    "相对误差最大值比值",
-    "相对误差最大值判定结果",
-    "相对误差平均值比值",
-    "相对误差平均值判定结果",
-    "误差均衡性比值",
-    "误差均衡性判定结果",
-    "inf/nan错误率",
-    "inf/nan判定结果",
-    "相对误差错误率",
-    "相对误差判定结果",
-    "绝对误差错误率",
-    "绝对误差判定结果",
-    "二进制一致错误率",
-    "二进制一致错误率判定结果",
-    "ULP误差平均值",
-    "ULP误差大于阈值占比",
-    "ULP误差大于阈值占比比值",
-    "ULP误差判定结果",
-    "双千指标",
-    "双千指标判定结果",
-    "比对结果",
-    "比对算法",
-    "Message",
+    API_NAME,
+    SMALL_VALUE_RATIO,
+    SMALL_VALUE_STATUS,
+    RMSE_RATIO,
+    RMSE_STATUS,
+    MAX_REL_ERR_RATIO,
+    MAX_REL_ERR_STATUS,
+    MEAN_REL_ERR_RATIO,
+    MEAN_REL_ERR_STATUS,
+    ERROR_BALANCE_RATIO,
+    ERROR_BALANCE_STATUS,
+    INF_NAN_ERR_RATE,
+    INF_NAN_STATUS,
+    REL_ERR_RATE,
+    REL_ERR_STATUS,
+    ABS_ERR_RATE,
+    ABS_ERR_STATUS,
+    BINARY_ERR_RATE,
+    BINARY_STATUS,
+    ULP_MEAN,
+    ULP_PROPORTION,
+    ULP_PROPORTION_RATIO,
+    ULP_STATUS,
+    THOUSANDTH,
+    THOUSANDTH_STATUS,
+    COMPARE_RESULT,
+    COMPARE_ALGORITHM,
+    MESSAGE,
 )
 
 #: Files whose rows may be shorter than the header (upstream writes 3-cell result rows); they are padded.
@@ -109,7 +159,7 @@ VERDICTS = frozenset({"pass", "Warning", "error", "SKIP"})
 #: The verdict columns of replay's two CSVs and what each may hold (a blank backward: none was run).
 VERDICT_COLUMNS: dict[tuple[str, ...], tuple[tuple[int, frozenset[str]], ...]] = {
     RUN_UT_RESULT_HEADER: ((1, VERDICTS), (2, VERDICTS | {BLANK})),
-    RUN_UT_DETAILS_HEADER: ((RUN_UT_DETAILS_HEADER.index("Status"), VERDICTS),),
+    RUN_UT_DETAILS_HEADER: ((RUN_UT_DETAILS_HEADER.index(STATUS), VERDICTS),),
 }
 
 KNOWN_HEADERS: dict[tuple[str, ...], str] = {

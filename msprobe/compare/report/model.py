@@ -20,7 +20,17 @@ from msprobe.compare.report.explain import row_reason
 from msprobe.compare.report.stack import load_stacks, user_frames
 from msprobe.compare.results import VERDICT
 from msprobe.compare.standards import Standard
-from msprobe.formats.accuracy_csv import COMPARE_RESULT_HEADER
+from msprobe.formats.accuracy_csv import (
+    API_NAME,
+    BACKWARD_SUCCESS,
+    COMPARE_RESULT,
+    FORWARD_SUCCESS,
+    MESSAGE,
+    ULP_MEAN,
+    ULP_PROPORTION,
+    ULP_PROPORTION_RATIO,
+    ULP_STATUS,
+)
 
 if TYPE_CHECKING:
     from msprobe.compare.analysis import Analysis
@@ -40,21 +50,20 @@ METRICS: dict[str, tuple[tuple[str, str | None], ...]] = {
     Standard.ACCUMULATIVE.value: tuple((r.value, r.status) for _, r in R.ACCUMULATIVE),
     Standard.BINARY.value: ((R.BINARY.value, R.BINARY.status),),
     Standard.THOUSANDTH.value: ((R.THOUSANDTH.value, R.THOUSANDTH.status),),
-    Standard.ULP.value: (("ULP误差平均值", None), ("ULP误差大于阈值占比", None),
-                         ("ULP误差大于阈值占比比值", "ULP误差判定结果")),
+    Standard.ULP.value: ((ULP_MEAN, None), (ULP_PROPORTION, None), (ULP_PROPORTION_RATIO, ULP_STATUS)),
 }  # fmt: skip
 
 
 # metrics whose NPU/GPU ratio distribution is plotted, with the bound drawn on the plot
 RATIO_PLOTS: tuple[tuple[str, float], ...] = (
     *((r.value, float(r.bound or 0)) for _, r in R.BENCHMARK),
-    ("ULP误差大于阈值占比比值", 1.0),
+    (ULP_PROPORTION_RATIO, 1.0),
 )
 
 # the counted ratios (EB is not counted in 8.1.1): an API's worst ratio / bound is plotted per family
 COUNTED_RATIOS: tuple[tuple[str, float], ...] = (
     *((r.value, float(r.bound or 0)) for _, r in R.BENCHMARK if r.counted),
-    ("ULP误差大于阈值占比比值", 1.0),
+    (ULP_PROPORTION_RATIO, 1.0),
 )
 MAX_FAMILIES = 25
 
@@ -136,16 +145,16 @@ def _row_info(d: Mapping[Hashable, object]) -> RowInfo:
         Metric(name, str(d[name]).strip(), _status(d, status)) for name, status in METRICS.get(std, ())
     )
     return RowInfo(
-        name=str(d["API Name"]),
+        name=str(d[API_NAME]),
         standard=std,
-        status=str(d["比对结果"]),
+        status=str(d[COMPARE_RESULT]),
         npu_dtype=str(d["_npu_dtype"]).strip(),
         gpu_dtype=str(d["_gpu_dtype"]).strip(),
         npu_shape=str(d["_npu_shape"]).strip(),
         gpu_shape=str(d["_gpu_shape"]).strip(),
         metrics=metrics,
-        message=str(d["Message"]).strip(),
-        why=row_reason(str(d["比对结果"]), std, str(d["_worst"]), str(d["_plain_message"])),
+        message=str(d[MESSAGE]).strip(),
+        why=row_reason(str(d[COMPARE_RESULT]), std, str(d["_worst"]), str(d["_plain_message"])),
     )
 
 
@@ -196,19 +205,19 @@ def build_report(analysis: Analysis, dump_dir: Path | None = None) -> Report:
         frames, hidden = user_frames(stacks[str(r["_full"])]) if str(r["_full"]) in stacks else (None, 0)
         failing.append(
             FailingApi(
-                name=str(r[COMPARE_RESULT_HEADER[0]]),
-                forward=str(r[COMPARE_RESULT_HEADER[1]]),
-                backward=str(r[COMPARE_RESULT_HEADER[2]]),
+                name=str(r[API_NAME]),
+                forward=str(r[FORWARD_SUCCESS]),
+                backward=str(r[BACKWARD_SUCCESS]),
                 severity=float(r["_severity"]),
                 # an API judged without details rows (a dropout): its result row's Message says why
-                worst=str(worst[0]) if worst else ("" if mine else str(r[COMPARE_RESULT_HEADER[3]])),
+                worst=str(worst[0]) if worst else ("" if mine else str(r[MESSAGE])),
                 rows=rows,
                 stack=tuple(frames) if frames is not None else None,
                 hidden_frames=hidden,
             )
         )
-    missing_all = details.loc[details["_kind"] == "missing", ["API Name", "_presence"]]
-    flagged_all = details.loc[details["_flag"] != "", ["API Name", "_flag"]]
+    missing_all = details.loc[details["_kind"] == "missing", [API_NAME, "_presence"]]
+    flagged_all = details.loc[details["_flag"] != "", [API_NAME, "_flag"]]
     missing, flagged = missing_all.iloc[:MAX_LISTED], flagged_all.iloc[:MAX_LISTED]
     evaluated = details.loc[details["_kind"] == "evaluated", [*(m for m, _ in RATIO_PLOTS), "_full"]]
     # text -> float, NaN where no number (blanks); every plotted metric parsed once
@@ -225,11 +234,11 @@ def build_report(analysis: Analysis, dump_dir: Path | None = None) -> Report:
         failing_total=len(failing_rows),
         missing=tuple(
             (str(n), "GPU only" if p == "gpu_only" else "NPU only")
-            for n, p in zip(missing["API Name"], missing["_presence"])
+            for n, p in zip(missing[API_NAME], missing["_presence"])
         ),
         missing_total=len(missing_all),
         flagged_total=len(flagged_all),
-        flagged=tuple((str(n), str(f)) for n, f in zip(flagged["API Name"], flagged["_flag"])),
+        flagged=tuple((str(n), str(f)) for n, f in zip(flagged[API_NAME], flagged["_flag"])),
         ratios=ratios,
         bounds=dict(RATIO_PLOTS),
         family_ratios=family_ratios,
