@@ -14,8 +14,9 @@ import pandas as pd
 
 from msprobe.compare.merge import different_runs, duplicates, merge
 from msprobe.compare.results import VERDICT, result_rows, unrowed_results
+from msprobe.compare.routing import routing_of
 from msprobe.compare.table import DetailsTable
-from msprobe.compare.verdicts import evaluate, routing_of
+from msprobe.compare.verdicts import evaluate
 from msprobe.errors import MsprobeError
 from msprobe.formats.accuracy_csv import COMPARE_RESULT
 

@@ -11,8 +11,8 @@ Row kinds: ``invalid`` (name not ``Type[.prefix].api.N.dir.output.k``), ``missin
 ``exception`` (a cell the standard needs is blank or not a number: upstream's SKIP row carrying the
 error text), ``evaluated`` (SKIP rows included).
 
-Length (a little over 400 lines): one function per standard over whole columns, in one place so
-the rules can be read side by side.
+Length (a little over 500 lines): one function per standard over whole columns, in one place so the rules
+can be read side by side. Which routing a replay's file was scored with is :mod:`.routing`'s.
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ from msprobe.compare.cells import (
 )
 from msprobe.compare.merge import BOTH, GPU_ONLY, shapes_differ, stated_texts_differ
 from msprobe.compare.standards import (
-    FLOAT_DTYPES,
     UNSUPPORTED_DTYPES,
     Standard,
     empty_shapes,
@@ -46,7 +45,6 @@ from msprobe.compare.standards import (
     route,
 )
 from msprobe.formats.accuracy_csv import (
-    ABS_ERR_RATE,
     API_NAME,
     BINARY_ERR_RATE,
     BLANK,
@@ -54,13 +52,9 @@ from msprobe.formats.accuracy_csv import (
     COMPARE_DETAILS_HEADER,
     COMPARE_RESULT,
     DEVICE_DTYPE,
-    INF_NAN_ERR_RATE,
     MESSAGE,
-    REL_ERR_RATE,
-    RMSE,
     SHAPE,
     THOUSANDTH,
-    ULP_MAX,
     ULP_MEAN,
     ULP_PROPORTION,
     ULP_PROPORTION_RATIO,
@@ -369,57 +363,12 @@ def _side_text(m: pd.DataFrame, col: str) -> np.ndarray:
     return np.where(m["presence"].to_numpy() == GPU_ONLY, gpu, npu)
 
 
-def _names(names: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def api_names(names: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(valid, full API name, API type, bare API name, direction) from ``Type[.prefix].api.N.dir.output.k``
     (grammar: :func:`~msprobe.formats.record_names.output_rows_columns`)."""
     valid, *parts = output_rows_columns(names.tolist())
     full, api_type, bare, direction = (np.array(p, dtype=object) for p in parts)
     return np.array(valid, dtype=bool), full, api_type, bare, direction
-
-
-_CALL_AND_OUTPUT = r"\.\d+\.(?:forward|backward)\.output\.\d+$"
-#: The columns a float output's standard other than the benchmark fills under 8.1.1's routing (双千指标,
-#: the binary, absolute-threshold and ULP columns); 26.x's replay leaves them blank for float outputs.
-OTHER_STANDARD_COLUMNS = (
-    THOUSANDTH,
-    BINARY_ERR_RATE,
-    INF_NAN_ERR_RATE,
-    REL_ERR_RATE,
-    ABS_ERR_RATE,
-    ULP_MAX,
-    ULP_MEAN,
-    ULP_PROPORTION,
-)
-
-
-def routing_of(frame: pd.DataFrame) -> str:
-    """The routing a replay scored a details file's rows with: ``"26.x"`` when float outputs of APIs
-    that 8.1.1 routes off the benchmark standard carry the benchmark standard's columns (26.x scores
-    every float output by them; 8.1.1 fills them for benchmark rows only) and none of those APIs was
-    scored by its own standard instead (an 8.1.1 replay whose ``pytest_msprobe_api_info`` hook routed
-    one API to the benchmark standard is still an 8.1.1 file); ``"8.1.1"`` otherwise."""
-    scored = frame[
-        np.isin(frame[DEVICE_DTYPE].to_numpy(dtype=object), list(FLOAT_DTYPES - UNSUPPORTED_DTYPES))
-    ]
-    if not len(scored):
-        return "8.1.1"
-
-    def filled(column: str) -> np.ndarray:
-        return text_test(scored[column].to_numpy(dtype=object), lambda t: bool(t.strip()))
-
-    names = scored[API_NAME].astype(str)
-    # per API (its name without call number and output): the standard depends on nothing else
-    codes, apis = pd.factorize(names.str.replace(_CALL_AND_OUTPUT, "", regex=True))
-    first = np.unique(codes, return_index=True)[1]
-    bench, own = np.zeros(len(apis), dtype=bool), np.zeros(len(apis), dtype=bool)
-    np.logical_or.at(bench, codes, filled(RMSE))
-    np.logical_or.at(own, codes, np.logical_or.reduce([filled(c) for c in OTHER_STANDARD_COLUMNS]))
-    valid, _, api_type, bare, _ = _names(names.iloc[first])
-    dtypes = scored[DEVICE_DTYPE].to_numpy(dtype=object)[first]
-    off = np.zeros(len(apis), dtype=bool)
-    off[valid] = route(api_type[valid], bare[valid], dtypes[valid]) != Standard.BENCHMARK
-    bench, own = bench & off, own & off
-    return "26.x" if bench.any() and not (own & ~bench).any() else "8.1.1"
 
 
 def evaluate(
@@ -432,7 +381,7 @@ def evaluate(
     ``routing``: see :func:`~msprobe.compare.standards.route`)."""
     n = len(m)
     name = m["name"].astype(str)
-    valid, full, api_type, bare, direction = _names(name)
+    valid, full, api_type, bare, direction = api_names(name)
     presence = m["presence"].to_numpy(dtype=object)
     dtype = _side_text(m, DEVICE_DTYPE)
     shape = _side_text(m, SHAPE)

@@ -122,7 +122,7 @@ def test_an_8_1_1_file_with_one_api_rerouted_by_a_hook_keeps_8_1_1s_routing(tmp_
     """A ``pytest_msprobe_api_info`` answer scoring ``linear`` by the benchmark standard: its rows held
     the benchmark columns, the file was taken for a 26.x file and every other API's rows (conv2d's
     双千指标, add_'s absolute-threshold rates, relu's binary rate) had no metric: SKIP, no verdict."""
-    from msprobe.compare.verdicts import routing_of
+    from msprobe.compare.routing import routing_of
 
     frame = load_details(DETAILS_IN).frame.copy()
     v26 = load_details(V26_DETAILS_IN).frame.set_index("API Name")
