@@ -111,11 +111,13 @@ def run_compare(
         ]
         for current, write in writes:
             write(current)
-    except OSError as exc:
+    except BaseException as exc:  # Ctrl-C or a failed render too: no claimed name is left behind empty
         for path in paths:  # all four or none: a rerun writes a new set
             with suppress(OSError):
                 path.unlink()
-        raise cannot_write(current, exc) from None
+        if isinstance(exc, OSError):
+            raise cannot_write(current, exc) from None
+        raise
     return CompareOutcome(
         result_csv=result_csv,
         details_csv=details_csv,

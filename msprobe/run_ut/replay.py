@@ -248,7 +248,7 @@ def replay(
             backward_rows = backward_rows and [replace(r, message=note + r.message) for r in backward_rows]
     except Exception as exc:  # InputError and any failure of the API itself: this API's SKIP
         reason = first_line(exc)
-        if isinstance(exc, TypeError) and _has_null_argument(record.forward):
+        if _refuses_a_null(exc, reason) and _has_null_argument(record.forward):
             reason += NULL_ARGUMENT_HINT
         return skipped(name, reason)
     result = list(result_row(name, forward_rows, backward_rows))
@@ -271,6 +271,12 @@ NULL_ARGUMENT_HINT = (
     " (the record holds a null argument: a value the dump cannot encode, such as a complex number, "
     "is written as null and replayed as None)"
 )
+
+
+def _refuses_a_null(exc: Exception, reason: str) -> bool:
+    """A TypeError about a None argument (``must be Number, not NoneType``, an operator's
+    ``NotImplemented``), not any TypeError of a record that holds a None (``bias=None`` is ordinary)."""
+    return isinstance(exc, TypeError) and ("NoneType" in reason or "NotImplemented" in reason)
 
 
 def _has_null_argument(forward: Mapping[str, Any]) -> bool:

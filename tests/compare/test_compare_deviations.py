@@ -425,3 +425,20 @@ def test_an_api_judged_without_details_rows_keeps_its_replay_verdict_in_place(tm
         ],
         ["Functional.dropout.2", "SKIP", " ", f"{unknown} (GPU pass/-)."],
     ]
+
+
+def test_an_interrupted_compare_leaves_no_empty_outputs(tmp_path, monkeypatch):
+    """The four names are claimed (created empty) before they are written: a Ctrl-C while a report
+    renders left the unwritten ones behind as empty files."""
+    import msprobe.compare.report as report
+
+    npu = write(tmp_path / "npu.csv", [row(f"Torch.a.0.{F}.0")])
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report, "render_markdown", interrupted)
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        run_compare(npu, npu, out, ts="20260101000000")
+    assert list(out.iterdir()) == []

@@ -381,3 +381,14 @@ def test_the_headline_of_a_failing_api_without_details_rows_says_why(tmp_path):
     assert f"The worst is <b>Functional.dropout.0</b>: {said}.</p>" in html
     md = out.report_md.read_text(encoding="utf-8")
     assert "| Functional.dropout.0 | error |  |  | no output rows to compare: the replay's own verdict" in md
+
+
+def test_markdown_shows_a_details_path_as_code_whatever_it_holds(tmp_path):
+    """The details files' paths sat in a plain code span: a backtick in a folder name closed it, and
+    what followed was raw HTML to a Markdown viewer."""
+    folder = tmp_path / "run`<img src=x onerror=alert(1)>`"
+    folder.mkdir()
+    npu = write(folder / "npu.csv", [row(f"Torch.a.0.{F}.0")])
+    md = run_compare(npu, npu, tmp_path / "out").report_md.read_text(encoding="utf-8")
+    line = next(line for line in md.splitlines() if line.startswith("NPU details:"))
+    assert line == f"NPU details: ``{npu}``  "  # a longer fence: the path's backticks are text

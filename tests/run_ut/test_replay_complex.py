@@ -94,3 +94,25 @@ def test_a_complex_scalar_dumped_as_null_is_a_skip_that_says_so(tmp_path: Path) 
         result = replay(ApiRecord(name, 0, forward(*args, output=[z]), None), tmp_path, "cpu")
         assert result.outcome == "skipped", (name, result.result)
         assert "a null argument" in result.reason and "complex number" in result.reason, result.reason
+
+
+def test_the_null_argument_hint_is_not_given_for_an_unrelated_type_error(tmp_path: Path) -> None:
+    """``bias=None`` is an ordinary null: a TypeError that is not about a None argument (an unknown
+    keyword) was told the record holds a complex number written as null."""
+    from replay_dumps import forward, tensor
+
+    from msprobe.run_ut.records import ApiRecord
+    from msprobe.run_ut.replay import replay
+
+    x = tensor("torch.float32", [2, 4], -1.0, 1.0)
+    w = tensor("torch.float32", [3, 4], -1.0, 1.0)
+    fwd = forward(
+        x,
+        w,
+        None,
+        no_such_keyword={"type": "int", "value": 1},
+        output=[tensor("torch.float32", [2, 3], -1, 1)],
+    )
+    result = replay(ApiRecord("Functional.linear.0", 0, fwd, None), tmp_path, "cpu")
+    assert result.outcome == "skipped" and "no_such_keyword" in result.reason, result.reason
+    assert "null argument" not in result.reason

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from msprobe.compare.report.explain import WHAT_NEXT, standard_name
 from msprobe.compare.report.model import Report, severity_text
 
@@ -16,14 +18,23 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ").strip()
 
 
+def _code(text: object) -> str:
+    """``text`` as a code span whatever backticks it holds (a folder name may): CommonMark closes a span
+    only at a backtick run as long as the opening one, and nothing inside a span is HTML."""
+    text = str(text).replace("\n", " ")
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def render_markdown(report: Report) -> str:
     apis, rows = dict(report.api_counts), dict(report.row_counts)
     lines = [
         "# msprobe compare: NPU vs GPU",
         "",
         *([f"**Warning: {_md(report.warning)}**", ""] if report.warning else []),
-        f"NPU details: `{report.npu_csv}`  ",
-        f"GPU details: `{report.gpu_csv}`",
+        f"NPU details: {_code(report.npu_csv)}  ",
+        f"GPU details: {_code(report.gpu_csv)}",
         "",
         "| verdict | APIs | output rows |",
         "|---|---:|---:|",
