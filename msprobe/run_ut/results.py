@@ -14,6 +14,7 @@ Formats: ``msprobe.formats.accuracy_csv`` (headers, ``format_cell``, BOM, blanks
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -204,6 +205,11 @@ class ResultWriter:
             ):
                 write_rows(path, header, [])
         except OSError as exc:
+            # neither file, claimed or written: a result file without its details would be picked by a
+            # later resume (``-csv_path`` of this folder) and refused there
+            for made in (writer.result_path, writer.details_path):
+                with suppress(OSError):  # a folder in a file's place (the failure itself) stays
+                    made.unlink(missing_ok=True)
             raise cannot_write(path, exc) from None
         return writer
 

@@ -212,6 +212,22 @@ def test_an_unwritable_output_is_one_error_line(
     ]
 
 
+def test_a_details_file_that_cannot_be_made_leaves_no_result_file(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The result file (claimed, its header written) stayed without its details: a later
+    ``-csv_path`` of the folder picked it and was refused, its details file missing."""
+    monkeypatch.setattr(msprobe.timestamps, "now", lambda: "20260101000000")
+    out = pytester.path / "out"
+    (out / "accuracy_checking_details_20260101000000.csv").mkdir(parents=True)  # cannot be made
+    dump = write_dump(pytester.path / "d", FAILS_THIRD)
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--msprobe-dump", str(dump), "--msprobe-out", str(out)
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert [p.name for p in out.iterdir()] == ["accuracy_checking_details_20260101000000.csv"]  # the folder
+
+
 @pytest.mark.slow
 def test_a_full_disk_mid_run_is_one_error_line_and_the_run_resumes(tmp_path: Path) -> None:
     import resource
