@@ -134,6 +134,37 @@ class DumpConfig:
         return self.summary_mode == "md5" and not self.async_dump
 
 
+#: MindSpore's static-graph dump settings, which its config.json may hold (8.1.1 checks them): a
+#: ``summary_mode`` list of statistics, and the kernel-by-kernel dump's ``device`` and ``precision``.
+MS_SUMMARY_LIST = ("md5", "max", "min", "mean", "l2norm")
+MS_KBK_KEYS = {"device": ("device", "host"), "precision": ("high", "low")}
+
+
+def _mindspore_static_graph_keys(section: dict[str, Any], task: str, summary_mode: Any, where: str) -> Any:
+    """Check MindSpore's static-graph keys as 8.1.1 does; a valid ``summary_mode`` list becomes
+    ``statistics`` (a PyNative dump records Max, Min, Mean and Norm), said once."""
+    if task == "statistics":
+        for key, allowed in MS_KBK_KEYS.items():
+            value = section.get(key)
+            if value is not None and value not in allowed:
+                raise _fail(
+                    f"{where}.{key}", f"Config param [{key}] is invalid, {value!r} is not in {list(allowed)}"
+                )
+    if not isinstance(summary_mode, list):
+        return summary_mode
+    if not summary_mode or not all(isinstance(m, str) and m in MS_SUMMARY_LIST for m in summary_mode):
+        raise _fail(
+            f"{where}.summary_mode",
+            f"summary_mode is invalid, {summary_mode!r}: a list must hold some of {list(MS_SUMMARY_LIST)}",
+        )
+    log.warning(
+        "msprobe: %s.summary_mode: a list selects the statistics of MindSpore's static-graph dump; this "
+        "PyNative dump records Max, Min, Mean and Norm (summary_mode 'statistics')",
+        where,
+    )
+    return "statistics"
+
+
 def _fail(where: str, msg: str) -> MsprobeException:
     return MsprobeException(_INVALID, f"{where}: {msg}" if where else msg)
 
@@ -285,8 +316,10 @@ def build_config(
     dump_path: str | None = None,
     level: str | None = None,
     step: Sequence[int | str] | None = None,
+    framework: str = "pytorch",
 ) -> DumpConfig:
-    """Validate the constructor arguments, read the file, apply precedence, return a DumpConfig."""
+    """Validate the constructor arguments, read the file, apply precedence, return a DumpConfig.
+    ``framework``: ``mindspore`` reads the static-graph keys MindSpore's config holds too."""
     if config_path is not None and not isinstance(config_path, str):
         raise MsprobeException(_INVALID, f"config_path must be a string, got {type(config_path).__name__}")
     if task is not None and task not in UPSTREAM_TASKS:
@@ -363,6 +396,8 @@ def build_config(
             tensor_list = ()
     data_mode = _data_mode(section.get("data_mode", ["all"]), f"{sec_where}.data_mode")
     summary_mode = section.get("summary_mode", "statistics")
+    if framework == "mindspore":
+        summary_mode = _mindspore_static_graph_keys(section, cfg_task, summary_mode, sec_where)
     if summary_mode not in SUMMARY_MODES:
         raise _fail(
             f"{sec_where}.summary_mode",

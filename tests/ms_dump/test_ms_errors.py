@@ -158,3 +158,28 @@ def test_token_range_checked_as_in_pytorch(tmp_path, token_range, match):
     dbg = PrecisionDebugger(config_path=cfg)
     with pytest.raises(MsprobeException, match=match):
         dbg.start(Net(), token_range=token_range)
+
+
+def test_static_graph_config_keys_are_checked_as_upstream(tmp_path, caplog):
+    """MindSpore's config.json may hold a summary_mode list and the KBK device/precision keys: a user's
+    8.1.1 config with a list stopped at construction; a bad device passed without a word."""
+    listed = write_config(
+        str(tmp_path / "a.json"), "statistics", "L1", str(tmp_path / "d"), summary_mode=["max", "min"]
+    )
+    with caplog.at_level("WARNING", logger="msprobe"):
+        debugger = PrecisionDebugger(config_path=listed)
+    assert debugger.config.summary_mode == "statistics"
+    assert "summary_mode: a list selects the statistics of MindSpore's static-graph dump" in caplog.text
+    PrecisionDebugger._shutdown()
+    for name, value, match in (
+        ("summary_mode", ["max", "median"], r"summary_mode is invalid"),
+        ("summary_mode", [], r"summary_mode is invalid"),
+        ("device", "gpu", r"statistics\.device: Config param \[device\] is invalid, 'gpu'"),
+        ("precision", "fp16", r"Config param \[precision\] is invalid"),
+    ):
+        bad = write_config(
+            str(tmp_path / f"{name}.json"), "statistics", "L1", str(tmp_path / "d"), **{name: value}
+        )
+        with pytest.raises(MsprobeException, match=match):
+            PrecisionDebugger(config_path=bad)
+        PrecisionDebugger._shutdown()

@@ -87,7 +87,7 @@ class PrecisionDebugger(FrontDoor):
     ) -> None:
         if not self._begin(config_path=config_path, task=task, dump_path=dump_path, level=level, step=step):
             return
-        config = build_config(config_path, task, dump_path, level, step)
+        config = build_config(config_path, task, dump_path, level, step, framework="mindspore")
         # MindSpore: dump_path is made absolute at construction and created at once.
         config = dataclasses.replace(config, dump_path=os.path.abspath(config.dump_path))
         make_dirs(config.dump_path)
