@@ -23,6 +23,15 @@ KINDS: tuple[tuple[re.Pattern[str], str, re.Pattern[str]], ...] = (
 )
 
 
+def exists(path: Path) -> bool:
+    """``path.exists()``, False for a name the system cannot even look up (a component over 255 bytes:
+    ENAMETOOLONG), which ``Path.exists`` raises; the caller's own error then names the path."""
+    try:
+        return path.exists()
+    except OSError:
+        return False
+
+
 def where(option: str, path: str | os.PathLike[str]) -> str:
     """How an error names the user's input: ``-o PATH``, ``--msprobe-out=PATH`` (an option given
     with its ``=``, as pytest options are written) or a bare ``PATH``."""
@@ -38,9 +47,9 @@ def output_dir(path: str | os.PathLike[str], option: str, keep: bool = True) -> 
     command that checks its inputs before it creates anything).
     """
     folder = Path(path).expanduser()
-    if folder.exists() and not folder.is_dir():
+    if exists(folder) and not folder.is_dir():
         raise MsprobeError(f"{where(option, path)}: an existing file, not a folder")
-    made = [p for p in (folder, *folder.parents) if not p.exists()]
+    made = [p for p in (folder, *folder.parents) if not exists(p)]
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -60,7 +69,7 @@ def missing(path: str | os.PathLike[str], option: str) -> MsprobeError:
     parts = given.parts
     for i in range(1, len(parts) + 1):
         head = Path(*parts[:i])
-        if head.exists():
+        if exists(head):
             continue
         parent, name = head.parent, parts[i - 1]
         if not parent.is_dir():
@@ -80,7 +89,7 @@ def missing(path: str | os.PathLike[str], option: str) -> MsprobeError:
 def dump_input(path: str | os.PathLike[str], option: str) -> Path:
     """A dump the user names (dump.json, rank folder or dump root): it exists and did not crash."""
     given = Path(path).expanduser()
-    if not given.exists():
+    if not exists(given):
         raise missing(path, option)
     crashed = unfinished(given)
     if crashed:

@@ -111,6 +111,9 @@ class CompareCommand:
 
     def check(self, args: argparse.Namespace) -> None:
         """The user's paths and the compare extra, before any work: one line for the first problem."""
+        for attr in ("npu_csv_path", "gpu_csv_path", "out_path", "dump_dir"):  # ~ as output_dir reads it
+            if getattr(args, attr, None):
+                setattr(args, attr, os.path.expanduser(getattr(args, attr)))
         for option, attr in (("-npu", "npu_csv_path"), ("-gpu", "gpu_csv_path")):
             path = getattr(args, attr)
             if not os.path.exists(path):

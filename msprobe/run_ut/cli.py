@@ -9,6 +9,7 @@ check, 4 usage error, 5 nothing to replay).
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -121,6 +122,10 @@ def _workers(text: str) -> str:
 def pytest_args(argv: Sequence[str]) -> list[str]:
     """The pytest command line the upstream-style flags stand for (validated first)."""
     ns = build_parser().parse_args(list(argv))
+    # ~ as the dump's own checks read it (a quoted ~ reaches us unexpanded)
+    ns.out, ns.config, ns.csv_path = (
+        os.path.expanduser(p) if p else p for p in (ns.out, ns.config, ns.csv_path)
+    )
     dump = dump_input(ns.api_info, "-api_info")
     check_dumps(dump, dump_files_of(dump, "-api_info"), "-api_info")
     args = ["--msprobe-dump", str(dump), "--msprobe-out", ns.out, "-p", "no:cacheprovider"]

@@ -60,7 +60,9 @@ class DumpDirectory(pytest.Directory):
         session = self.config.stash[SESSION_KEY]
         for path in sorted(session.dump_files):
             if path.parent == self.path.resolve():
-                yield DumpFile.from_parent(self, path=path)
+                # under the folder's own path, not the resolved one: pytest matches the path it was
+                # given (dump.json reached through a symlinked folder) against this one
+                yield DumpFile.from_parent(self, path=self.path / path.name)
 
 
 class DumpFile(pytest.File):

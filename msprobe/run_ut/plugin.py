@@ -119,7 +119,10 @@ def pytest_load_initial_conftests(
     if not path:
         return
     wanted = Path(path).expanduser().resolve()
-    folder = wanted if wanted.is_dir() else wanted.parent
+    try:
+        folder = wanted if wanted.is_dir() else wanted.parent
+    except OSError:  # a name the system cannot look up (over 255 bytes): the session names it
+        return
     found = dump_conftests(folder)
     if found:
         raise pytest.UsageError(
@@ -136,7 +139,7 @@ def pytest_load_initial_conftests(
     roots = getattr(early_config.known_args_namespace, "file_or_dir", None) or []
     inside = (Path(str(a).split("::")[0]).expanduser().resolve() for a in roots)
     if not any(p == wanted or wanted in p.parents for p in inside):  # e.g. PATH/dump.json::Torch.exp.0
-        args.append(str(path))
+        args.append(os.path.expanduser(str(path)))  # as given, but pytest expands no ~
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -70,7 +70,7 @@ class ReplaySession:
         else:
             try:
                 self.run_config = load_config(
-                    Path(opt("msprobe_config")) if opt("msprobe_config") else None,
+                    Path(opt("msprobe_config")).expanduser() if opt("msprobe_config") else None,
                     self.startup_warnings.append,
                 )
             except MsprobeError as exc:
@@ -107,7 +107,7 @@ class ReplaySession:
         else:
             shared_device = getattr(config, "workerinput", {}).get("msprobe", {}).get("device")
             self.device_kind = shared_device or self.requested_device
-        self.out_dir = Path(opt("msprobe_out") or ".").resolve()
+        self.out_dir = Path(opt("msprobe_out") or ".").expanduser().resolve()
         self.worker_input: dict[str, Any] | None = getattr(config, "workerinput", None)
         self._device: str | None = None
         self.writers: dict[Path, ResultWriter] = {}
@@ -157,7 +157,7 @@ class ReplaySession:
         return self.out_dir / dump.parent.relative_to(base)
 
     def _setup_writers(self, resume: str | None) -> None:
-        resume_path = Path(resume).resolve() if resume else None
+        resume_path = Path(resume).expanduser().resolve() if resume else None
         if resume_path is not None and not resume_path.exists():
             raise pytest.UsageError(f"--msprobe-resume={resume}: no such result file or folder")
         if resume_path is not None and resume_path.is_file() and len(self.dump_files) > 1:

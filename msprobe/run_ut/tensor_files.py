@@ -58,7 +58,10 @@ def load_tensor(data_dir: Path, name: str) -> torch.Tensor:
         raise InputError(f"{path}: no such tensor file") from None
     # The rank folder's own dump_tensor_data: a dump_tensor_data that is itself a symlink leaves the dump.
     if not resolved.is_relative_to(data_dir.parent.resolve() / data_dir.name):
-        raise InputError(f"{path}: resolves outside the dump folder ({resolved}); refusing to read it")
+        raise InputError(
+            f"{path}: resolves outside the rank folder's own dump_tensor_data ({resolved}); "
+            "refusing to read it"
+        )
     if not resolved.is_file():  # a FIFO would block the replay forever, a device never ends
         raise InputError(f"{path}: not a regular file; refusing to read it")
     if resolved.suffix == ".npy":

@@ -175,3 +175,19 @@ def test_a_replay_root_folder_points_at_its_step_and_rank_folders(tmp_path, caps
         "pair per dump file, here in step0/rank0, step0/rank2, step0/rank10 (and 1 more): compare one of "
         "those folders at a time"
     ), err
+
+
+def test_a_quoted_tilde_and_a_too_long_name(tmp_path, monkeypatch, capsys):
+    """``-o '~/c'`` was checked as $HOME/c (created, empty) and written to ./~/c; a path component over
+    255 bytes was a traceback."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["-npu", str(DETAILS), "-gpu", str(DETAILS), "-o", "~/c"]) == 0
+    assert not (tmp_path / "~").exists() and len(list((home / "c").glob("api_precision_compare_*"))) == 4
+    capsys.readouterr()
+    too_long = tmp_path / ("x" * 300) / "d.csv"
+    assert cli.main(["-npu", str(too_long), "-gpu", str(DETAILS), "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"msprobe: error: -npu {too_long}: ") and "Traceback" not in err

@@ -209,3 +209,29 @@ def test_csv_path_takes_the_output_folder_of_a_multi_folder_dump(tmp_path: Path)
     out.mkdir()  # the earlier run's
     args = pytest_args(["-api_info", str(tmp_path / "dump"), "-o", str(out), "-csv_path", str(out)])
     assert args[args.index("--msprobe-resume") + 1] == str(out)
+
+
+def test_odd_paths_replay_or_are_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A dump.json reached through a symlinked folder was 'not found' by pytest (the collector named it
+    by its resolved path); a quoted ``~/out`` was checked as $HOME/out but written to ./~/out; a path
+    component over 255 bytes was a traceback."""
+    dump = write_dump(
+        tmp_path / "real", {"Torch.exp.0.forward": forward(tensor("torch.float32", [4], 0.0, 1.0))}
+    )
+    (tmp_path / "link").symlink_to(dump, target_is_directory=True)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    assert (
+        msprobe_main(["run_ut", "-api_info", str(tmp_path / "link" / "dump.json"), "-o", "~/out", "-q"]) == 0
+    )
+    assert not (tmp_path / "~").exists()
+    result, _ = csv_pair(home / "out")
+    assert [row[0] for row in read_csv(result)[1:]] == ["Torch.exp.0"]
+    capsys.readouterr()
+    too_long = tmp_path / ("x" * 300) / "dump.json"
+    assert msprobe_main(["run_ut", "-api_info", str(too_long)]) == 2
+    assert capsys.readouterr().err.startswith(f"msprobe: error: -api_info {too_long}: ")
