@@ -207,7 +207,8 @@ def read_dump(path: Path) -> DumpFile:
     return DumpFile(
         path=path,
         task=str(doc.get("task", "")),
-        data_dir=path.parent / TENSOR_DIR,
+        # beside the file itself: a dump.json that is a link (to a dump elsewhere) has its data there
+        data_dir=path.resolve().parent / TENSOR_DIR,
         records=tuple(records),
     )
 

@@ -518,3 +518,20 @@ def test_a_dump_reached_through_a_link_replays(pytester: pytest.Pytester) -> Non
     link = pytester.path / "link"
     link.symlink_to(real.parent.parent, target_is_directory=True)
     run(pytester, link).assert_outcomes(passed=1)
+
+
+def test_a_dump_json_that_is_a_link_reads_the_tensors_beside_its_target(tmp_path: Path) -> None:
+    """The tensors were looked for beside the link: every API was a SKIP, 'no such tensor file'."""
+    from replay_dumps import forward, tensor, write_dump
+
+    from msprobe.run_ut.records import read_dump
+    from msprobe.run_ut.replay import replay
+
+    spec = tensor("torch.float32", [4], -1.0, 1.0, data_name="Torch.exp.0.forward.input.0.pt")
+    real = write_dump(tmp_path / "real", {"Torch.exp.0.forward": forward(spec)}, task="tensor")
+    (real / "dump_tensor_data").mkdir()
+    torch.save(torch.linspace(-1, 1, 4), real / "dump_tensor_data" / "Torch.exp.0.forward.input.0.pt")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "dump.json").symlink_to(real / "dump.json")
+    dump = read_dump(tmp_path / "other" / "dump.json")
+    assert replay(dump.records[0], dump.data_dir, "cpu").outcome == "passed"
