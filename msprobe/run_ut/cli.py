@@ -15,7 +15,7 @@ from pathlib import Path
 
 from msprobe.errors import MsprobeError
 from msprobe.extras import require
-from msprobe.paths import dump_input, output_dir
+from msprobe.paths import dump_input, exists, output_dir
 from msprobe.run_ut.config import load_config
 from msprobe.run_ut.records import check_dumps, dump_files_of
 from msprobe.run_ut.results import check_resume_file
@@ -135,7 +135,8 @@ def pytest_args(argv: Sequence[str]) -> list[str]:
     # the plugin checks what it is given again, and names its own options; checked here first, the
     # errors name the flags the user typed
     if ns.csv_path:
-        if not Path(ns.csv_path).is_dir():  # a folder: the earlier -o of a multi-rank/step dump
+        # a folder: the earlier -o of a multi-rank/step dump (exists: False for a name over 255 bytes)
+        if not (exists(Path(ns.csv_path)) and Path(ns.csv_path).is_dir()):
             _as_flag("-csv_path", check_resume_file, Path(ns.csv_path))
         args += ["--msprobe-resume", ns.csv_path]
     if ns.save_error_data:

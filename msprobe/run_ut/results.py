@@ -33,6 +33,7 @@ from msprobe.formats.accuracy_csv import (
     write_rows,
 )
 from msprobe.formats.record_names import output_row_api
+from msprobe.paths import exists
 
 
 def claim_timestamp(out_dirs: Sequence[Path], ts: str) -> str:
@@ -102,7 +103,7 @@ def check_resume_file(path: Path) -> str:
     match = RUN_UT_RESULT_NAME.match(path.name)
     if match is None:
         raise MsprobeError(f"{path}: a resume file must be named accuracy_checking_result_<14 digits>.csv")
-    if not path.is_file():
+    if not exists(path) or not path.is_file():  # exists: False for a name the system cannot look up
         raise MsprobeError(f"{path}: no such result file to resume from")
     if not details_path_for(path).is_file():
         raise MsprobeError(f"{path}: its details file {details_path_for(path).name} is missing")

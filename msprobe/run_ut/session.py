@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Generator
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ import pytest
 from msprobe import timestamps
 from msprobe.errors import MsprobeError, first_line
 from msprobe.formats.accuracy_csv import run_ut_result_name
-from msprobe.paths import dump_input, output_dir
+from msprobe.paths import dump_input, exists, output_dir
 from msprobe.run_ut.collect import RESULT_KEY, SESSION_KEY, ApiItem, DumpDirectory, DumpFile
 from msprobe.run_ut.config import RunConfig, load_config
 from msprobe.run_ut.records import api_order, check_dumps, dump_files_of
@@ -57,6 +58,9 @@ class ReplaySession:
         except MsprobeError as exc:
             raise pytest.UsageError(str(exc)) from None
         self.dump_files = {p.resolve() for p in files}
+        # where each was found under the root as given: a rank folder linked elsewhere keeps its place
+        self._found = {p.resolve(): Path(os.path.abspath(p)) for p in files}
+        self._given_root = Path(os.path.abspath(root))
         self.startup_warnings: list[str] = []  # said once, as the session starts
         shared_config = (getattr(config, "workerinput", None) or {}).get("msprobe", {}).get("config")
         if shared_config is not None:  # a worker: the lists come from the controller, not a file
@@ -154,11 +158,14 @@ class ReplaySession:
         if len(self.dump_files) == 1:
             return self.out_dir
         base = self.root if self.root.is_dir() else self.root.parent
-        return self.out_dir / dump.parent.relative_to(base)
+        try:
+            return self.out_dir / dump.parent.relative_to(base)
+        except ValueError:  # a rank folder that is a link to elsewhere: its place under the root
+            return self.out_dir / self._found[dump].parent.relative_to(self._given_root)
 
     def _setup_writers(self, resume: str | None) -> None:
         resume_path = Path(resume).expanduser().resolve() if resume else None
-        if resume_path is not None and not resume_path.exists():
+        if resume_path is not None and not exists(resume_path):
             raise pytest.UsageError(f"--msprobe-resume={resume}: no such result file or folder")
         if resume_path is not None and resume_path.is_file() and len(self.dump_files) > 1:
             raise pytest.UsageError(
@@ -171,9 +178,11 @@ class ReplaySession:
                 orders[dump] = api_order(dump)
             except MsprobeError:
                 continue  # not a dump: its DumpFile reports the one-line collection error
+        claimed: list[Path] = []
         try:
             if resume_path is None:
                 self.ts = claim_timestamp([self._out_dir_for(d) for d in orders], timestamps.now())
+                claimed = [self._out_dir_for(d) / run_ut_result_name(self.ts) for d in orders]
             else:
                 self.ts = timestamps.now()
                 while any((self._out_dir_for(d) / run_ut_result_name(self.ts)).exists() for d in orders):
@@ -192,6 +201,14 @@ class ReplaySession:
                 else:
                     self.writers[dump] = ResultWriter.create(dump, self._out_dir_for(dump), self.ts, order)
         except MsprobeError as exc:
+            # the other folders' claims, still empty: a later resume of the folder would pick them and
+            # refuse them (no details file)
+            made = {writer.result_path for writer in self.writers.values()}
+            for path in claimed:
+                if path not in made:
+                    with suppress(OSError):
+                        if path.stat().st_size == 0:
+                            path.unlink()
             raise pytest.UsageError(str(exc)) from None
 
     @pytest.hookimpl(optionalhook=True)

@@ -235,3 +235,25 @@ def test_odd_paths_replay_or_are_one_line(
     too_long = tmp_path / ("x" * 300) / "dump.json"
     assert msprobe_main(["run_ut", "-api_info", str(too_long)]) == 2
     assert capsys.readouterr().err.startswith(f"msprobe: error: -api_info {too_long}: ")
+    long_resume = tmp_path / ("x" * 300) / "accuracy_checking_result_20260101000000.csv"
+    assert msprobe_main(["run_ut", "-api_info", str(dump), "-csv_path", str(long_resume)]) == 2
+    assert capsys.readouterr().err.startswith(f"msprobe: error: -csv_path {long_resume}: ")
+
+
+def test_rank_folders_linked_from_elsewhere_replay_into_their_place(tmp_path: Path) -> None:
+    """A dump root whose rank folders are links to folders elsewhere was an INTERNALERROR (the output
+    folder was computed from the resolved path, outside the root)."""
+    root = tmp_path / "root"
+    root.mkdir()
+    for rank in ("rank0", "rank1"):
+        real = write_dump(
+            tmp_path / "elsewhere" / rank,
+            {"Torch.exp.0.forward": forward(tensor("torch.float32", [4], 0.0, 1.0))},
+        )
+        (root / rank).symlink_to(real, target_is_directory=True)
+    out = tmp_path / "out"
+    assert msprobe_main(["run_ut", "-api_info", str(root), "-o", str(out), "-q"]) == 0
+    assert sorted(str(p.parent.relative_to(out)) for p in out.rglob("accuracy_checking_result_*")) == [
+        "rank0",
+        "rank1",
+    ]

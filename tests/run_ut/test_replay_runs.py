@@ -265,3 +265,29 @@ def test_a_full_disk_mid_run_is_one_error_line_and_the_run_resumes(tmp_path: Pat
     assert replay(dump, tmp_path / "ignored", "--msprobe-resume", str(result)) == 0
     whole = csv_pair(tmp_path / "whole")
     assert (result.read_bytes(), details.read_bytes()) == (whole[0].read_bytes(), whole[1].read_bytes())
+
+
+def test_a_rank_whose_files_cannot_be_made_leaves_no_empty_claim_in_another(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every rank folder's result file is claimed first: when the first rank's files could not be made,
+    the second kept an empty result file without details, which a later resume picked and refused."""
+    import msprobe.run_ut.results as results
+
+    root = pytester.path / "dump"
+    for rank in ("rank0", "rank1"):
+        write_dump(root / "step0" / rank, FAILS_THIRD)
+    original = results.write_rows
+
+    def disk_full(path, header, rows):  # type: ignore[no-untyped-def]
+        if "rank0" in str(path) and "details" in path.name:
+            raise OSError(28, "No space left on device")
+        return original(path, header, rows)
+
+    monkeypatch.setattr(results, "write_rows", disk_full)
+    out = pytester.path / "out"
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--msprobe-dump", str(root), "--msprobe-out", str(out)
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert sorted(p.name for p in out.rglob("*.csv")) == []
