@@ -223,15 +223,20 @@ def _judge_benchmark(v: _View) -> _Judged:
             errors = errors + np.where(bad, rule.message, "").astype(object)
             worst.add(rule, bad, np.where(consistent, rule.severity(ratio), np.inf), ratio)
     if not v.npu_alone:
-        (cx, cx_code), (cy, cy_code) = v.npu(R.NPU_ONLY_NONFINITE.value), v.gpu(R.NPU_ONLY_NONFINITE.value)
-        # a number on the GPU, or a blank (scalar / all-zero / all inf-nan-where-the-bench-has-them)
-        gpu_not_nan = (np.isfinite(cy) & (cy_code == OK)) | (cy_code == EMPTY)
-        npu_only = np.isnan(cx) & (cx_code == OK) & gpu_not_nan
+        npu_only = _npu_only_nonfinite(v)
         failed |= npu_only
         errors = errors + np.where(npu_only, R.NPU_ONLY_NONFINITE.message, "").astype(object)
-        worst.add(R.NPU_ONLY_NONFINITE, npu_only, np.full(n, np.inf), cx)
+        worst.add(R.NPU_ONLY_NONFINITE, npu_only, np.full(n, np.inf), np.full(n, np.nan))
     codes = [c for (_, xc), (_, yc) in parsed for c in (xc, yc)]
     return _Judged(cells, failed, notes + errors, codes, worst.severity, worst.texts())
+
+
+def _npu_only_nonfinite(v: _View) -> np.ndarray:
+    """Rows whose replay cosine is NaN on the NPU (an inf/NaN placement the bench does not have) and a
+    number or a blank on the GPU (scalar / all-zero / inf-nan where the bench has them)."""
+    (cx, cx_code), (cy, cy_code) = v.npu(R.NPU_ONLY_NONFINITE.value), v.gpu(R.NPU_ONLY_NONFINITE.value)
+    gpu_not_nan = (np.isfinite(cy) & (cy_code == OK)) | (cy_code == EMPTY)
+    return np.isnan(cx) & (cx_code == OK) & gpu_not_nan  # type: ignore[no-any-return]
 
 
 def _judge_rates(v: _View, table: tuple[tuple[str, R.Rule], ...], joiner: str) -> _Judged:
@@ -501,11 +506,8 @@ def _rank_npu_only_nonfinite(
     ranking and the report's wording change, never a verdict."""
     if npu_alone or not len(failing):
         return
-    view = _View(m, failing, dtype[failing], npu_numeric)
-    (cx, cx_code), (cy, cy_code) = view.npu(R.NPU_ONLY_NONFINITE.value), view.gpu(R.NPU_ONLY_NONFINITE.value)
-    gpu_not_nan = (np.isfinite(cy) & (cy_code == OK)) | (cy_code == EMPTY)
-    npu_only = np.isnan(cx) & (cx_code == OK) & gpu_not_nan & np.isfinite(severity[failing])
-    rows = failing[npu_only]
+    npu_only = _npu_only_nonfinite(_View(m, failing, dtype[failing], npu_numeric))
+    rows = failing[npu_only & np.isfinite(severity[failing])]
     severity[rows] = np.inf
     worst[rows] = R.NPU_ONLY_NONFINITE.describe(float("nan"))
 
