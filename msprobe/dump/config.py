@@ -130,6 +130,11 @@ class DumpConfig:
         return self.level in API_LEVELS
 
     @property
+    def records_calls(self) -> bool:
+        """Whether this level records module or API calls (every level but ``debug``)."""
+        return self.records_modules or self.records_apis
+
+    @property
     def md5(self) -> bool:
         return self.summary_mode == "md5" and not self.async_dump
 

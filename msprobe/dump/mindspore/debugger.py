@@ -98,7 +98,7 @@ class PrecisionDebugger(FrontDoor):
         self.jit = JitHooks(self.service)
         self.saver = DebugSaver(self.service)
         self.jit.suspend_hooks += [self.primitives.suspend, self.cells.suspend]
-        if config.records_modules or config.records_apis:
+        if config.records_calls:
             self.jit.install()
         self._first_model = FirstModel()
         self._model: Any = None

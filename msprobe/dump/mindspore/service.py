@@ -66,7 +66,7 @@ class MsDumpService:
             self.api_count = self.patcher.patch_families(load_api_list())
         else:
             self.api_count = 0
-        if config.records_modules or config.records_apis:
+        if config.records_calls:
             self._guard_mutators()
 
     # -- switch -----------------------------------------------------------------------------------
@@ -132,7 +132,7 @@ class MsDumpService:
         if self.config.task == "statistics" and self.config.tensor_list:
             names = self.config.tensor_list
             save_filter = lambda record: any(s in record for s in names)  # noqa: E731
-        defer = (self.config.records_modules or self.config.records_apis) and self.config.task != "tensor"
+        defer = self.config.records_calls and self.config.task != "tensor"
         self.encoder = Encoder(self.config.md5, saver, save_filter, defer=defer)
 
     def _reset_step(self) -> None:

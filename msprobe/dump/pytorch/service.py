@@ -57,13 +57,6 @@ from msprobe.formats.record_names import BACKWARD, FORWARD, api_record_name
 
 log = logging.getLogger("msprobe")
 
-# Which capture each level switches on: (module hooks, API capture, API records get a module parent).
-LEVELS: dict[str, tuple[bool, bool, bool]] = {
-    "L0": (True, False, False),
-    "L1": (False, True, False),
-    "mix": (True, True, True),
-    "debug": (False, False, False),
-}
 _SKIP_FILES = (os.path.join("torch", "overrides.py"),)
 
 
@@ -109,7 +102,9 @@ class TorchDumpService:
         self.session.step_reset_hooks.append(self._reset_step)
         self._owner_thread = threading.get_ident()
         self._owner_pid = os.getpid()
-        self.modules_on, self.apis_on, self.api_parents = LEVELS[config.level]
+        # which capture the level switches on; at mix, API records get a module parent
+        self.modules_on, self.apis_on = config.records_modules, config.records_apis
+        self.api_parents = self.modules_on and self.apis_on
         self.modules = ModuleDumper(self)
         self._full_recomputation = FullRecomputation()
         self.saver = DebugSaver(self)
