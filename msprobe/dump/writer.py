@@ -133,7 +133,7 @@ class RankStore:
             raise FileCheckException(
                 f"cannot write the dump folder {self.rank_dir}: {exc.strerror}"
             ) from None
-        head = self._header_line()
+        head = header_line(self.header)
         if self.encoder is not None:
             try:  # answered with the flush below
                 self.encoder.send(encoder_process.OPEN, pickle.dumps((path, head)))
@@ -239,15 +239,12 @@ class RankStore:
             self._report("journal", "", exc)
         if self.journal is not None:
             try:
-                self.journal.append_raw(self._header_line())
+                self.journal.append_raw(header_line(self.header))
             except OSError as exc:
                 self._report("journal", self.rank_dir, exc)
         handed, self._handed = self._handed, []
         for payload in handed:  # lines journaled twice read as once (journal.read_journal)
             self._encode(*pickle.loads(payload))
-
-    def _header_line(self) -> str:
-        return header_line(self.header)
 
     def _report(self, what: str, name: str, exc: BaseException) -> None:
         if self.on_error is None:
