@@ -13,7 +13,6 @@ Problems are sorted in two kinds: a file that is not a dump at all raises :class
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
@@ -24,7 +23,7 @@ from msprobe.formats import dump_json
 from msprobe.formats.accuracy_csv import CSV_INJECTION
 from msprobe.formats.dump_json import DUMP_JSON, TENSOR_DIR
 from msprobe.formats.record_names import replay_api_type, replay_bare_name, replay_grammar_ok
-from msprobe.paths import where
+from msprobe.paths import natural_order, where
 
 
 @dataclass(frozen=True)
@@ -231,7 +230,7 @@ def find_dump_files(root: Path) -> list[Path]:
         return [root / DUMP_JSON]
     patterns = tuple(f"{folders}/{DUMP_JSON}" for folders in ("step*/rank*", "step*/proc*", "rank*", "proc*"))
     found = {p for pattern in patterns for p in root.glob(pattern) if p.is_file()}
-    return sorted(found, key=_natural_key)
+    return sorted(found, key=lambda p: natural_order(str(p)))  # step2 before step10
 
 
 def dump_files_of(root: Path, option: str) -> list[Path]:
@@ -242,8 +241,3 @@ def dump_files_of(root: Path, option: str) -> list[Path]:
             f"{where(option, root)}: not a dump (no dump.json, step*/rank*/ or proc*/ folders)"
         )
     return files
-
-
-def _natural_key(path: Path) -> list[Any]:
-    """``step2`` before ``step10``: digit runs compare as numbers."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", str(path))]

@@ -157,11 +157,8 @@ class ReplaySession:
     def _out_dir_for(self, dump: Path) -> Path:
         if len(self.dump_files) == 1:
             return self.out_dir
-        base = self.root if self.root.is_dir() else self.root.parent
-        try:
-            return self.out_dir / dump.parent.relative_to(base)
-        except ValueError:  # a rank folder that is a link to elsewhere: its place under the root
-            return self.out_dir / self._found[dump].parent.relative_to(self._given_root)
+        # its place under the root as given (a rank folder that is a link to elsewhere keeps it)
+        return self.out_dir / self._found[dump].parent.relative_to(self._given_root)
 
     def _setup_writers(self, resume: str | None) -> None:
         resume_path = Path(resume).expanduser().resolve() if resume else None
