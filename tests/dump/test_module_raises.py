@@ -99,3 +99,32 @@ def test_a_ctrl_c_inside_a_module_leaves_construct_json_whole(
     assert all(parent is None or parent in construct for parent in construct.values()), construct
     assert construct["Module.1.1._Interrupted.forward.0"] == "Module.1.Sequential.forward.0"
     assert construct["Module.0.Linear.forward.1"] is None
+
+
+@pytest.mark.parametrize("level", ["L1", "mix"])
+def test_an_api_that_raises_keeps_its_inputs_record_and_files(
+    tmp_path: Path, debugger: Any, level: str
+) -> None:
+    """8.1.1 collects an API's inputs when the call starts: a call that raises (caught by the
+    program) keeps an inputs-only record, which names the input files the tensor task wrote."""
+    lin = nn.Linear(4, 3)
+    dbg = debugger(level=level, task="tensor")
+    dbg.start(model=nn.Sequential(lin))
+    y = lin(torch.randn(2, 4))
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):
+        torch.matmul(y, torch.ones(4, 5))
+    torch.matmul(y, torch.ones(3, 5))
+    dbg.stop()
+    rank = tmp_path / "dump" / "step0" / "rank"
+    data = load_dump(rank)["data"]
+    failed = data["Torch.matmul.0.forward"]
+    assert "output" not in failed
+    assert [a["shape"] for a in failed["input_args"]] == [[2, 3], [4, 5]]
+    files = set((rank / "dump_tensor_data").iterdir())
+    assert {rank / "dump_tensor_data" / a["data_name"] for a in failed["input_args"]} <= files
+    assert "output" in data["Torch.matmul.1.forward"]
+    stacks = json.loads((rank / "stack.json").read_text())
+    assert any("Torch.matmul.0.forward" in names for names, _ in stacks.values())
+    if level == "mix":
+        construct = json.loads((rank / "construct.json").read_text())
+        assert "Torch.matmul.0.forward" in construct and construct["Torch.matmul.0.forward"] is None

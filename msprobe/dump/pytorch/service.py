@@ -298,9 +298,31 @@ class TorchDumpService:
         with self.lock:
             name, index, record = self._record_inputs(key, func, args, kwargs)
         queues = coalescing_queues() if key[0] in self._collective_prefixes else None
-        out = func(*args, **kwargs)
+        try:
+            out = func(*args, **kwargs)
+        except BaseException:
+            # 8.1.1 collects an API's inputs when the call starts: a call that raises keeps an
+            # inputs-only record (which names the input files the tensor task wrote), as in the
+            # MindSpore dump
+            with self.lock:
+                self._record_failed_call(name, func, record)
+            raise
         with self.lock:
             return self._record_outputs(name, index, key, func, args, kwargs, record, out, queues)
+
+    def _record_failed_call(self, name: str, func: Callable[..., Any], record: dict[str, Any] | None) -> None:
+        store = self.session.store
+        if store is None:
+            return
+        try:
+            if self.api_parents:
+                store.put_construct(name, self.modules.api_parent(FORWARD))
+            if record is not None:
+                code = getattr(func, "__code__", None)
+                store.put_stack(name, capture_stack(sys._getframe(2), _SKIP_FILES, code))
+                store.put(name, record)
+        except Exception as exc:
+            self.session.record_error("forward_input_data_collect", name, exc)
 
     def _record_inputs(
         self, key: ApiKey, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
