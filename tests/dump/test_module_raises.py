@@ -128,3 +128,24 @@ def test_an_api_that_raises_keeps_its_inputs_record_and_files(
     if level == "mix":
         construct = json.loads((rank / "construct.json").read_text())
         assert "Torch.matmul.0.forward" in construct and construct["Torch.matmul.0.forward"] is None
+
+
+def test_calls_after_an_optimizer_step_that_raised_have_their_true_parents(
+    tmp_path: Path, debugger: Any
+) -> None:
+    """torch runs no optimizer step post hook when the step raises (Adam refusing a sparse
+    gradient): the calls after it, in the same window, are not given the parent ``optimizer``."""
+    net = nn.Sequential(nn.Embedding(10, 4, sparse=True), nn.Linear(4, 1))
+    dbg = debugger(level="mix")
+    dbg.start(model=net)
+    net(torch.tensor([1, 2])).sum().backward()
+    with pytest.raises(RuntimeError, match="sparse"):
+        torch.optim.AdamW(net.parameters()).step()
+    torch.optim.SGD(net.parameters(), lr=0.1).step()
+    net(torch.tensor([3, 4])).sum()
+    dbg.stop()
+    construct = json.loads((tmp_path / "dump" / "step0" / "rank" / "construct.json").read_text())
+    assert construct["Tensor.add_.0.forward"] == "optimizer"  # SGD's step still has its parent
+    assert construct["Module.0.Embedding.forward.1"] is None
+    assert construct["Module.1.Linear.forward.1"] is None
+    assert construct["Tensor.sum.1.forward"] is None

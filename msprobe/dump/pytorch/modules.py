@@ -165,6 +165,7 @@ class ModuleDumper:
                 pending.append(None)
                 return
             name = f"{prefix}.{FORWARD}.{self.rec.counter.next(prefix + '.' + FORWARD)}"
+            self._parents.prune()
             self.rec.filter.begin(name)
             inputs = self._inputs(name, args, kwargs) if backward else None
             pending.append((name, self.forward_stack[-1] if self.forward_stack else None, inputs))
@@ -401,6 +402,8 @@ class ModuleDumper:
         self._grads_kept.reset()
 
     def api_parent(self, direction: str) -> str | None:
+        if direction == FORWARD:
+            self._parents.prune()
         stack = self.forward_stack if direction == FORWARD else self.backward_stack
         return stack[-1] if stack else None
 

@@ -9,6 +9,7 @@ puts the original functions back (from ``start()`` to ``stop()``).
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +28,9 @@ class ScopeParents:
         self.forward_stack = forward_stack
         self._handles: list[Any] = []
         self._restore: list[tuple[Any, str, Any]] = []
+        # the frame of the optimizer step that pushed ``optimizer``: a step that raises runs no
+        # post hook, and its parent must not outlive it
+        self._step_frame: Any = None
 
     def install(self) -> None:
         if self._handles:
@@ -38,6 +42,7 @@ class ScopeParents:
         self._wrap_clip_grad()
 
     def remove(self) -> None:
+        self._step_frame = None
         for h in self._handles:
             h.remove()
         self._handles.clear()
@@ -59,10 +64,27 @@ class ScopeParents:
             self.forward_stack.pop()
 
     def _optimizer_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        self._enter(OPTIMIZER)
+        self.prune()
+        if self._enter(OPTIMIZER):
+            self._step_frame = sys._getframe(1)  # torch's step wrapper, running the hooks
 
     def _optimizer_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         self._leave(OPTIMIZER)
+        self._step_frame = None
+
+    def prune(self) -> None:
+        """``optimizer`` off the stack when the step that pushed it is no longer running (it raised:
+        torch runs no post hook then), so later calls keep their true parents."""
+        frame = self._step_frame
+        if frame is None or not self.forward_stack or self.forward_stack[-1] != OPTIMIZER:
+            return
+        f: Any = sys._getframe(1)
+        while f is not None:
+            if f is frame:
+                return
+            f = f.f_back
+        self.forward_stack.pop()
+        self._step_frame = None
 
     def _wrap_clip_grad(self) -> None:
         import torch.nn.utils as nn_utils
