@@ -149,3 +149,54 @@ def test_calls_after_an_optimizer_step_that_raised_have_their_true_parents(
     assert construct["Module.0.Embedding.forward.1"] is None
     assert construct["Module.1.Linear.forward.1"] is None
     assert construct["Tensor.sum.1.forward"] is None
+
+
+class _FailingBackward(torch.autograd.Function):
+    fail = False
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        return x * 1
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        if _FailingBackward.fail:
+            raise RuntimeError("out of memory in backward (simulated)")
+        return g
+
+
+class _Inner(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _FailingBackward.apply(self.lin(x))
+
+
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_calls_after_a_backward_that_raised_have_their_true_parents(
+    tmp_path: Path, debugger: Any, level: str
+) -> None:
+    """A backward pass that raises (caught, the batch retried in the same window) ends the module
+    backward calls it began: the retry's backward calls are not their children."""
+    net = nn.Sequential(nn.Linear(4, 4), nn.Sequential(_Inner(), nn.Linear(4, 4)), nn.Linear(4, 1))
+    dbg = debugger(level=level)
+    dbg.start(model=net)
+    _FailingBackward.fail = True
+    try:
+        with pytest.raises(RuntimeError, match="out of memory"):
+            net(torch.randn(3, 4)).sum().backward()
+    finally:
+        _FailingBackward.fail = False
+    net(torch.randn(2, 4)).sum().backward()
+    dbg.stop()
+    construct = json.loads((tmp_path / "dump" / "step0" / "rank" / "construct.json").read_text())
+    assert construct["Module.1.0._Inner.backward.0"] == "Module.1.Sequential.backward.0"
+    assert construct["Module.2.Linear.backward.1"] is None
+    assert construct["Module.1.Sequential.backward.1"] is None
+    assert construct["Module.0.Linear.backward.1"] is None
+    assert construct["Module.1.0.lin.Linear.backward.1"] == "Module.1.0._Inner.backward.1"
+    assert all(parent is None or parent in construct for parent in construct.values())
+    if level == "mix":
+        assert construct["Tensor.sum.1.backward"] is None

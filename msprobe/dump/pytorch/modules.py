@@ -70,6 +70,7 @@ class ModuleDumper:
         self._param_records: dict[int, list[tuple[str, str]]] = {}  # id(parameter) -> (record, name)
         self._captures: list[module_backward.Capture] = []  # this step's, released at its end
         self._parents = ScopeParents(recorder, self.forward_stack)
+        self._backward_guard: tuple[Any, Any] | None = None  # (torch.autograd, its original entry point)
         # wrapped once (``no_compile`` wrappers are not free); a call's own state is bound by partial
         self._begin_hook = no_compile(self._backward_begin)
         self._end_hook = no_compile(self._backward_end)
@@ -116,6 +117,8 @@ class ModuleDumper:
             self._attach(module, hooks)
         if self._hooks and self.rec.config.level == "mix":
             self._parents.install()
+        if self.rec.config.data_mode.direction(BACKWARD):
+            self._guard_backward()
 
     def uninstall(self) -> None:
         """``stop()``/``step()``: every hook off, torch as it was."""
@@ -127,7 +130,43 @@ class ModuleDumper:
         self._param_records.clear()
         self._release_captures()
         self._parents.remove()
+        if self._backward_guard is not None:
+            owner, orig = self._backward_guard
+            owner._engine_run_backward = orig
+            self._backward_guard = None
         self.installed = False
+
+    def _guard_backward(self) -> None:
+        """A backward pass that raises (an out-of-memory error caught and retried, a
+        ``detect_anomaly`` NaN error skipped) ends the module backward calls it began: torch runs
+        no hook for them, and without this they would stay on the stack as the parents of every later
+        backward call of the window."""
+        owner = torch.autograd
+        orig = getattr(owner, "_engine_run_backward", None)
+        if orig is None or self._backward_guard is not None:
+            return
+        stack = self.backward_stack
+
+        @functools.wraps(orig)
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            depth = len(stack)
+            try:
+                return orig(*args, **kwargs)
+            except BaseException:
+                with self.rec.lock:
+                    self._close_backward_calls(depth)
+                raise
+
+        owner._engine_run_backward = guarded
+        self._backward_guard = (owner, orig)
+
+    def _close_backward_calls(self, depth: int) -> None:
+        """The backward calls begun above ``depth`` end: off the stack, construct entries stored."""
+        store = self.rec.store
+        for i in range(depth, len(self.backward_stack)):
+            if store is not None:
+                store.put_construct(self.backward_stack[i], self.backward_stack[i - 1] if i else None)
+        del self.backward_stack[depth:]
 
     def _close_open_calls(self) -> None:
         """Module calls still open as the window closes: their construct entries are stored, so every
