@@ -212,6 +212,30 @@ def test_private_in_place_functions_lists_torchs_private_writers() -> None:
     assert all(callable(f) for f in found)
 
 
+def test_wrap_engine_backward_sees_every_python_backward_and_undoes() -> None:
+    seen: list[str] = []
+
+    def wrap(run):  # type: ignore[no-untyped-def]
+        def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+            seen.append("run")
+            return run(*args, **kwargs)
+
+        return counted
+
+    undo = tc.wrap_engine_backward(wrap)
+    assert undo is not None
+    try:
+        x = torch.ones(2, requires_grad=True)
+        (x * 2).sum().backward()
+        torch.autograd.backward((x * 3).sum())
+        torch.autograd.grad((x * 4).sum(), x)
+    finally:
+        undo()
+    assert seen == ["run", "run", "run"]
+    (x * 5).sum().backward()
+    assert len(seen) == 3
+
+
 def _private_torch_uses(path: Path) -> list[str]:
     """``torch._x`` attribute chains and ``from torch._x import``/``from torch.y import _z``."""
     found = []

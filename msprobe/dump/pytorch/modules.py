@@ -29,7 +29,12 @@ from msprobe.dump.pytorch.nocompile import no_compile
 from msprobe.dump.pytorch.parents import ScopeParents
 from msprobe.dump.pytorch.recompute import in_recomputation
 from msprobe.dump.pytorch.recorder import Recorder
-from msprobe.dump.pytorch.torch_compat import DisableTorchFunction, direct_parameters, jit_tracing_state
+from msprobe.dump.pytorch.torch_compat import (
+    DisableTorchFunction,
+    direct_parameters,
+    jit_tracing_state,
+    wrap_engine_backward,
+)
 from msprobe.dump.stack import capture_stack
 from msprobe.formats.record_names import BACKWARD, FORWARD, module_backward_name
 
@@ -70,7 +75,7 @@ class ModuleDumper:
         self._param_records: dict[int, list[tuple[str, str]]] = {}  # id(parameter) -> (record, name)
         self._captures: list[module_backward.Capture] = []  # this step's, released at its end
         self._parents = ScopeParents(recorder, self.forward_stack)
-        self._backward_guard: tuple[Any, Any] | None = None  # (torch.autograd, its original entry point)
+        self._unguard_backward: Callable[[], None] | None = None  # undoes _guard_backward
         # wrapped once (``no_compile`` wrappers are not free); a call's own state is bound by partial
         self._begin_hook = no_compile(self._backward_begin)
         self._end_hook = no_compile(self._backward_end)
@@ -130,10 +135,9 @@ class ModuleDumper:
         self._param_records.clear()
         self._release_captures()
         self._parents.remove()
-        if self._backward_guard is not None:
-            owner, orig = self._backward_guard
-            owner._engine_run_backward = orig
-            self._backward_guard = None
+        if self._unguard_backward is not None:
+            self._unguard_backward()
+            self._unguard_backward = None
         self.installed = False
 
     def _guard_backward(self) -> None:
@@ -141,24 +145,24 @@ class ModuleDumper:
         ``detect_anomaly`` NaN error skipped) ends the module backward calls it began: torch runs
         no hook for them, and without this they would stay on the stack as the parents of every later
         backward call of the window."""
-        owner = torch.autograd
-        orig = getattr(owner, "_engine_run_backward", None)
-        if orig is None or self._backward_guard is not None:
+        if self._unguard_backward is not None:
             return
         stack = self.backward_stack
 
-        @functools.wraps(orig)
-        def guarded(*args: Any, **kwargs: Any) -> Any:
-            depth = len(stack)
-            try:
-                return orig(*args, **kwargs)
-            except BaseException:
-                with self.rec.lock:
-                    self._close_backward_calls(depth)
-                raise
+        def guard(run_backward: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(run_backward)
+            def guarded(*args: Any, **kwargs: Any) -> Any:
+                depth = len(stack)
+                try:
+                    return run_backward(*args, **kwargs)
+                except BaseException:
+                    with self.rec.lock:
+                        self._close_backward_calls(depth)
+                    raise
 
-        owner._engine_run_backward = guarded
-        self._backward_guard = (owner, orig)
+            return guarded
+
+        self._unguard_backward = wrap_engine_backward(guard)
 
     def _close_backward_calls(self, depth: int) -> None:
         """The backward calls begun above ``depth`` end: off the stack, construct entries stored."""

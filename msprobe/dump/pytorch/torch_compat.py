@@ -303,6 +303,27 @@ def storage_persistent_id(obj: object) -> object:
     return None
 
 
+# -- autograd engine --------------------------------------------------------------------------------
+
+
+def wrap_engine_backward(
+    wrap: Callable[[Callable[..., Any]], Callable[..., Any]],
+) -> Callable[[], None] | None:
+    """Route every backward pass that Python starts (``Tensor.backward``, ``torch.autograd.backward``
+    and ``grad``) through ``wrap(original)``; returns the undo, or None where torch has no such entry
+    point (nothing wrapped)."""
+    owner = torch.autograd
+    original = getattr(owner, "_engine_run_backward", None)
+    if original is None:
+        return None
+    owner._engine_run_backward = wrap(original)
+
+    def undo() -> None:
+        owner._engine_run_backward = original
+
+    return undo
+
+
 # -- data loading -----------------------------------------------------------------------------------
 
 
