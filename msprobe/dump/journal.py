@@ -8,9 +8,12 @@ journal is removed once the step's json files are final.
 
 Line kinds: ``{"h": header}``, ``{"d": name, "v": value}`` (a data record; a later line with the
 same name replaces the value but keeps the first position), ``{"n": name, "s": id[, "f": frames]}``
-(stack; frames given the first time an id appears), ``{"c": name, "p": parent}`` (construct).
+(stack; frames given the first time an id appears), ``{"c": name, "p": parent}`` (construct, at a
+call's end), ``{"o": name, "p": parent}`` (a module call opened: used only for a call that a crash kept
+from ending and that an entry names as its parent, so every parent in a rebuilt construct.json is a key).
 This module is the only one that knows the line format: it encodes the lines (:func:`header_line`,
-:func:`data_line`, :func:`stack_line`, :func:`construct_line`) and reads them (:func:`read_journal`).
+:func:`data_line`, :func:`stack_line`, :func:`construct_line`, :func:`opened_line`) and reads them
+(:func:`read_journal`).
 """
 
 from __future__ import annotations
@@ -66,6 +69,12 @@ def construct_line(name: str, parent: str | None) -> str:
     """``{"c": name, "p": parent}``."""
     p = "null" if parent is None else encode_basestring_ascii(parent)
     return '{"c":' + encode_basestring_ascii(name) + ',"p":' + p + "}"
+
+
+def opened_line(name: str, parent: str | None) -> str:
+    """``{"o": name, "p": parent}``."""
+    p = "null" if parent is None else encode_basestring_ascii(parent)
+    return '{"o":' + encode_basestring_ascii(name) + ',"p":' + p + "}"
 
 
 class Journal:
@@ -124,6 +133,7 @@ def read_journal(path: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, A
     stacks: dict[int, tuple[list[str], list[str]]] = {}
     stacked: set[tuple[int, str]] = set()
     construct: dict[str, Any] = {}
+    opened: dict[str, Any] = {}
     skipped = 0
     with open(path, encoding="utf-8", errors="replace") as fh:  # a damaged byte spoils one line only
         _wait_for_writer(fh.fileno(), path)
@@ -131,13 +141,27 @@ def read_journal(path: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, A
             if not line.endswith("\n"):
                 break
             try:
-                _apply(json.loads(line), header, data, stacks, stacked, construct)
+                _apply(json.loads(line), header, data, stacks, stacked, construct, opened)
             except (ValueError, TypeError, AttributeError, KeyError, RecursionError, OverflowError):
                 skipped += 1  # not one of our entries: a damaged line
     if skipped:
         log.warning("msprobe: %s: %d damaged line(s) skipped", path, skipped)
     stack = {str(i): [names, frames] for i, (names, frames) in sorted(stacks.items())}
+    _close_named_open_calls(construct, opened)
     return header, data, stack, construct
+
+
+def _close_named_open_calls(construct: dict[str, Any], opened: dict[str, Any]) -> None:
+    """The calls a crash kept open that an entry names as its parent, and their open parents, get their
+    entries, after the ended ones (as the window's close stores them)."""
+    named = [p for p in construct.values() if isinstance(p, str)]
+    while named:
+        parent = named.pop()
+        if parent in construct or parent not in opened:
+            continue
+        construct[parent] = opened[parent]
+        if isinstance(opened[parent], str):
+            named.append(opened[parent])
 
 
 def _apply(
@@ -147,6 +171,7 @@ def _apply(
     stacks: dict[int, tuple[list[str], list[str]]],
     stacked: set[tuple[int, str]],
     construct: dict[str, Any],
+    opened: dict[str, Any],
 ) -> None:
     """Add one journal entry; a malformed one raises (ValueError, TypeError, ...) before changing anything."""
     if not isinstance(entry, dict):
@@ -168,12 +193,16 @@ def _apply(
         if not isinstance(entry["c"], str):
             raise TypeError("a construct entry's name is not a string")
         construct[entry["c"]] = entry.get("p")
+    elif "o" in entry:
+        if not isinstance(entry["o"], str):
+            raise TypeError("an opened call's name is not a string")
+        opened[entry["o"]] = entry.get("p")
     elif "h" in entry:
         new = dict(entry["h"])
         header.clear()
         header.update(new)
     else:
-        raise KeyError("not a journal entry (no 'd', 'n', 'c' or 'h' key)")
+        raise KeyError("not a journal entry (no 'd', 'n', 'c', 'o' or 'h' key)")
 
 
 def _wait_for_writer(fd: int, path: str) -> None:

@@ -37,6 +37,7 @@ from msprobe.dump.journal import (
     Journal,
     construct_line,
     header_line,
+    opened_line,
     read_journal,
     stack_line,
 )
@@ -281,6 +282,10 @@ class RankStore:
         self.construct[name] = parent
         self._dirty = True
         self._lines.append(construct_line(name, parent))
+
+    def put_opened(self, name: str, parent: str | None) -> None:
+        """A module call begins: journaled only, for a rebuild after a crash that ends no call."""
+        self._lines.append(opened_line(name, parent))
 
     def stack_json(self) -> dict[str, Any]:
         return stack_json(zip(self._stack_names, self._stack_frames))

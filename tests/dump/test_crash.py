@@ -270,3 +270,61 @@ def test_a_forked_child_never_writes_into_the_parents_dump(tmp_path: Path) -> No
     parent's: after the parent's crash, the rebuilt dump is the one made without the child."""
     forked = _crashed_forking_run(tmp_path / "fork", "fork")
     assert list(forked) == list(_crashed_forking_run(tmp_path / "control", "control"))
+
+
+def test_a_rebuild_gives_the_open_calls_named_as_parents_their_entries(tmp_path: Path) -> None:
+    """A crash inside nested modules ends none of them: the ones named as parents get the entries their
+    opening journaled, those not named get none, and an ended call keeps its ending's entry."""
+    store = _store(tmp_path, batch_records=1)
+    store.put_opened("Module.0.Outer.forward.0", None)
+    store.put_opened("Module.0.a.Inner.forward.0", "Module.0.Outer.forward.0")
+    store.put_opened("Module.0.b.Leaf.forward.0", "Module.0.Outer.forward.0")
+    store.put_construct("Module.0.b.Leaf.forward.0", "Module.0.Outer.forward.0")
+    store.put_opened("Module.0.c.Unnamed.forward.0", "Module.0.Outer.forward.0")
+    store.put_construct("Torch.tanh.0.forward", "Module.0.a.Inner.forward.0")
+    store.put("Torch.tanh.0.forward", {})
+    construct = read_journal(str(tmp_path / JOURNAL_NAME))[3]
+    assert construct == {
+        "Module.0.b.Leaf.forward.0": "Module.0.Outer.forward.0",
+        "Torch.tanh.0.forward": "Module.0.a.Inner.forward.0",
+        "Module.0.a.Inner.forward.0": "Module.0.Outer.forward.0",
+        "Module.0.Outer.forward.0": None,
+    }
+
+
+NESTED_CRASH = textwrap.dedent(
+    """
+    import os, sys, torch, torch.nn as nn
+    from msprobe.pytorch import PrecisionDebugger
+
+    class Inner(nn.Module):
+        def forward(self, x):
+            for _ in range(int(sys.argv[2])):  # more than a batch: these records reach the journal
+                x = torch.tanh(x)
+            os._exit(1)  # as the OOM killer would: no module call ends
+
+    net = nn.Sequential(nn.Linear(4, 4), nn.Sequential(nn.ReLU(), Inner()))
+    dbg = PrecisionDebugger(dump_path=sys.argv[1], task="statistics", level="mix")
+    dbg.start(model=net)
+    net(torch.randn(2, 4))
+    """
+)
+
+
+@pytest.mark.slow
+def test_a_rebuild_after_a_crash_inside_modules_names_only_parents_it_holds(tmp_path: Path) -> None:
+    out = tmp_path / "dump"
+    proc = subprocess.run(
+        [sys.executable, "-c", NESTED_CRASH, str(out), str(BATCH_RECORDS + 10)],
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert msprobe_main(["rebuild", str(out)]) == 0
+    construct = json.loads((out / "step0" / "rank" / "construct.json").read_text())
+    assert construct["Torch.tanh.0.forward"] == "Module.1.1.Inner.forward.0"
+    assert construct["Module.1.1.Inner.forward.0"] == "Module.1.Sequential.forward.0"
+    assert construct["Module.1.Sequential.forward.0"] is None
+    assert all(parent is None or parent in construct for parent in construct.values())

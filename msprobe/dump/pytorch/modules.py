@@ -211,8 +211,12 @@ class ModuleDumper:
             self._parents.prune()
             self.rec.filter.begin(name)
             inputs = self._inputs(name, args, kwargs) if backward else None
-            pending.append((name, self.forward_stack[-1] if self.forward_stack else None, inputs))
+            parent = self.forward_stack[-1] if self.forward_stack else None
+            pending.append((name, parent, inputs))
             self.forward_stack.append(name)
+            store = self.rec.store
+            if store is not None:
+                store.put_opened(name, parent)
 
         def post(mod: Any, args: Any, kwargs: Any, output: Any) -> None:
             if self.rec.foreign_thread() or not pending:  # another thread's call; hooked during the call
@@ -285,8 +289,12 @@ class ModuleDumper:
         if self._off():
             return
         with self.rec.lock:  # autograd may run this in its own thread
-            call.begun.append((self.backward_stack[-1] if self.backward_stack else None, grad_output))
+            parent = self.backward_stack[-1] if self.backward_stack else None
+            call.begun.append((parent, grad_output))
             self.backward_stack.append(call.name)
+            store = self.rec.store
+            if store is not None:
+                store.put_opened(call.name, parent)
             # a scope starting at this backward opens at its begin: its children's backward is inside
             passed = self.rec.filter.begin(call.name, whole_module=False)
             self._grads_kept.backward_began(call.name.rsplit(".", 2)[0], passed)
