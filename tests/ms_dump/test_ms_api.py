@@ -553,3 +553,79 @@ def test_another_net_given_to_a_later_start_is_said_once(tmp_path, caplog):
             dbg.step()
     said = [r.getMessage() for r in caplog.records if "another model" in r.getMessage()]
     assert len(said) == 1 and "first model stays the one" in said[0]
+
+
+@pytest.mark.parametrize("summary_mode", ["statistics", "md5"])
+def test_an_in_place_api_records_its_inputs_as_they_were_before_the_call(tmp_path, summary_mode):
+    """``assign_add`` writes into its first argument: the inputs' summaries are taken before the
+    call (as the tensor task's files are), not with the batch after it."""
+    cfg, out = _cfg(tmp_path, summary_mode=summary_mode)
+    dbg = PrecisionDebugger(config_path=cfg)
+    a = Tensor(np.ones((2, 3), np.float32))
+    dbg.start()
+    ops.assign_add(a, Tensor(np.full((2, 3), 5.0, np.float32)))
+    dbg.stop()
+    rec = _dump(out)["data"]["Functional.assign_add.0.forward"]
+    first, output = rec["input_args"][0], rec["output"][0]
+    if summary_mode == "statistics":
+        assert (first["Max"], output["Max"]) == (1.0, 6.0)
+    else:
+        assert first["md5"] != output["md5"]
+
+
+def test_an_assign_into_a_parameter_inside_a_gradient_step_runs_under_the_dump(tmp_path):
+    """A running statistic updated with ``ops.assign`` inside ``value_and_grad`` (as a batch norm
+    keeps its own): the API's backward hook handed the op a view, which MindSpore refuses."""
+    cfg, out = _cfg(tmp_path)
+
+    class Running(nn.Cell):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Dense(3, 3)
+            self.mean = ms.Parameter(Tensor(np.zeros(3, np.float32)), requires_grad=False)
+
+        def construct(self, x):
+            y = self.fc(x)
+            ops.assign(self.mean, y.mean(0))
+            return y.sum()
+
+    net = Running()
+    step = ms.value_and_grad(net, None, net.trainable_params())
+    dbg = PrecisionDebugger(config_path=cfg)
+    dbg.start()
+    loss, _ = step(Tensor(np.ones((2, 3), np.float32)))
+    dbg.stop()
+    assert np.isclose(net.mean.value().asnumpy().sum() * 2, loss.asnumpy())  # two rows summed
+    assert "Functional.assign.0.forward" in _dump(out)["data"]
+
+
+class _AddInto(nn.Cell):
+    def construct(self, buf, x):
+        return ops.assign_add(buf, x)
+
+
+class _Holder(nn.Cell):
+    def __init__(self) -> None:
+        super().__init__()
+        self.add_into = _AddInto()
+
+    def construct(self, buf, x):
+        return self.add_into(buf, x)
+
+
+def test_cells_run_as_without_the_dump_once_its_window_closes(tmp_path):
+    """The Cells' hooks come off at stop(): a Cell that writes into its input (which MindSpore
+    refuses while the Cell has a backward hook) runs again once the window closes, and the next
+    window hooks the Cells again."""
+    cfg, out = _cfg(tmp_path, level="L0")
+    net, buf, x = _Holder(), Tensor(np.zeros((2,), np.float32)), Tensor(np.ones((2,), np.float32))
+    dbg = PrecisionDebugger(config_path=cfg)
+    for step in range(2):
+        dbg.start(net)
+        with pytest.raises(RuntimeError, match="inplace"):
+            net(buf, x)  # inside a window MindSpore refuses it (its own rule for hooked Cells)
+        dbg.stop()
+        dbg.step()
+        assert net(buf, x).asnumpy().tolist() == [step + 1.0] * 2
+        construct = _dump(out, step=step, name="construct.json")  # the call began in the window
+        assert construct == {"Cell.add_into._AddInto.forward.0": None}

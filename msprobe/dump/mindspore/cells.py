@@ -79,6 +79,8 @@ class CellHooks:
         # so both Cells' parameters_grad records get its gradient (as 8.1.1 and the PyTorch dump)
         self._param_hooked: set[tuple[str, int]] = set()
         service.step_reset.append(self._reset)
+        service.window_opened.append(self._resume)
+        service.window_closed.append(self._pause)
 
     def _reset(self) -> None:
         self.counter.reset()
@@ -108,6 +110,16 @@ class CellHooks:
         for h in self.handles:
             h.remove()
         self.handles.clear()
+
+    def _pause(self) -> None:
+        """The window closed: the cells' hooks come off until the next one. While a Cell has a
+        backward hook, MindSpore wraps its inputs on every call, whether we record it or not, and an
+        in-place write into such an input fails ("Not support view input for inplace op")."""
+        self._unhook_cells()
+
+    def _resume(self) -> None:
+        if self._cells and not self.handles:
+            self._hook_cells()
 
     def suspend(self, model_code: bool = True) -> Any:
         """Take the cells' hooks off while a jit call of model code runs (its compiler would compile

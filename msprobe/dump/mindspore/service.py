@@ -18,7 +18,7 @@ import mindspore as ms
 
 from msprobe.dump.config import DumpConfig
 from msprobe.dump.mindspore.backward import cell_backward_hook, hook_outputs, tensor_leaves
-from msprobe.dump.mindspore.deferred import Batch, is_inplace, mutator_names
+from msprobe.dump.mindspore.deferred import IN_PLACE_PREFIXES, Batch, is_inplace, mutator_names
 from msprobe.dump.mindspore.encode import Encoder, TensorSaver
 from msprobe.dump.mindspore.families import BY_PREFIX, ApiKey, Patcher, finish_collective, load_api_list
 from msprobe.dump.mindspore.ms_compat import grad_recording
@@ -60,6 +60,8 @@ class MsDumpService:
         self.cell_stack: list[str] = []  # open Cell forward records (construct.json parents at mix)
         self.session.step_reset_hooks.append(self._reset_step)
         self.step_reset: list[Callable[[], None]] = []
+        self.window_opened: list[Callable[[], None]] = []  # start() opened a dump window
+        self.window_closed: list[Callable[[], None]] = []  # stop() or step() closed it
         self.batch = Batch(self._store_put, self._batch_error)
         self._pid = os.getpid()  # a forked child (a dataset worker) records nothing into our files
         if config.records_apis:
@@ -91,6 +93,8 @@ class MsDumpService:
             if on:
                 self._owner_thread = threading.get_ident()
                 self._open_encoder()
+                for hook in self.window_opened:
+                    hook()
             return on
 
     # A flush raises the program's own error that surfaced at one of our reads (deferred.Batch.flush),
@@ -105,6 +109,7 @@ class MsDumpService:
                 # window's calls must not take them as parents
                 self.cell_stack.clear()
                 self.session.stop()
+                self._window_closed()
 
     def step(self) -> None:
         with self.lock:
@@ -113,6 +118,11 @@ class MsDumpService:
             finally:
                 clear_frames()
                 self.session.step()
+                self._window_closed()
+
+    def _window_closed(self) -> None:
+        for hook in self.window_closed:
+            hook()
 
     def close(self) -> None:
         if os.getpid() != self._pid:
@@ -195,9 +205,15 @@ class MsDumpService:
             if store is not None and self.records_structure:
                 store.put_construct(name, parent)
 
-    def encode_inputs(self, name: str, args: Any, kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    def encode_inputs(
+        self, name: str, args: Any, kwargs: dict[str, Any], eager: bool = False
+    ) -> dict[str, Any] | None:
+        """``eager``: summarise now, not with the batch (an in-place call is about to change them)."""
         assert self.encoder is not None
         self.inside = True
+        defer = self.encoder.defer
+        if eager:
+            self.encoder.defer = False
         try:
             return {
                 "input_args": self.encoder.args(args, name),
@@ -207,6 +223,7 @@ class MsDumpService:
             self.session.record_error("forward_input_data_collect", name, exc)
             return None
         finally:
+            self.encoder.defer = defer
             self.inside = False
 
     def finish_forward(
@@ -275,7 +292,8 @@ class MsDumpService:
         if self.inside or not self.running:
             return func(*args, **kwargs)
         prefix, api = key
-        if is_inplace(api):
+        inplace = is_inplace(api)
+        if inplace:
             with self.lock:  # queued records may hold the tensor this call is about to change
                 self.batch.flush()
         index = s.counter.next(f"{prefix}.{api}")
@@ -284,11 +302,14 @@ class MsDumpService:
         fwd = mode.direction(FORWARD)
         record = None
         if fwd and not self.structure_only and self.check(name) and mode.side("input"):
-            record = self.encode_inputs(name, args, kwargs)
+            record = self.encode_inputs(name, args, kwargs, eager=inplace)
         parent = self.parent()
         hook = None
         bname = api_record_name(prefix, api, index, BACKWARD)
-        if mode.direction(BACKWARD) and grad_recording() and tensor_leaves(args):
+        # no backward hook on MindSpore's writing ops (assign*, scatter_*, inplace_*): the hook hands
+        # the op views of its inputs, which it refuses ("Not support view input for inplace op Assign")
+        writes = api.startswith(IN_PLACE_PREFIXES)
+        if mode.direction(BACKWARD) and not writes and grad_recording() and tensor_leaves(args):
             try:
                 hook = cell_backward_hook(bname, lambda gi, go: self.api_backward(bname, parent, gi, go))
             except Exception as exc:
