@@ -236,6 +236,22 @@ def test_wrap_engine_backward_sees_every_python_backward_and_undoes() -> None:
     assert len(seen) == 3
 
 
+def test_watch_version_counter_resets_reports_what_torch_sets_back() -> None:
+    seen: list[object] = []
+    buf = torch.zeros(3)
+    undo = tc.watch_version_counter_resets(seen.append)
+    assert undo is not None
+    try:
+        with torch.autograd._unsafe_preserve_version_counter(buf):
+            torch.ops.aten.fill_.Scalar(buf, 1.0)
+    finally:
+        undo()
+    assert len(seen) == 1 and any(t is buf for t in seen[0])  # type: ignore[attr-defined]
+    with torch.autograd._unsafe_preserve_version_counter(buf):
+        pass
+    assert len(seen) == 1
+
+
 def _private_torch_uses(path: Path) -> list[str]:
     """``torch._x`` attribute chains and ``from torch._x import``/``from torch.y import _z``."""
     found = []

@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn as nn
 
+from msprobe.dump.pytorch.stats import _LAYOUT_MIN_NUMEL
 from tests.dump.conftest import load_dump
 
 
@@ -147,3 +148,24 @@ def test_a_write_between_two_windows_of_one_step_is_seen(tmp_path: Path, debugge
     assert second["data_name"] != first["data_name"]
     saved = torch.load(files / second["data_name"], weights_only=True)
     assert torch.equal(saved, seen[1]) and not torch.equal(saved, seen[0])
+
+
+@pytest.mark.parametrize("task", ["statistics", "tensor"])
+def test_a_write_hidden_by_a_preserved_version_counter_is_seen(
+    tmp_path: Path, debugger: Any, task: str
+) -> None:
+    """FSDP2 fills each parameter's ``torch.empty`` buffer with an op the dump does not record and
+    sets the buffer's version counter back (``_unsafe_preserve_version_counter``): the parameter's
+    records show its values, not the empty buffer's remembered summary."""
+    n = _LAYOUT_MIN_NUMEL  # a size whose summary the dump remembers
+    values = torch.linspace(-1.0, 2.0, n)
+    dbg = debugger(level="L1", task=task)
+    dbg.start()
+    buf = torch.empty(n)
+    with torch.autograd._unsafe_preserve_version_counter(buf):
+        torch.ops.aten.copy_.default(buf, values)  # an operator call: not recorded
+    torch.relu(buf.view(-1, 64))
+    dbg.stop()
+    dbg.step()
+    seen = _step_data(tmp_path, 0)["Torch.relu.0.forward"]["input_args"][0]
+    assert _stats(seen) == _torch_stats(values)

@@ -47,6 +47,7 @@ from msprobe.dump.pytorch.torch_compat import (
     pop_function_mode,
     push_function_mode,
     queued_since,
+    watch_version_counter_resets,
 )
 from msprobe.dump.pytorch.tree import first_tensor, tensors
 from msprobe.dump.session import DumpSession
@@ -107,6 +108,7 @@ class TorchDumpService:
         self.api_parents = self.modules_on and self.apis_on
         self.modules = ModuleDumper(self)
         self._full_recomputation = FullRecomputation()
+        self._unwatch_version_resets: Callable[[], None] | None = None
         self.saver = DebugSaver(self)
         self.apis_suppressed = False  # between module_dump() and module_dump_end()
         self.module_dump_on = False
@@ -164,6 +166,8 @@ class TorchDumpService:
             self._forget_everything()  # written unseen since the last window, maybe without a version bump
             self._open_encoder()
             self._full_recomputation.enter()
+            if self._unwatch_version_resets is None:
+                self._unwatch_version_resets = watch_version_counter_resets(self._forget_written)
             if self.modules_on and model is not None:
                 self.modules.register(model)
             self.modules.install()
@@ -222,6 +226,9 @@ class TorchDumpService:
             call.abandon()
         clear_frames()
         self._full_recomputation.leave()
+        if self._unwatch_version_resets is not None:
+            self._unwatch_version_resets()
+            self._unwatch_version_resets = None
         self._tokens.disarm()
         self.modules.uninstall()
         self._pop_left_mode()
@@ -446,6 +453,15 @@ class TorchDumpService:
             self.cache.forget(t)
             if self.writer is not None:
                 self.writer.forget(t)
+
+    def _forget_written(self, value: Any) -> None:
+        """Tensors written behind their version counters' back (set back by torch's
+        ``_unsafe_preserve_version_counter``): whatever we remember of them is stale."""
+        was = self.enter()
+        try:
+            self._forget_tensors(value)
+        finally:
+            self.leave(was)
 
     def _forget_everything(self) -> None:
         self.cache.clear()

@@ -306,22 +306,43 @@ def storage_persistent_id(obj: object) -> object:
 # -- autograd engine --------------------------------------------------------------------------------
 
 
-def wrap_engine_backward(
-    wrap: Callable[[Callable[..., Any]], Callable[..., Any]],
-) -> Callable[[], None] | None:
+Wrap = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+def _wrap_attribute(owner: Any, name: str, wrap: Wrap) -> Callable[[], None] | None:
+    """``owner.name = wrap(owner.name)``; returns the undo, or None where ``owner`` has no ``name``."""
+    original = getattr(owner, name, None)
+    if original is None:
+        return None
+    setattr(owner, name, wrap(original))
+
+    def undo() -> None:
+        setattr(owner, name, original)
+
+    return undo
+
+
+def wrap_engine_backward(wrap: Wrap) -> Callable[[], None] | None:
     """Route every backward pass that Python starts (``Tensor.backward``, ``torch.autograd.backward``
     and ``grad``) through ``wrap(original)``; returns the undo, or None where torch has no such entry
     point (nothing wrapped)."""
-    owner = torch.autograd
-    original = getattr(owner, "_engine_run_backward", None)
-    if original is None:
-        return None
-    owner._engine_run_backward = wrap(original)
+    return _wrap_attribute(torch.autograd, "_engine_run_backward", wrap)
 
-    def undo() -> None:
-        owner._engine_run_backward = original
 
-    return undo
+def watch_version_counter_resets(before: Callable[[Any], None]) -> Callable[[], None] | None:
+    """Call ``before(tensors)`` whenever torch sets version counters back: what
+    ``torch.autograd._unsafe_preserve_version_counter`` does after a write it hides from autograd
+    (FSDP2 copies each all-gathered parameter into its buffer so). Returns the undo, or None where
+    torch has no such function."""
+
+    def wrap(set_version_counter: Callable[..., Any]) -> Callable[..., Any]:
+        def reported(tensors: Any, versions: Any) -> Any:
+            before(tensors)
+            return set_version_counter(tensors, versions)
+
+        return reported
+
+    return _wrap_attribute(getattr(torch._C, "_autograd", None), "_unsafe_set_version_counter", wrap)
 
 
 # -- data loading -----------------------------------------------------------------------------------
