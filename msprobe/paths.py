@@ -3,7 +3,8 @@
 Every check answers a mistake in one :class:`MsprobeError` line that names the option and the path
 as the user typed it (``-o out.txt: ...``, ``--msprobe-out=out.txt: ...``), and suggests what exists:
 the rank folders of a step when the one given is missing, ``msprobe rebuild`` when a dump crashed
-(its journal is newer than its dump.json: a dump removes the journal once its json files are complete).
+(its journal is newer than its dump.json, or holds records its dump.json lacks: a dump removes the
+journal once its json files are complete).
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import re
 from pathlib import Path
 
 from msprobe.dump.journal import JOURNAL_NAME
+from msprobe.dump.journal import holds_records as journal_holds_records
 from msprobe.errors import MsprobeError
+from msprobe.formats.dump_json import holds_records as dump_holds_records
 
 #: A missing folder named like these: the siblings of the same kind are suggested. 26.x dumps name
 #: their rank folders ``proc{pid}``, so either kind suggests both.
@@ -109,7 +112,16 @@ def unfinished(dump: Path) -> list[str]:
     root = dump.parent if dump.is_file() else dump
     depths = ("",) if dump.is_file() else ("", "*/", "*/*/")  # rank folder, step folder, dump root
     journals = [p for depth in depths for p in root.glob(f"{depth}{JOURNAL_NAME}")]
-    return sorted((str(j.parent) for j in journals if _older(j.parent / "dump.json", j)), key=natural_order)
+    return sorted((str(j.parent) for j in journals if _crashed(j.parent / "dump.json", j)), key=natural_order)
+
+
+def _crashed(dump_json: Path, journal: Path) -> bool:
+    """The journal is newer than dump.json, or it holds records while dump.json (the empty one a window
+    writes as it opens) holds none: ``cp -r`` and ``scp -r`` give both files new times, in the order
+    they copy them."""
+    return _older(dump_json, journal) or (
+        journal_holds_records(journal) and not dump_holds_records(dump_json)
+    )
 
 
 def _older(path: Path, than: Path) -> bool:

@@ -18,7 +18,7 @@ import pytest
 
 from msprobe.cli import main as msprobe_main
 from msprobe.compare import cli as compare_cli
-from msprobe.dump.journal import JOURNAL_NAME
+from msprobe.dump.journal import JOURNAL_NAME, data_line
 from msprobe.errors import MsprobeError
 from msprobe.extras import NEEDS, require
 from msprobe.paths import dump_input, missing, output_dir
@@ -174,6 +174,26 @@ def test_a_crashed_dump_points_to_msprobe_rebuild(
     assert proc.returncode == 4 and "run `msprobe rebuild dump_path` first" in one_line(proc.stderr)
     assert msprobe_main(["rebuild", "dump_path"]) == 0  # rewrites dump.json, keeps the journal
     assert (tmp_path / "dump_path" / "step0" / "rank" / JOURNAL_NAME).exists()
+    assert dump_input("dump_path", "-api_info") == Path("dump_path")
+
+
+def test_a_crashed_dump_copied_with_new_file_times_points_to_msprobe_rebuild(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``cp -r`` gives dump.json (the empty one a window writes as it opens) a time after its journal's:
+    the journal's records still say the dump did not finish."""
+    rank = write_dump(tmp_path / "dump_path" / "step0" / "rank")
+    doc = json.loads((rank / "dump.json").read_text(encoding="utf-8"))
+    record = json.dumps(doc["data"]["Torch.tanh.0.forward"])
+    (rank / JOURNAL_NAME).write_text(data_line("Torch.tanh.0.forward", record) + "\n", encoding="utf-8")
+    doc["data"] = {}
+    (rank / "dump.json").write_text(json.dumps(doc), encoding="utf-8")
+    stamp = (rank / JOURNAL_NAME).stat().st_mtime_ns
+    os.utime(rank / "dump.json", ns=(stamp + 10**9, stamp + 10**9))
+    monkeypatch.chdir(tmp_path)
+    assert msprobe_main(["run_ut", "-api_info", "dump_path", "-o", "out"]) == 2
+    assert one_line(capsys.readouterr().err).endswith("run `msprobe rebuild dump_path` first")
+    assert msprobe_main(["rebuild", "dump_path"]) == 0
     assert dump_input("dump_path", "-api_info") == Path("dump_path")
 
 

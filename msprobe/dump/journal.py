@@ -77,6 +77,18 @@ def opened_line(name: str, parent: str | None) -> str:
     return '{"o":' + encode_basestring_ascii(name) + ',"p":' + p + "}"
 
 
+_DATA_LINE_START = b'{"d":'
+
+
+def holds_records(path: str | os.PathLike[str]) -> bool:
+    """Whether the journal holds a data record (read up to the first one); False when unreadable."""
+    try:
+        with open(path, "rb") as fh:
+            return any(line.startswith(_DATA_LINE_START) for line in fh)
+    except OSError:
+        return False
+
+
 class Journal:
     """Append-only, unbuffered: every append is one ``write(2)``, in the kernel when it returns.
 

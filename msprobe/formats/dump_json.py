@@ -123,6 +123,22 @@ def read_dump_json(path: Path) -> Mapping[str, Any]:
     return doc
 
 
+_HEADER_ONLY_LIMIT = 1 << 16  # bytes: a dump.json without records is its header alone, far smaller
+
+
+def holds_records(path: Path) -> bool:
+    """Whether a dump.json's ``data`` holds records; True too when it cannot be read as a dump (that
+    is for its reader to say)."""
+    try:
+        if path.stat().st_size > _HEADER_ONLY_LIMIT:
+            return True
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError, RecursionError):
+        return True
+    return not isinstance(doc, Mapping) or not isinstance(doc.get("data"), Mapping) or bool(doc["data"])
+
+
 @dataclass
 class ApiCalls:
     """The API records of a dump.json's ``data``, paired by API name (file order of the forwards)."""
