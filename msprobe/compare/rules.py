@@ -55,6 +55,9 @@ class Rule:
     bound: float | None
     message: str  # appended to a failing row's Message
     counted: bool = True  # False: reported only (the benchmark error balance)
+    # the largest value the metric can take (a proportion: 1): there it says nothing of how far past
+    # its bound the output is, and its severity is infinite (an escape rule's nearest escape is another)
+    ceiling: float | None = None
 
     def _bound(self, bound: np.ndarray | float | None) -> np.ndarray | float:
         b = self.bound if bound is None else bound
@@ -85,6 +88,9 @@ class Rule:
                 out = 1.0 + np.abs(values) * 1000.0
             else:
                 out = (1.0 - values) / (1.0 - b)
+        if self.ceiling is not None:
+            with np.errstate(invalid="ignore"):
+                out = np.where(values >= self.ceiling, np.inf, out)
         return np.where(np.isnan(values), np.inf, out)
 
     def describe(self, value: float, bound: float | None = None) -> str:
@@ -195,14 +201,17 @@ gives such an output an infinite ULP error)."""
 ULP_FP32 = EscapeRule(
     (
         _ULP_MEAN,
-        Rule(ac.ULP_PROPORTION, None, "not_below", _ULP32.proportion_limit, ULP_MESSAGE),
+        Rule(ac.ULP_PROPORTION, None, "not_below", _ULP32.proportion_limit, ULP_MESSAGE, ceiling=1.0),
         _ULP_RATIO,
     ),
     ULP_MESSAGE,
 )
 """fp32: pass if the mean, the proportion or the NPU/GPU proportion ratio is below its limit."""
 ULP_HALF = EscapeRule(
-    (Rule(ac.ULP_PROPORTION, None, "not_below", _ULP16.proportion_limit, ULP_MESSAGE), _ULP_RATIO),
+    (
+        Rule(ac.ULP_PROPORTION, None, "not_below", _ULP16.proportion_limit, ULP_MESSAGE, ceiling=1.0),
+        _ULP_RATIO,
+    ),
     ULP_MESSAGE,
 )
 """fp16/bf16: pass if the proportion or the NPU/GPU proportion ratio is below its limit."""

@@ -428,3 +428,20 @@ def test_npu_only_nan_ranks_infinitely_far_whatever_the_standard(tmp_path, name,
     # the same NaN on both sides changes nothing (compare(X, X) stays clean)
     same = detail(pair(tmp_path, npu, npu), name)
     assert same["比对结果"] == "pass"
+
+
+def test_a_ulp_proportion_of_1_leaves_the_severity_to_the_other_escapes(tmp_path):
+    """Every element past the ULP bound (proportion 1) is the proportion's ceiling, 20x its fp32 bound
+    whatever the error: a float32 ``linear`` a million ULP off would rank below a milder failure of
+    another standard. The nearest of the other escapes measures it (here the ratio, 1 / 0.001)."""
+    name = f"Functional.linear.0.{F}.0"
+    npu = [row(name, cells={"ULP误差平均值": "1000000", "ULP误差大于阈值占比": "1"}, bench=False)]
+    gpu = [row(name, cells={"ULP误差平均值": "1", "ULP误差大于阈值占比": "0.001"}, bench=False)]
+    d = detail(pair(tmp_path, npu, gpu), name)
+    assert d["比对结果"] == "error"
+    assert d["_severity"] == pytest.approx(1000.0)
+    assert d["_worst"].startswith("ULP proportion ratio")
+    # below the ceiling the proportion still counts: 0.5 is 10x its bound, nearer than the ratio
+    npu = [row(name, cells={"ULP误差平均值": "1000000", "ULP误差大于阈值占比": "0.5"}, bench=False)]
+    d = detail(pair(tmp_path, npu, gpu), name)
+    assert d["_severity"] == pytest.approx(10.0)
