@@ -222,7 +222,20 @@ class ResultWriter:
         details, torn_details = read_appended_rows(details_path_for(result_path), RUN_UT_DETAILS_HEADER)
         check_same_dump(result_path, dump, [row[0] for row in result], order)
         old_result, old_details = finished_rows(result, details, torn_details)
-        return cls(dump, result_path, order, old_result, old_details)
+        writer = cls(dump, result_path, order, old_result, old_details)
+        # Rows are appended after these: a torn last row (or the details of an unfinished API) left in
+        # the file would be glued to the first appended row, and a second interruption would then
+        # leave a file the next resume refuses, or silently loses a details row from. Keep the
+        # finished rows only, atomically, before anything is appended (details first, as ``finish``).
+        for path, header, rows in (
+            (writer.details_path, RUN_UT_DETAILS_HEADER, old_details),
+            (result_path, RUN_UT_RESULT_HEADER, old_result),
+        ):
+            try:
+                write_rows(path, header, rows)
+            except OSError as exc:
+                raise cannot_write(path, exc) from None
+        return writer
 
     def add(self, item: Mapping[str, Any]) -> None:
         """Record one API's rows and append them to both files now (crash-safe): its details rows
@@ -293,5 +306,11 @@ def api_verdict(result: Sequence[str]) -> str:
 
 def find_resume_file(folder: Path) -> Path | None:
     """The newest ``accuracy_checking_result_*.csv`` in a folder (resume from an earlier -o)."""
-    candidates = run_ut_files(folder, RUN_UT_RESULT_NAME)
+    candidates = [
+        path
+        for path in run_ut_files(folder, RUN_UT_RESULT_NAME)
+        # an empty result file without its details is a run killed between claiming its timestamp
+        # and writing the headers: it finished nothing, and resuming from it would be refused
+        if not (path.stat().st_size == 0 and not exists(details_path_for(path)))
+    ]
     return candidates[-1] if candidates else None

@@ -18,7 +18,7 @@ import msprobe.run_ut.session  # noqa: F401
 from msprobe.errors import MsprobeError
 from msprobe.formats.accuracy_csv import RUN_UT_DETAILS_HEADER
 from msprobe.formats.record_names import output_row_api
-from msprobe.run_ut.results import CRASHED_MESSAGE, ResultWriter, payload
+from msprobe.run_ut.results import CRASHED_MESSAGE, ResultWriter, find_resume_file, payload
 
 TS = "20260101000000"
 
@@ -95,6 +95,27 @@ def test_a_cut_anywhere_in_the_appended_files_resumes_to_the_whole_rows(tmp_path
             if item["api"] not in resumed.done:
                 resumed.add(item)
         resumed.finish()
+        assert rows_of(tmp_path / "cut") == whole, (n, result[-40:], details[-40:])
+
+
+def test_a_resumed_run_killed_again_resumes_to_the_whole_rows(tmp_path: Path) -> None:
+    """A resume appends after the rows it keeps: a torn row (or the details of an unfinished API) left
+    in the file would be glued to the next appended row, which a second kill then keeps, refused or
+    read as a row of another API."""
+    dump = tmp_path / "dump.json"
+    writer = ResultWriter.create(dump, tmp_path / "whole", TS, ORDER)
+    snapshots = [(writer.result_path.read_bytes(), writer.details_path.read_bytes())]
+    for item in ITEMS:
+        writer.add(item)
+        snapshots.append((writer.result_path.read_bytes(), writer.details_path.read_bytes()))
+    writer.finish()
+    whole = rows_of(tmp_path / "whole")
+    for n, (result, details) in enumerate(kill_states(snapshots)):
+        path = cut_copy(tmp_path / "cut", result, details)
+        first = ResultWriter.resume(dump, path, ORDER)
+        for item in [item for item in ITEMS if item["api"] not in first.done][:1]:
+            first.add(item)  # then killed again, between two APIs
+        _resumed_whole(dump, path)
         assert rows_of(tmp_path / "cut") == whole, (n, result[-40:], details[-40:])
 
 
@@ -330,3 +351,16 @@ def test_a_file_where_an_output_folder_goes_is_one_line_not_a_hang(tmp_path: Pat
     with pytest.raises(MsprobeError, match=r"step0/rank1: cannot write \(File exists\)"):
         claim_timestamp([tmp_path / "step0" / "rank0", tmp_path / "step0" / "rank1"], "20261207022359")
     assert list((tmp_path / "step0" / "rank0").iterdir()) == []
+
+
+def test_a_folder_resume_passes_over_a_run_killed_before_its_headers(tmp_path: Path) -> None:
+    """A kill between claiming a timestamp and writing the headers leaves an empty result file without
+    details: it finished nothing, and resuming the folder takes the run before it (or starts anew)."""
+    folder = tmp_path / "o"
+    earlier = _finished_run(folder)
+    claim = folder / "accuracy_checking_result_20260101000001.csv"
+    claim.write_bytes(b"")
+    assert find_resume_file(folder) == earlier.result_path
+    earlier.result_path.unlink()
+    earlier.details_path.unlink()
+    assert find_resume_file(folder) is None
