@@ -35,6 +35,7 @@ from msprobe.run_ut.results import (
     find_resume_file,
     summary_label,
 )
+from msprobe.run_ut.run_settings import RunSettings, check_same_settings, write_settings
 
 WARNING_CATEGORY = "accuracy-warning"
 
@@ -175,6 +176,14 @@ class ReplaySession:
                 orders[dump] = api_order(dump)
             except MsprobeError:
                 continue  # not a dump: its DumpFile reports the one-line collection error
+        settings = RunSettings(
+            device=str(self.device_kind),
+            routing=self.routing,
+            white_list=tuple(sorted(self.run_config.white_list)),
+            black_list=tuple(sorted(self.run_config.black_list)),
+            filter_api=self.filter_api,
+            jit_compile=self.jit_compile,
+        )
         claimed: list[Path] = []
         try:
             if resume_path is None:
@@ -194,9 +203,15 @@ class ReplaySession:
                     )
                 if previous is not None:
                     self.ts = check_resume_file(previous)
+                    if not check_same_settings(previous, settings):
+                        self.startup_warnings.append(
+                            f"{previous}: no settings file beside it, so the options of its run are not "
+                            "checked against this one's"
+                        )
                     self.writers[dump] = ResultWriter.resume(dump, previous, order)
                 else:
                     self.writers[dump] = ResultWriter.create(dump, self._out_dir_for(dump), self.ts, order)
+                write_settings(self.writers[dump].result_path, settings)
         except MsprobeError as exc:
             # the other folders' claims, still empty: a later resume of the folder would pick them and
             # refuse them (no details file)

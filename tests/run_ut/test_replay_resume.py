@@ -19,6 +19,7 @@ from msprobe.errors import MsprobeError
 from msprobe.formats.accuracy_csv import RUN_UT_DETAILS_HEADER
 from msprobe.formats.record_names import output_row_api
 from msprobe.run_ut.results import CRASHED_MESSAGE, ResultWriter, find_resume_file, payload
+from msprobe.run_ut.run_settings import settings_path_for
 
 TS = "20260101000000"
 
@@ -294,6 +295,32 @@ def test_a_result_file_of_a_run_restricted_with_k_resumes(tmp_path: Path) -> Non
     result, _ = csv_pair(tmp_path / "some")
     assert replay(dump, tmp_path / "ignored", "--msprobe-resume", str(result)) == 1
     assert rows_of(tmp_path / "some") == rows_of(tmp_path / "whole")
+
+
+def test_a_resume_with_other_options_is_refused_naming_each(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rows scored one way must not be finished another way: the run's settings stand beside its files."""
+    dump = write_dump(tmp_path / "d", FAILS_THIRD)
+    assert replay(dump, tmp_path / "some", "-k", "tanh") == 0
+    result, details = csv_pair(tmp_path / "some")
+    before = (result.read_bytes(), details.read_bytes())
+    config = tmp_path / "config.json"
+    config.write_text('{"run_ut": {"white_list": ["sin", "tanh"]}}', encoding="utf-8")
+    capsys.readouterr()
+    extra = ("--msprobe-resume", str(result), "--msprobe-routing", "26.x", "--msprobe-config", str(config))
+    assert replay(dump, tmp_path / "ignored", *extra) == pytest.ExitCode.USAGE_ERROR
+    assert f"{result} was replayed with routing 8.1.1 (now 26.x); white list none (now [sin, tanh]):" in (
+        capsys.readouterr().err
+    )
+    assert (result.read_bytes(), details.read_bytes()) == before
+    # a result file without its settings (older, or copied alone) resumes, saying it is not checked
+    settings_path_for(result).unlink()
+    assert (
+        replay(dump, tmp_path / "ignored", "--msprobe-resume", str(result), "--msprobe-routing", "26.x") == 1
+    )
+    assert "no settings file beside it" in capsys.readouterr().out
+    assert settings_path_for(result).exists()  # written now: the next resume is checked
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]])

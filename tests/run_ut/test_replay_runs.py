@@ -13,6 +13,7 @@ import msprobe.run_ut.session
 import msprobe.timestamps
 from msprobe.formats.accuracy_csv import RUN_UT_DETAILS_HEADER, RUN_UT_RESULT_HEADER
 from msprobe.run_ut.results import ResultWriter, payload, summary_label
+from msprobe.run_ut.run_settings import settings_path_for
 
 
 def replay(dump: Path, out: Path, *extra: str) -> int:
@@ -260,7 +261,8 @@ def test_a_full_disk_mid_run_is_one_error_line_and_the_run_resumes(tmp_path: Pat
         f"ERROR: {details}: cannot write (File too large)"
     ]
     assert "Traceback" not in done.stdout + done.stderr and "INTERNALERROR" not in done.stdout
-    assert sorted(p.name for p in out.iterdir()) == [details.name, result.name]  # no .tmp left
+    files = [details.name, result.name, settings_path_for(result).name]
+    assert sorted(p.name for p in out.iterdir()) == sorted(files)  # no .tmp left
     assert details.stat().st_size == limit and 2 < len(read_csv(result)) < 40
     assert replay(dump, tmp_path / "ignored", "--msprobe-resume", str(result)) == 0
     whole = csv_pair(tmp_path / "whole")

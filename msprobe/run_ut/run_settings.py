@@ -1,0 +1,102 @@
+"""What a replay was run with, beside its result file: ``accuracy_checking_settings_{ts}.json``.
+
+A resume appends to the rows of an earlier run, so it must score the rest the same way: the device
+side, the standard routing, the white and black lists, ``--msprobe-filter-api`` and jit_compile decide
+the rows. A resume whose options differ is refused, naming each difference; a result file without its
+settings file (made before they were written, or copied without it) resumes unchecked, with a warning.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from msprobe.errors import MsprobeError, cannot_write
+from msprobe.formats.accuracy_csv import RUN_UT_RESULT_NAME
+
+_NAME = "accuracy_checking_settings_{ts}.json"
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    device: str  # the device side the rows were replayed on: cpu, cuda or npu
+    routing: str  # 8.1.1 or 26.x
+    white_list: tuple[str, ...]
+    black_list: tuple[str, ...]
+    filter_api: bool
+    jit_compile: bool
+
+    def differences(self, now: RunSettings) -> list[str]:
+        """``routing 8.1.1 (now 26.x)`` for each setting that differs, in field order."""
+        earlier, current = asdict(self), asdict(now)
+        return [
+            f"{key.replace('_', ' ')} {_shown(earlier[key])} (now {_shown(current[key])})"
+            for key in earlier
+            if earlier[key] != current[key]
+        ]
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, tuple):
+        return "[" + ", ".join(value) + "]" if value else "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+def settings_path_for(result_path: Path) -> Path:
+    """The settings file beside ``accuracy_checking_result_{ts}.csv``."""
+    match = RUN_UT_RESULT_NAME.match(result_path.name)
+    ts = match.group(1) if match else result_path.stem
+    return result_path.with_name(_NAME.format(ts=ts))
+
+
+def write_settings(result_path: Path, settings: RunSettings) -> None:
+    path = settings_path_for(result_path)
+    try:
+        path.write_text(json.dumps(asdict(settings), indent=1) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise cannot_write(path, exc) from None
+
+
+def read_settings(result_path: Path) -> RunSettings | None:
+    """The settings the run of ``result_path`` wrote; None when it has no settings file."""
+    path = settings_path_for(result_path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise MsprobeError(f"{path}: cannot be read ({exc}); delete it to resume without the check") from None
+    if not isinstance(doc, Mapping):
+        raise MsprobeError(f"{path}: not a settings file; delete it to resume without the check")
+    try:
+        return RunSettings(
+            device=str(doc["device"]),
+            routing=str(doc["routing"]),
+            white_list=tuple(map(str, doc["white_list"])),
+            black_list=tuple(map(str, doc["black_list"])),
+            filter_api=bool(doc["filter_api"]),
+            jit_compile=bool(doc["jit_compile"]),
+        )
+    except (KeyError, TypeError) as exc:
+        raise MsprobeError(
+            f"{path}: not a settings file (missing or malformed {exc}); delete it to resume without the check"
+        ) from None
+
+
+def check_same_settings(result_path: Path, now: RunSettings) -> bool:
+    """Raise naming each setting the run of ``result_path`` had otherwise; False when it wrote none."""
+    earlier = read_settings(result_path)
+    if earlier is None:
+        return False
+    differences = earlier.differences(now)
+    if differences:
+        raise MsprobeError(
+            f"{result_path} was replayed with {'; '.join(differences)}: resume it with the same "
+            "options, or start a new run without resuming"
+        )
+    return True
