@@ -79,7 +79,10 @@ ITEMS = [
 ORDER = {item["api"]: item["index"] for item in ITEMS}
 
 
-def test_a_cut_anywhere_in_the_appended_files_resumes_to_the_whole_rows(tmp_path: Path) -> None:
+def _snapshots_of_a_whole_run(
+    tmp_path: Path,
+) -> tuple[Path, list[tuple[bytes, bytes]], tuple[list[list[str]], list[list[str]]]]:
+    """(the dump, both files after the header and after each API, the finished run's rows)."""
     dump = tmp_path / "dump.json"
     writer = ResultWriter.create(dump, tmp_path / "whole", TS, ORDER)
     snapshots = [(writer.result_path.read_bytes(), writer.details_path.read_bytes())]
@@ -87,7 +90,11 @@ def test_a_cut_anywhere_in_the_appended_files_resumes_to_the_whole_rows(tmp_path
         writer.add(item)
         snapshots.append((writer.result_path.read_bytes(), writer.details_path.read_bytes()))
     writer.finish()
-    whole = rows_of(tmp_path / "whole")
+    return dump, snapshots, rows_of(tmp_path / "whole")
+
+
+def test_a_cut_anywhere_in_the_appended_files_resumes_to_the_whole_rows(tmp_path: Path) -> None:
+    dump, snapshots, whole = _snapshots_of_a_whole_run(tmp_path)
     states = list(kill_states(snapshots))
     assert len(states) == sum(len(r) + len(d) for r, d in snapshots[-1:]) - sum(map(len, snapshots[0]))
     for n, (result, details) in enumerate(states):
@@ -103,14 +110,7 @@ def test_a_resumed_run_killed_again_resumes_to_the_whole_rows(tmp_path: Path) ->
     """A resume appends after the rows it keeps: a torn row (or the details of an unfinished API) left
     in the file would be glued to the next appended row, which a second kill then keeps, refused or
     read as a row of another API."""
-    dump = tmp_path / "dump.json"
-    writer = ResultWriter.create(dump, tmp_path / "whole", TS, ORDER)
-    snapshots = [(writer.result_path.read_bytes(), writer.details_path.read_bytes())]
-    for item in ITEMS:
-        writer.add(item)
-        snapshots.append((writer.result_path.read_bytes(), writer.details_path.read_bytes()))
-    writer.finish()
-    whole = rows_of(tmp_path / "whole")
+    dump, snapshots, whole = _snapshots_of_a_whole_run(tmp_path)
     for n, (result, details) in enumerate(kill_states(snapshots)):
         path = cut_copy(tmp_path / "cut", result, details)
         first = ResultWriter.resume(dump, path, ORDER)

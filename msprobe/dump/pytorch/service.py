@@ -322,14 +322,22 @@ class TorchDumpService:
         if store is None:
             return
         try:
-            if self.api_parents:
-                store.put_construct(name, self.modules.api_parent(FORWARD))
-            if record is not None:
-                code = getattr(func, "__code__", None)
-                store.put_stack(name, capture_stack(sys._getframe(2), _SKIP_FILES, code))
-                store.put(name, record)
+            self._store_call(store, name, func, record, sys._getframe(1))
         except Exception as exc:
             self.session.record_error("forward_input_data_collect", name, exc)
+
+    def _store_call(
+        self, store: Any, name: str, func: Callable[..., Any], record: dict[str, Any] | None, frame: Any
+    ) -> None:
+        """A forward call's construct entry (every call, recorded or not: 8.1.1 updates construct.json
+        before its scope/list check) and, before the record (a batch written at its put then holds the
+        whole record), the stack seen from ``frame``."""
+        if self.api_parents:
+            store.put_construct(name, self.modules.api_parent(FORWARD))
+        if record is not None:
+            code = getattr(func, "__code__", None)
+            store.put_stack(name, capture_stack(frame, _SKIP_FILES, code))
+            store.put(name, record)
 
     def _record_inputs(
         self, key: ApiKey, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -510,14 +518,7 @@ class TorchDumpService:
                 record["output"] = encoded
             except Exception as exc:
                 s.record_error("forward_output_data_collect", name, exc)
-        if self.api_parents:
-            # every call, recorded or not (8.1.1 updates construct.json before its scope/list check),
-            # and before the record: a batch written at the put below then holds the whole record
-            store.put_construct(name, self.modules.api_parent(FORWARD))
-        if record is not None:
-            code = getattr(func, "__code__", None)
-            store.put_stack(name, capture_stack(sys._getframe(1), _SKIP_FILES, code))
-            store.put(name, record)
+        self._store_call(store, name, func, record, sys._getframe(1))
         if self.config.data_mode.direction(BACKWARD):
             try:
                 self._attach_backward(out, api_record_name(*key, index, BACKWARD), unwritten_args)
