@@ -445,3 +445,27 @@ def test_a_ulp_proportion_of_1_leaves_the_severity_to_the_other_escapes(tmp_path
     npu = [row(name, cells={"ULP误差平均值": "1000000", "ULP误差大于阈值占比": "0.5"}, bench=False)]
     d = detail(pair(tmp_path, npu, gpu), name)
     assert d["_severity"] == pytest.approx(10.0)
+
+
+def test_an_inf_or_nan_on_the_gpu_only_is_not_counted_against_the_npu(tmp_path):
+    """The GPU overflowed where the NPU did not (the replay's cosine NaN on the GPU, a number on the
+    NPU). The benchmark metrics leave the GPU's inf out, so its ratios compare different elements: the
+    row is a SKIP saying why. Under ULP the NPU is judged by its own escapes (here it passes)."""
+    name = f"Torch.exp.0.{F}.0"
+    npu = [row(name, "torch.float16", {"均方根误差": "0.1", "余弦相似度": "1.0"})]
+    gpu = [row(name, "torch.float16", {"均方根误差": "0.0001", "余弦相似度": "nan"})]
+    d = detail(pair(tmp_path, npu, gpu), name)
+    assert d["比对结果"] == "SKIP" and "inf/nan on the GPU only" in d["Message"]
+    assert d["_worst"] == "" and np.isnan(d["_severity"])
+    assert detail(pair(tmp_path, npu, gpu, npu_alone=True), name)["比对结果"] == "error"  # 8.1.1's
+    name = f"Functional.linear.0.{F}.0"
+    npu = [row(name, cells={"ULP误差平均值": "0.5", "ULP误差大于阈值占比": "0"}, bench=False)]
+    gpu = [row(name, cells={"ULP误差平均值": "inf", "ULP误差大于阈值占比": "0.2"}, bench=False)]
+    d = detail(pair(tmp_path, npu, gpu), name)
+    assert (d["比对结果"], d["ULP误差判定结果"]) == ("pass", "pass")
+    assert "ULP误差平均值 inf/nan on the GPU only" in d["Message"]
+    # the NPU's own escapes still fail it where it is far off
+    npu = [row(name, cells={"ULP误差平均值": "500", "ULP误差大于阈值占比": "0.9"}, bench=False)]
+    assert detail(pair(tmp_path, npu, gpu), name)["比对结果"] == "error"
+    # an inf/nan on the NPU only stays an error
+    assert detail(pair(tmp_path, gpu, npu), name)["比对结果"] == "error"
