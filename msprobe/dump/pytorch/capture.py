@@ -31,6 +31,7 @@ from msprobe.dump.pytorch.torch_compat import (
     DisableTorchFunction,
     compiler_tracing,
     eval_frame_hooks,
+    fake_mode_active,
     in_compiled_code,
     jit_tracing_state,
     own_torch_function,
@@ -238,8 +239,9 @@ class ApiTracer(TorchFunctionMode):
             assert self.on_write is not None
             self.on_write(args, kwargs)
             return out
-        if in_compiled_code():
-            # called by torch.compile's runtime or inductor's kernels: not a model call
+        if in_compiled_code() or fake_mode_active():
+            # called by torch.compile's runtime or inductor's kernels, or run on fake tensors while
+            # torch infers a shape (DTensor's sharding propagation): not a model call
             return func(*args, **kwargs)
         if key is not None:
             return self.handler(key, func, args, kwargs)
@@ -314,9 +316,15 @@ class Patcher:
 
         @functools.wraps(orig)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if _is_compiling() or compiler_tracing() or in_compiled_code() or jit_tracing_state() is not None:
-                # traced by dynamo or torch.jit.trace, run on fake tensors while a graph is compiled,
-                # or called by torch.compile's runtime: not a model call
+            if (
+                _is_compiling()
+                or compiler_tracing()
+                or in_compiled_code()
+                or jit_tracing_state() is not None
+                or fake_mode_active()
+            ):
+                # traced by dynamo or torch.jit.trace, run on fake tensors while a graph is compiled
+                # or while DTensor infers a shape, or called by torch.compile's runtime: not a model call
                 return orig(*args, **kwargs)
             return handler(key, orig, args, kwargs)
 

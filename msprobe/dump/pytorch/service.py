@@ -293,6 +293,12 @@ class TorchDumpService:
             or os.getpid() != self._owner_pid
         ):
             return func(*args, **kwargs)
+        if not self.apis_on:
+            # L0 records modules only (8.1.1 wraps APIs at L1 and mix): a patched family's call
+            # (Distributed.*, NPU.*, a custom API) runs unrecorded; what it wrote is forgotten
+            out = func(*args, **kwargs)
+            self.on_untracked_write(args, kwargs)
+            return out
         self._inside = True  # our own tensor code and the API's internals record nothing
         try:
             return self._record_call(key, func, args, kwargs)

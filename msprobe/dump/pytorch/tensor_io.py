@@ -23,6 +23,7 @@ from msprobe.dump.pytorch.irregular import is_irregular, savable
 from msprobe.dump.pytorch.stats import storage_ptr, version_of
 from msprobe.dump.pytorch.storage_index import StorageIndex
 from msprobe.dump.pytorch.torch_compat import (
+    DisableTorchFunctionSubclass,
     PyTorchFileWriter,
     share_version_counter,
     storage_alignment,
@@ -34,6 +35,13 @@ FILE_MODE = 0o640
 
 def _savable(t: torch.Tensor) -> torch.Tensor:
     d = t.detach()
+    if type(d) is not torch.Tensor and not is_irregular(d):
+        # a tensor subclass (AsyncCollectiveTensor, the output of a functional collective that tensor
+        # parallel layers return): torch.save would pickle its class, which weights_only=True refuses
+        with DisableTorchFunctionSubclass():
+            plain = d.clone()
+        if type(plain) is torch.Tensor:
+            return _savable(plain)
     if d.dtype.is_floating_point and d.dtype.itemsize == 1:
         d = d.float()  # float8: saved as float32, as upstream
     if d.device.type != "cpu" and d.device.type != "meta":

@@ -24,6 +24,9 @@ import torch
 
 DisableTorchFunction = torch._C.DisableTorchFunction
 """``with DisableTorchFunction():`` no ``__torch_function__`` dispatch, no function mode, in the block."""
+DisableTorchFunctionSubclass = torch._C.DisableTorchFunctionSubclass
+"""``with DisableTorchFunctionSubclass():`` tensor subclasses' ``__torch_function__`` is not called in the
+block (an op on one returns a plain tensor unless its ``__torch_dispatch__`` wraps it)."""
 
 set_grad_enabled_raw: Callable[[bool], None] = torch._C._set_grad_enabled
 """``torch.set_grad_enabled`` without its context-manager object (our own tensor code runs a few
@@ -224,6 +227,19 @@ def eval_frame_hooks() -> tuple[Callable[[], Any] | None, Callable[[Any], None] 
 # not None while ``torch.jit.trace`` records a graph: what runs then is traced into the user's graph,
 # so our statistics ops must not run, and the calls are not the model's (bound once: a hot-path check)
 jit_tracing_state: Callable[[], Any] = getattr(torch._C, "_get_tracing_state", lambda: None)
+
+
+_FAKE_KEY = getattr(getattr(torch._C, "_TorchDispatchModeKey", None), "FAKE", None)
+_get_dispatch_mode = getattr(torch._C, "_get_dispatch_mode", None)
+
+
+def fake_mode_active() -> bool:
+    """Whether a FakeTensorMode is active: torch runs code on fake tensors to infer shapes, outside
+    torch.compile too (DTensor's sharding propagation, the first time it meets an op): those calls
+    are not the model's, and their tensors hold no values."""
+    return (
+        _FAKE_KEY is not None and _get_dispatch_mode is not None and _get_dispatch_mode(_FAKE_KEY) is not None
+    )
 
 
 def compiler_tracing() -> bool:
