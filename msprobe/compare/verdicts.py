@@ -54,6 +54,7 @@ from msprobe.formats.accuracy_csv import (
     DEVICE_DTYPE,
     MESSAGE,
     SHAPE,
+    STATUS,
     THOUSANDTH,
     ULP_MEAN,
     ULP_PROPORTION,
@@ -245,8 +246,8 @@ def _judge_benchmark(v: _View) -> _Judged:
 
 GPU_ONLY_NONFINITE = (
     "NOTE: inf/nan on the GPU only (余弦相似度 nan on the GPU, a number on the NPU): the GPU is no baseline "
-    "for the NPU/GPU error ratios of this output, which are not judged; the NPU row's own replay verdict "
-    "against the bench is in its details file\n"
+    "for the NPU/GPU error ratios of this output, which are not judged (the NPU row's own replay "
+    "verdict against the bench is no error)\n"
 )
 """Ours, not 8.1.1's: the benchmark metrics leave inf/NaN positions out, so a GPU that overflowed where
 the NPU did not is measured on fewer elements, and the NPU, erring most where the values are largest,
@@ -255,9 +256,12 @@ failed ratios such as RMSE 250x against it."""
 
 def _gpu_only_nonfinite(v: _View) -> np.ndarray:
     """Rows whose replay cosine is NaN on the GPU (an inf/NaN placement the bench does not have) and a
-    number on the NPU: the mirror of :func:`_npu_only_nonfinite`."""
+    number on the NPU, whose own replay verdict against the bench is no error: the mirror of
+    :func:`_npu_only_nonfinite`. An NPU row its replay calls an error is judged by the ratios, as 8.1.1."""
     (cx, cx_code), (cy, cy_code) = v.npu(R.NPU_ONLY_NONFINITE.value), v.gpu(R.NPU_ONLY_NONFINITE.value)
-    return np.isnan(cy) & (cy_code == OK) & np.isfinite(cx) & (cx_code == OK)  # type: ignore[no-any-return]
+    npu_no_error = v.npu_as_read(STATUS).astype(str) != ERROR
+    gpu_only = np.isnan(cy) & (cy_code == OK) & np.isfinite(cx) & (cx_code == OK)
+    return gpu_only & npu_no_error  # type: ignore[no-any-return]
 
 
 def _npu_only_nonfinite(v: _View) -> np.ndarray:
@@ -465,6 +469,7 @@ def evaluate(
     message[skip] = as_read(m.loc[skip, f"npu:{MESSAGE}"], MESSAGE in npu_numeric)
 
     judged = cand & ~dtype_na & ~skip
+    judged_skip = np.zeros(n, dtype=bool)  # rows a standard did not judge (their reason in message)
     idx = np.flatnonzero(judged)
     stds = route(api_type[idx], bare[idx], dtype[idx], routing)
     for std, judge in JUDGES.items():
@@ -483,6 +488,7 @@ def evaluate(
         status[good] = _verdict_text(res.failed[keep])
         if res.skipped is not None:
             status[good[res.skipped[keep]]] = SKIP
+            judged_skip[good[res.skipped[keep]]] = True
         message[good] = res.message[keep]
         standard[good] = std.value
         out[COMPARE_ALGORITHM][good] = std.value
@@ -515,7 +521,10 @@ def evaluate(
         "gpu_shape": m[f"gpu:{SHAPE}"].to_numpy(dtype=object),
         "flag": flag,
         "plain_message": plain_message,
-        "skip_message": as_read(pd.Series(_side_text(m, MESSAGE)), MESSAGE in npu_numeric),
+        # a SKIP's reason for the result row: the replay's message, or the standard's own reason
+        "skip_message": np.where(
+            judged_skip, plain_message, as_read(pd.Series(_side_text(m, MESSAGE)), MESSAGE in npu_numeric)
+        ),
         "presence": presence,
         "duplicated_in": m["duplicated_in"].to_numpy(dtype=object),
     }

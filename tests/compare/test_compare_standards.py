@@ -458,6 +458,10 @@ def test_an_inf_or_nan_on_the_gpu_only_is_not_counted_against_the_npu(tmp_path):
     assert d["比对结果"] == "SKIP" and "inf/nan on the GPU only" in d["Message"]
     assert d["_worst"] == "" and np.isnan(d["_severity"])
     assert detail(pair(tmp_path, npu, gpu, npu_alone=True), name)["比对结果"] == "error"  # 8.1.1's
+    assert result_list(pair(tmp_path, npu, gpu))[0][3].startswith("NOTE: inf/nan on the GPU only")
+    # an NPU row its own replay calls an error (wrong against the bench) is judged by the ratios
+    bad = [row(name, "torch.float16", {"均方根误差": "0.1", "余弦相似度": "0.3", "Status": "error"})]
+    assert detail(pair(tmp_path, bad, gpu), name)["比对结果"] == "error"
     name = f"Functional.linear.0.{F}.0"
     npu = [row(name, cells={"ULP误差平均值": "0.5", "ULP误差大于阈值占比": "0"}, bench=False)]
     gpu = [row(name, cells={"ULP误差平均值": "inf", "ULP误差大于阈值占比": "0.2"}, bench=False)]
