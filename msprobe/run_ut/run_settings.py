@@ -9,7 +9,9 @@ settings file (made before they were written, or copied without it) resumes unch
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -30,13 +32,24 @@ class RunSettings:
     jit_compile: bool
 
     def differences(self, now: RunSettings) -> list[str]:
-        """``routing 8.1.1 (now 26.x)`` for each setting that differs, in field order."""
+        """``routing (--msprobe-routing) 8.1.1 (now 26.x)`` for each setting that differs, in field order."""
         earlier, current = asdict(self), asdict(now)
         return [
-            f"{key.replace('_', ' ')} {_shown(earlier[key])} (now {_shown(current[key])})"
+            f"{_LABELS[key]} {_shown(earlier[key])} (now {_shown(current[key])})"
             for key in earlier
             if earlier[key] != current[key]
         ]
+
+
+_LABELS = {
+    "device": "device side (--msprobe-device, -device_type)",
+    "routing": "routing (--msprobe-routing)",
+    "white_list": "white list (--msprobe-config, -config)",
+    "black_list": "black list (--msprobe-config, -config)",
+    "filter_api": "--msprobe-filter-api (-f)",
+    "jit_compile": "--msprobe-jit-compile (-j)",
+}
+"""Each setting as the options that give it (pytest's, then ``msprobe run_ut``'s)."""
 
 
 def _shown(value: Any) -> str:
@@ -56,9 +69,13 @@ def settings_path_for(result_path: Path) -> Path:
 
 def write_settings(result_path: Path, settings: RunSettings) -> None:
     path = settings_path_for(result_path)
-    try:
-        path.write_text(json.dumps(asdict(settings), indent=1) + "\n", encoding="utf-8")
+    temporary = path.with_name(path.name + ".tmp")
+    try:  # whole or absent: a kill while writing leaves no empty file to refuse at the next resume
+        temporary.write_text(json.dumps(asdict(settings), indent=1) + "\n", encoding="utf-8")
+        os.replace(temporary, path)
     except OSError as exc:
+        with suppress(OSError):
+            temporary.unlink(missing_ok=True)
         raise cannot_write(path, exc) from None
 
 
@@ -79,13 +96,19 @@ def read_settings(result_path: Path) -> RunSettings | None:
             routing=str(doc["routing"]),
             white_list=tuple(map(str, doc["white_list"])),
             black_list=tuple(map(str, doc["black_list"])),
-            filter_api=bool(doc["filter_api"]),
-            jit_compile=bool(doc["jit_compile"]),
+            filter_api=_flag(doc["filter_api"]),
+            jit_compile=_flag(doc["jit_compile"]),
         )
     except (KeyError, TypeError) as exc:
         raise MsprobeError(
             f"{path}: not a settings file (missing or malformed {exc}); delete it to resume without the check"
         ) from None
+
+
+def _flag(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{value!r} for a switch")
+    return value
 
 
 def check_same_settings(result_path: Path, now: RunSettings) -> bool:

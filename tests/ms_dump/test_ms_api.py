@@ -629,3 +629,21 @@ def test_cells_run_as_without_the_dump_once_its_window_closes(tmp_path):
         assert net(buf, x).asnumpy().tolist() == [step + 1.0] * 2
         construct = _dump(out, step=step, name="construct.json")  # the call began in the window
         assert construct == {"Cell.add_into._AddInto.forward.0": None}
+
+
+def test_a_window_closed_during_a_jit_call_keeps_the_cells_unhooked(tmp_path):
+    """A jit call takes the Cells' hooks off while it runs and puts them back after, unless the window
+    closed meanwhile (stop() from another thread): then they stay off, as outside every window."""
+    cfg, _ = _cfg(tmp_path, level="L0")
+    net = _Holder()
+    dbg = PrecisionDebugger(config_path=cfg)
+    dbg.start(net)
+    cells = dbg.cells
+    assert cells.handles
+    undo = cells.suspend()
+    dbg.stop()
+    undo()
+    assert not cells.handles
+    dbg.start(net)
+    assert cells.handles
+    dbg.stop()

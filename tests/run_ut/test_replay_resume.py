@@ -4,6 +4,8 @@ a result file of another dump or a damaged row is refused in one line."""
 from __future__ import annotations
 
 import itertools
+import json
+import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -310,9 +312,9 @@ def test_a_resume_with_other_options_is_refused_naming_each(
     capsys.readouterr()
     extra = ("--msprobe-resume", str(result), "--msprobe-routing", "26.x", "--msprobe-config", str(config))
     assert replay(dump, tmp_path / "ignored", *extra) == pytest.ExitCode.USAGE_ERROR
-    assert f"{result} was replayed with routing 8.1.1 (now 26.x); white list none (now [sin, tanh]):" in (
-        capsys.readouterr().err
-    )
+    said = f"{result} was replayed with routing (--msprobe-routing) 8.1.1 (now 26.x); "
+    said += "white list (--msprobe-config, -config) none (now [sin, tanh]): resume it with the same options"
+    assert said in capsys.readouterr().err
     assert (result.read_bytes(), details.read_bytes()) == before
     # a result file without its settings (older, or copied alone) resumes, saying it is not checked
     settings_path_for(result).unlink()
@@ -391,3 +393,22 @@ def test_a_folder_resume_passes_over_a_run_killed_before_its_headers(tmp_path: P
     earlier.result_path.unlink()
     earlier.details_path.unlink()
     assert find_resume_file(folder) is None
+
+
+@pytest.mark.parametrize("text", ['{"device": "cpu"}', "[1]", "{not json", '{"filter_api": "false"}'])
+def test_a_damaged_settings_file_is_refused_naming_it(tmp_path: Path, text: str) -> None:
+    from msprobe.run_ut.run_settings import RunSettings, check_same_settings
+
+    result = tmp_path / f"accuracy_checking_result_{TS}.csv"
+    path = settings_path_for(result)
+    full = {"device": "cpu", "routing": "8.1.1", "white_list": [], "black_list": []}
+    path.write_text(
+        text
+        if "filter_api" not in text
+        else json.dumps({**full, "filter_api": "false", "jit_compile": False})
+    )
+    now = RunSettings("cpu", "8.1.1", (), (), False, False)
+    with pytest.raises(
+        MsprobeError, match=f"^{re.escape(str(path))}: .*delete it to resume without the check$"
+    ):
+        check_same_settings(result, now)

@@ -130,7 +130,13 @@ class CellHooks:
         if not model_code or not self.handles or not (svc.session.running and svc.encoder is not None):
             return _nothing
         self._unhook_cells()
-        return self._hook_cells
+        return self._rehook_if_open
+
+    def _rehook_if_open(self) -> None:
+        """After a jit call: the hooks back unless the window closed meanwhile (a stop() from another
+        thread), which keeps them off."""
+        if self.service.session.running:
+            self._resume()
 
     def remove(self) -> None:
         """Every hook of ours off the cells and parameters (a later ``register`` starts afresh)."""
