@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,13 +43,16 @@ StackEntry = tuple[list[str], list[str]]  # (record names, frames)
 
 
 # -- writing ---------------------------------------------------------------------------------------------
-def write_text(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename."""
+def write_text(path: str, text: str | Iterable[str]) -> None:
+    """Write ``text`` (or its pieces, in order) to ``path`` through a temporary file and a rename."""
     tmp = f"{path}.tmp{os.getpid()}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+            if isinstance(text, str):
+                fh.write(text)
+            else:
+                fh.writelines(text)
         os.replace(tmp, path)
     except BaseException:  # a full disk: no half-written temporary left beside the files
         try:
@@ -70,11 +73,16 @@ def encode_record(value: Any) -> str:
 
 def dump_json_text(header: Mapping[str, Any], records: Iterable[tuple[str, str]]) -> str:
     """dump.json text from the header and ``(name, encode_record(value))`` pairs, in file order."""
+    return "".join(dump_json_pieces(header, records))
+
+
+def dump_json_pieces(header: Mapping[str, Any], records: Iterable[tuple[str, str]]) -> Iterator[str]:
+    """:func:`dump_json_text` in pieces, one a record: a flush writes the file without holding its whole
+    text (a copy of every record's text, their join, the file's bytes) beside the records."""
     head = jsonfmt.dumps(dict(header))
-    body = jsonfmt.object_text(list(records), 1)
-    if head == "{}":
-        return '{\n "data": ' + body + "\n}"
-    return head[:-2] + ',\n "data": ' + body + "\n}"
+    yield '{\n "data": ' if head == "{}" else head[:-2] + ',\n "data": '
+    yield from jsonfmt.object_pieces(records, 1)
+    yield "\n}"
 
 
 def stack_json(entries: Iterable[tuple[Iterable[str], Iterable[str]]]) -> dict[str, Any]:
@@ -91,7 +99,7 @@ def write_rank_files(
     data_file: str = DUMP_JSON,
 ) -> None:
     """dump.json (or ``data_file``), then stack.json and construct.json when given."""
-    write_text(os.path.join(rank_dir, data_file), dump_json_text(header, records))
+    write_text(os.path.join(rank_dir, data_file), dump_json_pieces(header, records))
     if stack is not None:
         write_json(os.path.join(rank_dir, STACK_JSON), stack)
     if construct is not None:

@@ -9,6 +9,7 @@ flush only joins the cached texts. Output is byte-identical to ``json.dumps(obj,
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
@@ -235,10 +236,12 @@ def dumps(o: Any, indent_level: int = 0) -> str:
     return "".join(out)
 
 
-def object_text(items: list[tuple[str, str]], indent_level: int) -> str:
-    """Join pre-encoded ``(key, value_text)`` pairs into an object at ``indent_level``."""
-    if not items:
-        return "{}"
+def object_pieces(items: Iterable[tuple[str, str]], indent_level: int) -> Iterator[str]:
+    """Pre-encoded ``(key, value_text)`` pairs as an object at ``indent_level``, in pieces (one an item):
+    written without ever holding the whole text."""
     nl = "\n" + " " * (indent_level + 1)
-    parts = [nl + encode_basestring_ascii(k) + ": " + v for k, v in items]
-    return "{" + ",".join(parts) + "\n" + " " * indent_level + "}"
+    sep = "{" + nl
+    for key, value in items:
+        yield sep + encode_basestring_ascii(key) + ": " + value
+        sep = "," + nl
+    yield "{}" if sep.startswith("{") else "\n" + " " * indent_level + "}"
