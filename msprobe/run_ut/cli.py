@@ -129,6 +129,9 @@ def pytest_args(argv: Sequence[str]) -> list[str]:
     dump = dump_input(ns.api_info, "-api_info")
     check_dumps(dump, dump_files_of(dump, "-api_info"), "-api_info")
     args = ["--msprobe-dump", str(dump), "--msprobe-out", ns.out, "-p", "no:cacheprovider"]
+    # pytest's log capture attaches its handler, at every phase of every item, to each logger that
+    # does not propagate (torch makes dozens): a cost per API the replay, which logs nothing, need not pay
+    args += ["-p", "no:logging"]
     # msprobe itself is imported before pytest starts, so pytest cannot (and need not) rewrite it.
     args += ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
     args += ["--rootdir", str(dump.resolve().parent if dump.is_file() else dump.resolve())]
