@@ -14,21 +14,13 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from test_metrics_properties import API_OF, APIS  # one API per standard
 
 from msprobe.formats.accuracy_csv import format_cell
 from msprobe.run_ut.standards import ERROR, PASS, SKIP, WARNING, Standard, compare_outputs
 from msprobe.run_ut.standards import metrics as m
 from msprobe.run_ut.standards import rows as c
 
-API_OF = {
-    Standard.BENCHMARK: "Functional.softmax.0",
-    Standard.ABSOLUTE_THRESHOLD: "Tensor.__add__.0",
-    Standard.BINARY: "Functional.relu.0",
-    Standard.ULP: "Functional.linear.0",
-    Standard.THOUSANDTH: "Functional.conv2d.0",
-    Standard.ACCUMULATIVE: "Torch.test_api.0",
-}
-APIS = pytest.mark.parametrize("api", list(API_OF.values()), ids=[s.name for s in API_OF])
 RANK = {PASS: 0, SKIP: 0, WARNING: 1, ERROR: 2}
 
 # device dtype -> bench dtype (8.1.1's upcast: fp16/bf16 -> fp32, fp32 -> fp64; others unchanged)
