@@ -67,14 +67,17 @@ def stack_line(name: str, sid: int, frames: tuple[str, ...] | None) -> str:
 
 def construct_line(name: str, parent: str | None) -> str:
     """``{"c": name, "p": parent}``."""
-    p = "null" if parent is None else encode_basestring_ascii(parent)
-    return '{"c":' + encode_basestring_ascii(name) + ',"p":' + p + "}"
+    return _name_parent_line("c", name, parent)
 
 
 def opened_line(name: str, parent: str | None) -> str:
     """``{"o": name, "p": parent}``."""
+    return _name_parent_line("o", name, parent)
+
+
+def _name_parent_line(kind: str, name: str, parent: str | None) -> str:
     p = "null" if parent is None else encode_basestring_ascii(parent)
-    return '{"o":' + encode_basestring_ascii(name) + ',"p":' + p + "}"
+    return '{"' + kind + '":' + encode_basestring_ascii(name) + ',"p":' + p + "}"
 
 
 _DATA_LINE_START = b'{"d":'

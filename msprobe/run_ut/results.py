@@ -226,15 +226,8 @@ class ResultWriter:
         # Rows are appended after these: a torn last row (or the details of an unfinished API) left in
         # the file would be glued to the first appended row, and a second interruption would then
         # leave a file the next resume refuses, or silently loses a details row from. Keep the
-        # finished rows only, atomically, before anything is appended (details first, as ``finish``).
-        for path, header, rows in (
-            (writer.details_path, RUN_UT_DETAILS_HEADER, old_details),
-            (result_path, RUN_UT_RESULT_HEADER, old_result),
-        ):
-            try:
-                write_rows(path, header, rows)
-            except OSError as exc:
-                raise cannot_write(path, exc) from None
+        # finished rows only, before anything is appended.
+        writer._rewrite(old_details, old_result)
         return writer
 
     def add(self, item: Mapping[str, Any]) -> None:
@@ -268,14 +261,16 @@ class ResultWriter:
         arrival = {api: i for i, api in enumerate(results)}
         ordered = sorted(results, key=lambda api: self._key(api, arrival[api]))
         ordered_details = sorted(details, key=lambda api: self._key(api, arrival.get(api, len(arrival))))
-        # Details first: a failure between the two leaves the appended result file, which resumes.
+        self._rewrite(
+            [row for api in ordered_details for row in details[api]], [results[api] for api in ordered]
+        )
+
+    def _rewrite(self, details: Sequence[Sequence[str]], results: Sequence[Sequence[str]]) -> None:
+        """Both files rewritten atomically, details first: a failure between the two leaves the
+        appended result file, which resumes."""
         for path, header, rows in (
-            (
-                self.details_path,
-                RUN_UT_DETAILS_HEADER,
-                [row for api in ordered_details for row in details[api]],
-            ),
-            (self.result_path, RUN_UT_RESULT_HEADER, [results[api] for api in ordered]),
+            (self.details_path, RUN_UT_DETAILS_HEADER, details),
+            (self.result_path, RUN_UT_RESULT_HEADER, results),
         ):
             try:
                 write_rows(path, header, rows)
