@@ -17,7 +17,7 @@ from msprobe.errors import MsprobeError
 from msprobe.extras import require
 from msprobe.paths import dump_input, exists, output_dir
 from msprobe.run_ut.config import load_config
-from msprobe.run_ut.records import check_dumps, dump_files_of
+from msprobe.run_ut.records import CheckedDumps, check_dumps, dump_files_of
 from msprobe.run_ut.results import check_resume_file
 
 #: ``-q`` hides pytest's warnings summary of the Warning verdicts (``msprobe.run_ut.collect``).
@@ -121,13 +121,18 @@ def _workers(text: str) -> str:
 
 def pytest_args(argv: Sequence[str]) -> list[str]:
     """The pytest command line the upstream-style flags stand for (validated first)."""
+    return prepare(argv)[0]
+
+
+def prepare(argv: Sequence[str]) -> tuple[list[str], CheckedDumps]:
+    """:func:`pytest_args`, and what the check of ``-api_info`` found (handed to the replay)."""
     ns = build_parser().parse_args(list(argv))
     # ~ as the dump's own checks read it (a quoted ~ reaches us unexpanded)
     ns.out, ns.config, ns.csv_path = (
         os.path.expanduser(p) if p else p for p in (ns.out, ns.config, ns.csv_path)
     )
     dump = dump_input(ns.api_info, "-api_info")
-    check_dumps(dump, dump_files_of(dump, "-api_info"), "-api_info")
+    checked = check_dumps(dump, dump_files_of(dump, "-api_info"), "-api_info")
     args = ["--msprobe-dump", str(dump), "--msprobe-out", ns.out, "-p", "no:cacheprovider"]
     # pytest's log capture attaches its handler, at every phase of every item, to each logger that
     # does not propagate (torch makes dozens): a cost per API the replay, which logs nothing, need not pay
@@ -166,7 +171,7 @@ def pytest_args(argv: Sequence[str]) -> list[str]:
         args += ["-q", "-q", "--tb=line", "-rN", "-W", ACCURACY_WARNING_FILTER]
     else:
         args.append("-v" if ns.verbose else "-q")
-    return args
+    return args, checked
 
 
 def _as_flag(flag: str, check: Callable[[Path], object], path: Path) -> None:
@@ -180,7 +185,7 @@ def _as_flag(flag: str, check: Callable[[Path], object], path: Path) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     import sys
 
-    args = pytest_args(sys.argv[1:] if argv is None else argv)
+    args, checked = prepare(sys.argv[1:] if argv is None else argv)
     require("replay")
     if "--msprobe-device" in args:
         from msprobe.run_ut.device import DeviceError, resolve
@@ -193,4 +198,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import pytest
 
-    return int(pytest.main(args))
+    # the session takes the check just made instead of decoding every dump.json again
+    return int(pytest.main(args, plugins=[checked]))

@@ -153,23 +153,40 @@ def read_dump_header(path: Path) -> Mapping[str, Any]:
     return doc
 
 
-def check_dumps(root: Path, files: Sequence[Path], option: str) -> None:
-    """Before a replay starts: each dump.json of ``root`` (given with ``option``) is a replayable dump,
-    and one of them holds a forward API record; one line naming the option, the path given and, for
-    a folder, the file at fault (or, when nothing is to replay, why)."""
+@dataclass(frozen=True, eq=False)  # a pytest plugin object: hashed by identity
+class CheckedDumps:
+    """What the start-up check of a dump path found: each readable dump.json's API order (forward
+    record name -> output position), by resolved path. ``msprobe run_ut`` hands its check to the replay
+    it starts in the same process as a pytest plugin object, so the files are not decoded again."""
+
+    root: Path  # resolved
+    orders: Mapping[Path, Mapping[str, int]]
+
+
+def check_dumps(root: Path, files: Sequence[Path], option: str) -> CheckedDumps:
+    """Before a replay starts: the dump.json files of ``root`` (given with ``option``), each decoded
+    once. One of them must hold a forward API record, and each file before the first that does must
+    be a replayable dump; otherwise one line naming the option, the path given and, for a folder, the
+    file at fault (or, when nothing is to replay, why). A broken file after it is left out of the
+    orders: its collection reports it."""
     why_nothing = ""
+    orders: dict[Path, Mapping[str, int]] = {}
     for path in files:
         try:
             doc = read_dump_header(path)
         except MsprobeError as exc:
+            if orders and any(orders.values()):
+                continue
             reason = str(exc).removeprefix(f"{path}: ") if path == root else str(exc)
             raise MsprobeError(f"{where(option, root)}: {reason}", exc.exit_code) from None
         data = doc.get("data")
         calls = dump_json.api_calls(data if isinstance(data, Mapping) else {})
-        if calls.forwards:
-            return
-        why_nothing = why_nothing or _nothing_to_replay(doc, calls)
-    raise MsprobeError(f"{where(option, root)}: no API forward record to replay: {why_nothing}")
+        orders[path.resolve()] = {name: index for index, name in enumerate(calls.forwards)}
+        if not calls.forwards:
+            why_nothing = why_nothing or _nothing_to_replay(doc, calls)
+    if not any(orders.values()):
+        raise MsprobeError(f"{where(option, root)}: no API forward record to replay: {why_nothing}")
+    return CheckedDumps(root.resolve(), orders)
 
 
 def _nothing_to_replay(doc: Mapping[str, Any], calls: dump_json.ApiCalls) -> str:
@@ -210,11 +227,6 @@ def read_dump(path: Path) -> DumpFile:
         data_dir=path.resolve().parent / TENSOR_DIR,
         records=tuple(records),
     )
-
-
-def api_order(path: Path) -> dict[str, int]:
-    """API name -> output position for a dump.json (the controller's sort key; no record checks)."""
-    return {record.name: record.index for record in read_dump(path).records}
 
 
 def find_dump_files(root: Path) -> list[Path]:

@@ -26,7 +26,7 @@ from msprobe.formats.accuracy_csv import run_ut_result_name
 from msprobe.paths import dump_input, exists, output_dir
 from msprobe.run_ut.collect import RESULT_KEY, SESSION_KEY, ApiItem, DumpDirectory, DumpFile
 from msprobe.run_ut.config import RunConfig, load_config
-from msprobe.run_ut.records import api_order, check_dumps, dump_files_of
+from msprobe.run_ut.records import CheckedDumps, check_dumps, dump_files_of
 from msprobe.run_ut.results import (
     CRASHED_MESSAGE,
     ResultWriter,
@@ -55,7 +55,9 @@ class ReplaySession:
         try:
             files = dump_files_of(root, "--msprobe-dump=")
             if getattr(config, "workerinput", None) is None:  # workers: the controller checked them
-                check_dumps(root, files, "--msprobe-dump=")
+                self._checked = _checked_by_caller(config, self.root) or check_dumps(
+                    root, files, "--msprobe-dump="
+                )
         except MsprobeError as exc:
             raise pytest.UsageError(str(exc)) from None
         self.dump_files = {p.resolve() for p in files}
@@ -170,12 +172,8 @@ class ReplaySession:
                 f"--msprobe-resume={resume}: a result file resumes one dump.json, but "
                 f"{len(self.dump_files)} were found; pass the earlier --msprobe-out folder instead"
             )
-        orders = {}
-        for dump in sorted(self.dump_files):
-            try:
-                orders[dump] = api_order(dump)
-            except MsprobeError:
-                continue  # not a dump: its DumpFile reports the one-line collection error
+        # a file without an order is not a dump: its DumpFile reports the one-line collection error
+        orders = dict(sorted(self._checked.orders.items()))
         settings = RunSettings(
             device=str(self.device_kind),
             routing=self.routing,
@@ -447,6 +445,14 @@ class ReplaySession:
             terminalreporter.write_line(
                 f"msprobe: {who}: {fact['apis']} APIs on {fact['device']} (torch {fact['torch']})"
             )
+
+
+def _checked_by_caller(config: pytest.Config, root: Path) -> CheckedDumps | None:
+    """The check ``msprobe run_ut`` made of this very dump path before it started pytest, if it did."""
+    for plugin in config.pluginmanager.get_plugins():
+        if isinstance(plugin, CheckedDumps) and plugin.root == root:
+            return plugin
+    return None
 
 
 def register(config: pytest.Config) -> ReplaySession:

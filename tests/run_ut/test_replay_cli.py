@@ -257,3 +257,26 @@ def test_rank_folders_linked_from_elsewhere_replay_into_their_place(tmp_path: Pa
         "rank0",
         "rank1",
     ]
+
+
+def test_each_dump_json_is_decoded_once_checked_and_once_collected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Start-up decoded every dump.json up to four times (the command line's check, the session's
+    check, the writers' order, the collection): seconds each for a big dump."""
+    from msprobe.formats import dump_json
+
+    decoded: list[Path] = []
+    read = dump_json.read_dump_json
+
+    def counting(path: Path) -> Any:
+        decoded.append(Path(path).resolve())
+        return read(path)
+
+    monkeypatch.setattr(dump_json, "read_dump_json", counting)
+    root = tmp_path / "root"
+    for rank in ("rank0", "rank1"):
+        write_dump(root / rank, {"Torch.exp.0.forward": forward(tensor("torch.float32", [4], 0.0, 1.0))})
+    assert msprobe_main(["run_ut", "-api_info", str(root), "-o", str(tmp_path / "out"), "-q"]) == 0
+    files = sorted((root / rank / "dump.json").resolve() for rank in ("rank0", "rank1"))
+    assert sorted(decoded) == sorted(files * 2)
