@@ -92,6 +92,15 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
+def _task_choices(task: Any) -> str:
+    """The tasks this dump runs, then the wrong value (one line; "task must be one of " + this)."""
+    unsupported = [t for t in UPSTREAM_TASKS if t not in SUPPORTED_TASKS]
+    return (
+        f"{list(SUPPORTED_TASKS)} (8.1.1's {', '.join(unsupported)} are not supported by this dump), "
+        f"got {task!r}"
+    )
+
+
 def default_config_path() -> str:
     """The packaged default config.json (task statistics, level L1, ``./dump_path``)."""
     return str(resources.files("msprobe.dump").joinpath("config.json"))
@@ -212,6 +221,8 @@ def read_config_file(config_path: str) -> dict[str, Any]:
 
 def check_dump_path(dump_path: str, where: str = "") -> None:
     """``dump_path`` must use safe characters and be creatable/writable (checked before any dump)."""
+    if "\x00" in dump_path:  # os.path.realpath raises a bare ValueError on it
+        raise _fail(where, f"dump_path {dump_path!r} contains characters outside [a-zA-Z0-9_./-]")
     real = os.path.realpath(dump_path)
     if len(real) > 4096 or any(len(part) > 255 for part in real.split(os.sep)):
         raise _fail(where, f"dump_path {dump_path!r} is too long (4096 chars, 255 per name)")
@@ -328,7 +339,7 @@ def build_config(
     if config_path is not None and not isinstance(config_path, str):
         raise MsprobeException(_INVALID, f"config_path must be a string, got {type(config_path).__name__}")
     if task is not None and task not in UPSTREAM_TASKS:
-        raise MsprobeException(_INVALID, f"task must be one of {list(UPSTREAM_TASKS)}, got {task!r}")
+        raise MsprobeException(_INVALID, f"task must be one of {_task_choices(task)}")
     if dump_path is not None and not isinstance(dump_path, str):
         raise MsprobeException(_INVALID, f"dump_path must be a string, got {type(dump_path).__name__}")
     if level is not None and level not in LEVELS:
@@ -342,13 +353,13 @@ def build_config(
 
     cfg_task = task if task is not None else raw.get("task", "statistics")
     if not isinstance(cfg_task, str) or cfg_task not in UPSTREAM_TASKS:
-        raise _fail(where, f"task is invalid, it should be one of {list(UPSTREAM_TASKS)}, got {cfg_task!r}")
+        raise _fail(where, f"task is invalid, it should be one of {_task_choices(cfg_task)}")
     if cfg_task not in SUPPORTED_TASKS:
         raise _fail(
             origin(task, "task"),
             f"task {cfg_task!r} is not supported by this dump; use one of {list(SUPPORTED_TASKS)}"
             if cfg_task in UPSTREAM_TASKS
-            else f"task is invalid, it should be one of {list(UPSTREAM_TASKS)}, got {cfg_task!r}",
+            else f"task is invalid, it should be one of {_task_choices(cfg_task)}",
         )
     cfg_level = level if level is not None else raw.get("level", "L1")
     if not isinstance(cfg_level, str) or cfg_level not in LEVELS:

@@ -196,9 +196,11 @@ def _apply(
             raise TypeError("a data record's name is not a string")
         data[entry["d"]] = entry.get("v")
     elif "n" in entry:
-        sid, name, frames = int(entry["s"]), entry["n"], list(entry.get("f", []))
+        sid, name, frames = int(entry["s"]), entry["n"], entry.get("f", [])
         if not isinstance(name, str):
             raise TypeError("a stack entry's record name is not a string")
+        if not isinstance(frames, list) or not all(isinstance(f, str) for f in frames):
+            raise TypeError("a stack entry's frames are not strings")  # stack.json's reader refuses them
         if sid not in stacks:
             stacks[sid] = ([], frames)
         if (sid, name) not in stacked:
@@ -207,6 +209,8 @@ def _apply(
     elif "c" in entry:
         if not isinstance(entry["c"], str):
             raise TypeError("a construct entry's name is not a string")
+        if entry.get("p") is not None and not isinstance(entry["p"], str):
+            raise TypeError("a construct entry's parent is not a record name")
         construct[entry["c"]] = entry.get("p")
     elif "o" in entry:
         if not isinstance(entry["o"], str):

@@ -23,6 +23,7 @@ store encodes them itself.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import pickle
 import time
@@ -53,6 +54,8 @@ DIR_MODE = 0o750
 BATCH_RECORDS = 256
 BATCH_SECONDS = 0.1
 HANDOFF_RECORDS = 32  # with an encoder process: records handed over at once when nothing is pending
+
+log = logging.getLogger("msprobe")
 
 
 class PendingValues(Protocol):
@@ -343,8 +346,14 @@ def rebuild(rank_dir: str) -> int:
     header, data, stack, construct = read_journal(path)
     if not header:
         header = {"task": None, "level": None, "framework": "pytorch", "dump_data_dir": None}
-    write_rank_files(rank_dir, header, ((k, encode_record(v)) for k, v in data.items()), stack, construct)
-    return len(data)
+    records = []
+    for k, v in data.items():
+        try:
+            records.append((k, encode_record(v)))
+        except (RecursionError, ValueError, TypeError):  # read back by json.loads, too deep to re-encode
+            log.warning("msprobe: %s: record %r cannot be encoded again (damaged?); skipped", path, k)
+    write_rank_files(rank_dir, header, records, stack, construct)
+    return len(records)
 
 
 def find_journals(root: str) -> list[str]:

@@ -128,10 +128,19 @@ def test_dump_path_bad_characters(tmp_path: Path) -> None:
         build_config(path)
 
 
+def test_dump_path_with_a_nul_byte_is_one_line(tmp_path: Path) -> None:
+    path = cfg_file(tmp_path, base(tmp_path, dump_path=str(tmp_path) + "/a\x00b"))
+    with pytest.raises(MsprobeException, match=r"dump_path .*characters"):
+        build_config(path)
+    with pytest.raises(MsprobeException, match=r"dump_path .*characters"):
+        build_config(task="statistics", dump_path=str(tmp_path) + "/a\x00b")
+
+
 def test_constructor_argument_checks(tmp_path: Path) -> None:
     with pytest.raises(MsprobeException, match="config_path must be a string"):
         build_config(123)  # type: ignore[arg-type]
-    with pytest.raises(MsprobeException, match=r"task must be one of"):
+    only_ours = r"task must be one of \['statistics', 'tensor', 'structure'\] \("
+    with pytest.raises(MsprobeException, match=only_ours):
         build_config(task="nope")
     with pytest.raises(MsprobeException, match=r"level must be one of"):
         build_config(level="L7")

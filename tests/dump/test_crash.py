@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -213,6 +214,8 @@ def test_rebuild_skips_damaged_journal_lines_and_keeps_the_rest(
         '{"d": 5, "v": 1}',
         '{"c": ["unhashable"], "p": null}',
         '{"n": "y", "s": Infinity}',
+        '{"n": "z", "s": 3, "f": [null]}',  # frames stack.json's reader would refuse
+        '{"c": "Torch.exp.1.forward", "p": 5}',  # a parent that is no record name
     ]
     raw = "\n".join([good[0], *bad, good[1]]).encode() + b"\n\xff\xfe garbage\n"
     (tmp_path / JOURNAL_NAME).write_bytes(raw)
@@ -221,7 +224,36 @@ def test_rebuild_skips_damaged_journal_lines_and_keeps_the_rest(
     assert data == {"Torch.exp.0.forward": {"output": []}}
     assert stack == {}  # nothing half-added by a damaged stack entry
     assert construct == {"Torch.exp.0.forward": None}
-    assert "11 damaged line(s) skipped" in caplog.text
+    assert "13 damaged line(s) skipped" in caplog.text
+
+
+def test_rebuild_keeps_the_records_around_one_too_deep_to_write_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A value nested about as deep as Python recurses can be read back and not encoded again: the
+    RecursionError ended the rebuild, with no dump.json, the sound records lost with it. (Which depth
+    does that depends on the stack the call runs on, so the encoder is made to refuse one record.)"""
+    import msprobe.dump.writer as writer
+
+    encode = writer.encode_record
+
+    def refusing(value: Any) -> Any:
+        if value == {"deep": True}:
+            raise RecursionError("maximum recursion depth exceeded")
+        return encode(value)
+
+    monkeypatch.setattr(writer, "encode_record", refusing)
+    lines = [
+        json.dumps({"d": "Torch.exp.0.forward", "v": {"output": []}}),
+        json.dumps({"d": "Torch.deep.0.forward", "v": {"deep": True}}),
+        json.dumps({"d": "Torch.exp.1.forward", "v": {"output": []}}),
+    ]
+    (tmp_path / JOURNAL_NAME).write_text("\n".join(lines) + "\n")
+    assert msprobe_main(["rebuild", str(tmp_path)]) == 0
+    assert list(json.loads((tmp_path / "dump.json").read_text())["data"]) == [
+        "Torch.exp.0.forward",
+        "Torch.exp.1.forward",
+    ]
 
 
 FORKING_CHILD = textwrap.dedent(
