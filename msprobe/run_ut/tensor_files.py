@@ -99,6 +99,8 @@ def as_recorded(tensor: torch.Tensor, spec: Mapping[str, Any], path: Path) -> to
     ``.npy`` as float32 (exact values); it is cast back to the recorded bfloat16.
     """
     shape, dtype = list(spec["shape"]), _record_dtype(str(spec["dtype"]))
+    if tensor.is_nested:  # its .shape raises torch's "Internal error ... Please file an issue"
+        raise InputError(f"{path}: holds a nested tensor, the record a tensor of shape {shape}")
     if list(tensor.shape) != shape:
         raise InputError(f"{path}: shape {list(tensor.shape)} in the file, {shape} in the record")
     if path.suffix == ".npy" and tensor.dtype == torch.float32 and dtype == str(torch.bfloat16):

@@ -6,6 +6,7 @@ import os
 import pickle
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -206,6 +207,18 @@ def test_bfloat16_saved_as_float32_npy_replays_in_bfloat16(tmp_path: Path) -> No
     assert loaded.dtype == torch.bfloat16 and torch.equal(loaded, values)
     with pytest.raises(InputError, match=r"dtype torch\.float32 in the file, torch\.bfloat16 in the record"):
         builder.tensor(tensor("torch.bfloat16", [8], -1.0, 1.0, data_name="x.pt"))
+
+
+def test_a_nested_tensor_file_for_a_dense_record_names_the_file(tmp_path: Path) -> None:
+    """torch's own error for it ("NestedTensorImpl doesn't support sizes ... Please file an issue")
+    named neither the file nor the argument."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's prototype warning for nested tensors
+        nested = torch.nested.nested_tensor([torch.ones(4), torch.ones(2)])
+    torch.save(nested, tmp_path / "x.pt")
+    builder = ArgBuilder(tmp_path, torch.Generator(), "Torch.exp.0")
+    with pytest.raises(InputError, match=r"x\.pt: holds a nested tensor, the record a tensor of shape \[4\]"):
+        builder.tensor(tensor("torch.float32", [4], -1.0, 1.0, data_name="x.pt"))
 
 
 def test_int32_class_target_file_of_cross_entropy_still_replays(pytester: pytest.Pytester) -> None:
