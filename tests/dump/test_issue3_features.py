@@ -121,6 +121,26 @@ def test_save_debug_json(tmp_path: Path, debugger: Any) -> None:
     assert (tmp_path / "dump" / "step1" / "rank" / "debug.json").exists()
 
 
+def test_every_saved_record_has_its_own_file(tmp_path: Path, debugger: Any) -> None:
+    """8.1.1 names each save's files after its record: saving one tensor twice in a step (or under two
+    names) gives {name}.{k}.debug.pt and {name}_grad.{k}.debug.pt for every k, never another record's file."""
+    dbg = debugger(task="tensor", level="debug")
+    x = torch.randn(2, 3, requires_grad=True)
+    h = x * 2
+    dbg.save(h, "h")
+    dbg.save(h, "h")
+    dbg.save({"a": h}, "nested")
+    h.sum().backward()
+    dbg.step()
+    rank = tmp_path / RANK
+    data = json.loads((rank / "debug.json").read_text())["data"]
+    for record in ("h.0.debug", "h_grad.0.debug", "h.1.debug", "h_grad.1.debug"):
+        assert data[record]["data_name"] == f"{record}.pt"
+        assert (rank / "dump_tensor_data" / f"{record}.pt").exists()
+    assert data["nested_grad.0.debug"]["a"]["data_name"] == "nested_grad.0.debug.a.pt"
+    assert (rank / "dump_tensor_data" / "nested_grad.0.debug.a.pt").exists()
+
+
 def test_a_saved_parameters_gradient_lands_in_its_own_step_and_hooks_do_not_pile_up(
     tmp_path: Path, debugger: Any
 ) -> None:

@@ -32,6 +32,7 @@ from msprobe.formats.record_names import data_file_name
 
 MAX_DEPTH = 50
 PARAMETERS_GRAD = ".parameters_grad"
+DEBUG_SUFFIX = ".debug"
 
 
 class quiet:
@@ -106,7 +107,11 @@ class Encoder:
         slot.attach(out)
         if self.writer is not None and (self.save_filter is None or self.save_filter(record)):
             shareable = not record.endswith(PARAMETERS_GRAD)  # rewritten by each gradient of the step
-            out["data_name"] = self.writer.save(example, data_file_name(record, side, path), shareable)
+            # debugger.save: one file per saved record, as 8.1.1 ({name}[_grad].{k}.debug[.{path}].pt)
+            own_file = record.endswith(DEBUG_SUFFIX)
+            out["data_name"] = self.writer.save(
+                example, data_file_name(record, side, path), shareable and not own_file, reuse=not own_file
+            )
         return out
 
     def ndarray(self, a: np.ndarray, record: str, side: str, path: Path) -> dict[str, Any]:

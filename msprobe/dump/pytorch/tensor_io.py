@@ -253,14 +253,15 @@ class TensorWriter:
         lean = PyTorchFileWriter is not None and os.environ.get("MSPROBE_PT_WRITER") != "torch.save"
         self._lean: _LeanSaver | None = _LeanSaver() if lean else None  # the env: benchmark comparison
 
-    def save(self, t: torch.Tensor, file_name: str, shareable: bool = True) -> str:
+    def save(self, t: torch.Tensor, file_name: str, shareable: bool = True, reuse: bool = True) -> str:
         """Write ``t`` as ``file_name`` unless it was written unchanged this step; the name of the
         file that holds it (the record's ``data_name``). ``shareable=False``: a file that its record
         may write again this step (``parameters_grad`` keeps the step's last gradient), so no other
-        record is handed its name: a rewrite would change what that record names."""
+        record is handed its name: a rewrite would change what that record names. ``reuse=False``:
+        always write ``file_name`` (a ``debugger.save`` record has its own file, as in 8.1.1)."""
         if os.path.basename(file_name) != file_name:
             raise ValueError(f"tensor file name {file_name!r} must not contain a path separator")
-        earlier = self._written.earlier(t)
+        earlier = self._written.earlier(t) if reuse else None
         if earlier is not None:
             return earlier
         path = os.path.join(self.directory, file_name)
