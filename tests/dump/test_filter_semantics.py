@@ -159,6 +159,21 @@ def test_enable_dataloader_at_a_module_level_needs_the_model(debugger: Any, leve
         debugger(level=level, enable_dataloader=True)
 
 
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_the_deprecated_model_argument_is_not_moved_where_enable_dataloader_needs_it(
+    tmp_path: Path, level: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The warning said to pass the model to start() instead, which enable_dataloader then refused."""
+    from msprobe.pytorch import PrecisionDebugger
+
+    PrecisionDebugger._shutdown()
+    path = write_config(tmp_path, level=level, enable_dataloader=True)
+    with caplog.at_level("WARNING", logger="msprobe"):
+        PrecisionDebugger(config_path=path, model=torch.nn.Linear(2, 2))
+    PrecisionDebugger._shutdown()
+    assert "deprecated, as is enable_dataloader, which needs it" in caplog.text
+
+
 def test_forward_backward_dump_end_is_skipped_like_stop_under_enable_dataloader(
     tmp_path: Path, debugger: Any
 ) -> None:

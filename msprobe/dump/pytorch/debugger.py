@@ -51,8 +51,12 @@ class PrecisionDebugger(FrontDoor):
             _check_model(model)
             # a log line, as 8.1.1: a DeprecationWarning raised here is attributed to msprobe's own
             # frame and hidden by Python's default filters
+            if self.config.enable_dataloader and self.config.records_modules:  # that mode needs it here
+                advice = "as is enable_dataloader, which needs it; without enable_dataloader, pass"
+            else:
+                advice = "pass"
             log.warning(
-                "msprobe: PrecisionDebugger(model=...) is deprecated, pass the model to start(model=...)"
+                f"msprobe: PrecisionDebugger(model=...) is deprecated, {advice} the model to start(model=...)"
             )
         if self.config.enable_dataloader and model is None and self.config.records_modules:
             raise MsprobeException(
