@@ -286,6 +286,15 @@ class ResultWriter:
             out[status] = out.get(status, 0) + 1
         return out
 
+    def kept_counts(self) -> dict[str, int]:
+        """One verdict per API whose row a resume kept from the earlier run (not replayed again)."""
+        out: dict[str, int] = {}
+        for row in self.old_result:
+            if row[0] not in self.rows:
+                status = api_verdict(row)
+                out[status] = out.get(status, 0) + 1
+        return out
+
 
 def api_verdict(result: Sequence[str]) -> str:
     """An API's verdict over both directions, the rule pytest's outcome follows: error in either

@@ -397,6 +397,10 @@ class ReplaySession:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.worker_input is None and self._all_resumed(session):
             session.exitstatus = pytest.ExitCode.OK  # a finished run resumed: its results stand
+        kept_error = any(w.kept_counts().get("error") for w in self.writers.values())
+        if self.worker_input is None and session.exitstatus == pytest.ExitCode.OK and kept_error:
+            # the exit status of a resumed run is that of the whole file, as an uninterrupted run's
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if self.worker_input is None:
             failure = None
             for writer in self.writers.values():
@@ -436,6 +440,9 @@ class ReplaySession:
             counts = ", ".join(
                 f"{n} {status.strip() or 'blank'}" for status, n in sorted(writer.counts().items())
             )
+            kept = ", ".join(f"{n} {status}" for status, n in sorted(writer.kept_counts().items()))
+            if kept:
+                counts = f"{counts or 'no APIs run'}; kept from the resumed run: {kept}"
             terminalreporter.write_line(f"msprobe: {writer.result_path} ({counts or 'no APIs run'})")
             terminalreporter.write_line(f"msprobe: {writer.details_path}")
         facts = dict(sorted(self.worker_facts.items())) or (

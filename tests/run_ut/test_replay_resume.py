@@ -349,6 +349,30 @@ def test_resuming_a_finished_run_succeeds_and_keeps_its_rows(tmp_path: Path, wor
     assert rows_of(tmp_path / "out")[0] == before[0]
 
 
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]])
+def test_a_resumed_run_exits_as_the_uninterrupted_run_would(
+    tmp_path: Path, workers: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An ``error`` row kept from before the interruption made no failure: the resumed run exited 0
+    and counted only the APIs it ran, so a CI job that resumes went green on a failing dump."""
+    dump = write_dump(
+        tmp_path / "d",
+        {
+            "Torch.exp.0.forward": forward(tensor("torch.float16", [64], -1.0, 12.0)),  # error
+            "Torch.tanh.0.forward": forward(tensor("torch.float32", [8], -1.0, 1.0)),
+        },
+    )
+    assert replay(dump, tmp_path / "out") == 1
+    result, _ = csv_pair(tmp_path / "out")
+    assert replay(dump, tmp_path / "ignored", "--msprobe-resume", str(result), *workers) == 1  # finished
+    with open(result, encoding="utf-8") as fh:
+        kept = fh.readlines()[:2]  # the header and the exp row
+    result.write_text("".join(kept), encoding="utf-8")
+    capsys.readouterr()
+    assert replay(dump, tmp_path / "ignored", "--msprobe-resume", str(result), *workers) == 1
+    assert f"msprobe: {result} (1 pass; kept from the resumed run: 1 error)" in capsys.readouterr().out
+
+
 def test_replays_started_together_into_one_folder_claim_different_timestamps(tmp_path: Path) -> None:
     """The timestamp was checked free, then the files were created after every dump.json was parsed:
     two runs started together could pick one pair of files and erase each other's rows."""

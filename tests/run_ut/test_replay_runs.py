@@ -57,7 +57,8 @@ def test_interrupted_run_resumes_without_redoing_finished_apis(
     result, details = csv_pair(tmp_path / "part")
     assert [r[0] for r in read_csv(result)[1:]] == ["Torch.tanh.0", "Torch.sigmoid.0", "Torch.exp.0"]
     capsys.readouterr()
-    assert replay(dump, tmp_path / "ignored", "--msprobe-resume", str(result)) == 0  # only sin, cos run
+    # only sin and cos run, and pass; the exp row kept from before is an error: exit 1, as the whole run
+    assert replay(dump, tmp_path / "ignored", "--msprobe-resume", str(result)) == 1
     assert "2 passed, 3 deselected" in capsys.readouterr().out
     assert [r[0] for r in read_csv(result)[1:]] == list(n.rsplit(".", 1)[0] for n in FAILS_THIRD)
     whole = csv_pair(tmp_path / "whole")
@@ -182,7 +183,7 @@ def test_resume_under_xdist_deselects_the_same_items_on_every_worker(tmp_path: P
     assert replay(dump, tmp_path / "whole") == 1
     assert replay(dump, tmp_path / "part", "-x") == 1
     result, details = csv_pair(tmp_path / "part")
-    assert replay(dump, tmp_path / "ignored", "--msprobe-resume", str(result), "-n", "2") == 0
+    assert replay(dump, tmp_path / "ignored", "--msprobe-resume", str(result), "-n", "2") == 1  # as whole
     whole = csv_pair(tmp_path / "whole")
     assert result.read_bytes() == whole[0].read_bytes()
     assert details.read_bytes() == whole[1].read_bytes()
