@@ -51,6 +51,7 @@ class ArgBuilder:
         self.data_dir = data_dir
         self.gen = gen
         self.owner = owner  # the record's name, prefixed to each argument's error
+        self.drew = False  # some tensor was drawn from its statistics (not read from a file)
 
     def _at(self, where: str, spec: Any, *, grad_ok: bool) -> Any:
         """``value`` of the argument at ``where``; its ``InputError`` names the record and argument."""
@@ -67,6 +68,7 @@ class ArgBuilder:
         name = spec.get("data_name") or spec.get("datapath")
         if name:
             return as_recorded(load_tensor(self.data_dir, str(name)), spec, self.data_dir / str(name))
+        self.drew = True
         try:
             return random_tensor(spec, self.gen)
         except (RuntimeError, ValueError, OverflowError) as exc:  # statistics the dtype cannot hold

@@ -30,6 +30,7 @@ from msprobe.run_ut.standards import (
     at_noise_floor,
     backward_skip_rows,
     compare_outputs,
+    drawn_overflow,
     result_row,
     skip_rows,
 )
@@ -72,7 +73,8 @@ def _verdict(name: str, result: list[Any], rows: list[Any]) -> tuple[str, str]:
         warn = next((r for r in rows if r.status == "Warning"), None)
         return "warning", (warn.reason or warn.message) if warn is not None else f"{name}: Warning"
     if statuses[0] == "SKIP":
-        first = next((r for r in rows if r.status == "SKIP"), None)
+        first = next((r for r in rows if r.skips_api), None)
+        first = first or next((r for r in rows if r.status == "SKIP"), None)
         return "skipped", first.message if first is not None else "SKIP"
     return "passed", ""
 
@@ -243,6 +245,11 @@ def replay(
             forward_rows = at_noise_floor(forward_rows, scored[0], scored[1], floors[0])
             if backward_rows is not None and grad is not None:
                 backward_rows = at_noise_floor(backward_rows, scored[2], scored[3], floors[1])
+        if builder.drew:  # an overflow of drawn inputs where the real call's outputs were finite
+            forward_rows = drawn_overflow(forward_rows, scored[0], scored[1], record.forward.get("output"))
+            if backward_rows is not None and grad is not None and record.backward is not None:
+                recorded = record.backward.get("output")  # the gradients of the inputs
+                backward_rows = drawn_overflow(backward_rows, scored[2], scored[3], recorded)
         if note:
             forward_rows = [replace(r, message=note + r.message) for r in forward_rows]
             backward_rows = backward_rows and [replace(r, message=note + r.message) for r in backward_rows]

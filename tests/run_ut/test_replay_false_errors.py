@@ -485,3 +485,59 @@ def test_a_call_with_an_empty_piece_replays_without_error(tmp_path: Path) -> Non
         result = replay(record, tmp_path, "cpu")
         assert "error" not in result.result[1:3], result.reason
         assert any(row.message == "The output is empty: no element to compare." for row in result.details)
+
+
+# --- inputs drawn from statistics that overflow where the real call did not -------------------------
+
+
+def _loss_scaled_linear(grad_max: float, *, files: bool) -> ApiRecord:
+    """A fp16 ``Functional.linear`` of a GradScaler run: its incoming gradient is loss-scaled (tens of
+    thousands), and the recorded gradients of its inputs (``grad_max``) say whether the real ones were
+    finite. ``files``: every input is read from a ``.pt`` file (a tensor dump), none drawn."""
+
+    def arg(dtype: str, shape: list[int], lo: float, hi: float, name: str) -> dict[str, Any]:
+        spec = tensor(dtype, shape, lo, hi, requires_grad=True)
+        return {**spec, "data_name": f"{name}.pt"} if files else spec
+
+    grads = [tensor("torch.float16", shape, -grad_max, grad_max) for shape in ([64, 32], [32, 32], [32])]
+    return ApiRecord(
+        "Functional.linear.0",
+        0,
+        forward(
+            arg("torch.float16", [64, 32], -1.0, 1.0, "x"),
+            arg("torch.float16", [32, 32], -0.1, 0.1, "w"),
+            arg("torch.float16", [32], -0.1, 0.1, "b"),
+            output=[tensor("torch.float16", [64, 32], -4.0, 4.0)],
+        ),
+        {"input": [arg("torch.float16", [64, 32], -30000.0, 30000.0, "g")], "output": grads},
+    )
+
+
+@pytest.mark.parametrize(
+    ("grad_max", "files", "backward"),
+    [
+        (28960.0, False, "SKIP"),  # drawn inputs, finite real gradients: the overflow is the draw's
+        (math.inf, False, ERROR),  # the real gradients overflowed too: a real finding
+        (28960.0, True, ERROR),  # real inputs (a tensor dump) that overflow: a real finding
+    ],
+)
+def test_an_overflow_of_drawn_inputs_where_the_real_call_was_finite_is_no_error(
+    tmp_path: Path, grad_max: float, files: bool, backward: str
+) -> None:
+    """fp16 + GradScaler: the loss-scaled gradient drawn uniformly between its Min and Max sums past
+    fp16's range in the bias and weight gradients, where the real call's were finite (its record says
+    so): that was an ``error`` of every such linear, not a precision loss of the API."""
+    gen = torch.Generator().manual_seed(3)
+    files_made = (("x", [64, 32], 1.0), ("w", [32, 32], 0.1), ("b", [32], 0.1), ("g", [64, 32], 3e4))
+    for name, shape, scale in files_made:
+        torch.save(((torch.rand(shape, generator=gen) * 2 - 1) * scale).half(), tmp_path / f"{name}.pt")
+    result = replay(_loss_scaled_linear(grad_max, files=files), tmp_path, "cpu")
+    assert result.result[1] == PASS
+    assert result.result[2] == backward, result.reason
+    overflowed = [r for r in result.details if r.name.startswith("Functional.linear.0.backward")]
+    if backward == "SKIP":
+        assert "inputs drawn from the dump's statistics overflow float16" in result.result[3]
+        assert result.outcome == "passed"  # a skipped backward alone passes, as 8.1.1's messages do
+        assert {r.status for r in overflowed} >= {"SKIP"} and ERROR not in {r.status for r in overflowed}
+    else:
+        assert result.outcome == "failed" and "drawn" not in result.reason

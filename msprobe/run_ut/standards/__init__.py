@@ -7,6 +7,7 @@ Everything the replay plugin needs is here; the rest of the package is internal:
     skip_rows(api_name, reason) -> list[DetailsRow]
     backward_skip_rows(api_name, message) -> list[DetailsRow]
     at_noise_floor(rows, bench_output, device_output, floor_output) -> list[DetailsRow]
+    drawn_overflow(rows, bench_output, device_output, recorded_outputs) -> list[DetailsRow]
     result_row(api_name, forward_rows, backward_rows) -> list
     standard_for(api_name, routing="8.1.1", info=None) -> Standard
 
@@ -18,6 +19,8 @@ msprobe 8.1.1; see ``docs/standards.md``.
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
 from typing import Any, Literal
 
 from msprobe.formats.record_names import output_row_index
@@ -33,6 +36,7 @@ from msprobe.run_ut.standards.routing import (
 from msprobe.run_ut.standards.rows import ERROR, PASS, SKIP, WARNING, DetailsRow, aggregate, result_row
 from msprobe.run_ut.standards.structure import compare_structure
 from msprobe.run_ut.standards.tensor import at_noise_floor as _at_noise_floor
+from msprobe.run_ut.standards.tensor import overflows_alone
 
 __all__ = [
     "DEFAULT_ROUTING",
@@ -48,6 +52,7 @@ __all__ = [
     "backward_skip_rows",
     "bare_name",
     "compare_outputs",
+    "drawn_overflow",
     "result_row",
     "skip_rows",
     "standard_for",
@@ -115,3 +120,54 @@ def at_noise_floor(
         bench, device = _element(bench_output, index), _element(device_output, index)
         out.append(_at_noise_floor(row, bench, device, floor) if bench is not None else row)
     return out
+
+
+DRAWN_OVERFLOW = (
+    "inputs drawn from the dump's statistics overflow {dtype} on the device where the recorded call's "
+    "outputs were finite: no precision verdict (dump with task tensor to replay the real inputs)"
+)
+
+
+def drawn_overflow(
+    rows: list[DetailsRow], bench_output: Any, device_output: Any, recorded_outputs: Any
+) -> list[DetailsRow]:
+    """``rows`` of a direction replayed on inputs drawn from statistics, with each ``error`` whose
+    device output is inf or NaN where the benchmark's is finite made the direction's SKIP, when the
+    record's own outputs (``recorded_outputs``: the record's ``output`` descriptions) were all finite.
+    Drawn uniformly between Min and Max, inputs such as the loss-scaled fp16 gradients of a
+    GradScaler run sum past the dtype's range where the real values did not: that overflow says
+    nothing of the API's precision."""
+    if not _all_finite(recorded_outputs):
+        return rows
+    out = []
+    for row in rows:
+        index = output_row_index(row.name)
+        if row.status == ERROR and row.written and index is not None:
+            device = _element(device_output, index)
+            if overflows_alone(_element(bench_output, index), device):
+                message = DRAWN_OVERFLOW.format(dtype=str(device.dtype).removeprefix("torch."))
+                row = replace(row, status=SKIP, message=message, reason=message, skips_api=True)
+        out.append(row)
+    return out
+
+
+def _all_finite(recorded: Any) -> bool:
+    """Every float tensor description in ``recorded`` has finite Max and Min (and there is one)."""
+    found = False
+    stack = [recorded]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, list | tuple):
+            stack.extend(value)
+        elif isinstance(value, dict):
+            if "Max" in value or "Min" in value:
+                if "float" not in str(value.get("dtype", "")):
+                    continue
+                for key in ("Max", "Min"):
+                    number = value.get(key)
+                    if not isinstance(number, int | float) or not math.isfinite(number):
+                        return False  # absent, null, a string, inf or NaN: not known finite
+                found = True
+            else:
+                stack.extend(value.values())
+    return found

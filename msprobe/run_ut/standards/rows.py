@@ -97,14 +97,16 @@ def result_row(
 ) -> list[Any]:
     """The ``accuracy_checking_result`` row: 3 cells, a 4th only when a direction is SKIP.
 
-    The 4th cell is the message of the first forward row when forward is SKIP, else of the first
-    backward row when backward is SKIP. No backward (``None`` or no rows) → ``" "``.
+    The 4th cell is the message of the first forward row that skips the API when forward is SKIP,
+    else of the first such backward row. No backward (``None`` or no rows) → ``" "``.
     """
-    if any(r.skips_api for r in forward_rows):
-        return [api_name, SKIP, SKIP, forward_rows[0].message]
+    skipping = next((r for r in forward_rows if r.skips_api), None)
+    if skipping is not None:
+        return [api_name, SKIP, SKIP, skipping.message]
     forward = aggregate(forward_rows)
     if not backward_rows:
         return [api_name, forward, BLANK]
-    if any(r.skips_api for r in backward_rows):
-        return [api_name, forward, SKIP, backward_rows[0].message]
+    skipping = next((r for r in backward_rows if r.skips_api), None)
+    if skipping is not None:
+        return [api_name, forward, SKIP, skipping.message]
     return [api_name, forward, aggregate(backward_rows)]

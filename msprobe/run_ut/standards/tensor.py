@@ -207,6 +207,18 @@ def _ratio_reason(row_name: str, mae: Any, t: float, ratio: float) -> str:
     )
 
 
+def overflows_alone(bench: Any, device: Any) -> bool:
+    """Some element of a float output is inf or NaN on the device and finite in the benchmark."""
+    if not all(hasattr(x, "detach") for x in (bench, device)):
+        return False
+    b, d = _to_numpy(bench), _to_numpy(device)
+    if b is None or d is None or b.shape != d.shape:
+        return False
+    if _class(b.dtype.name) is not _FLOAT or _class(d.dtype.name) is not _FLOAT:
+        return False
+    return bool((~np.isfinite(d) & np.isfinite(b)).any())
+
+
 def at_noise_floor(row: rows.DetailsRow, bench: Any, device: Any, floor: Any) -> rows.DetailsRow:
     """Re-judge an ``error`` row of a near-zero output by its noise floor (ours, see NoiseFloor).
 
