@@ -21,6 +21,7 @@ from msprobe.run_ut.api_info import NO_BACKWARD_DATA, NO_BACKWARD_UT, ApiInfo, R
 from msprobe.run_ut.arg_fixes import (
     INDEX_DTYPES,
     as_dtype,
+    ascending,
     class_index_target,
     no_repeats,
     tuple_index,
@@ -196,6 +197,8 @@ ENTRIES: tuple[ApiInfo, ...] = (
     # the device's random mask with the CPU's)
     PLAIN.variant("scaled_dot_product_attention", prepare=zero_probability(4, "dropout_p")),
     PLAIN.variant("multi_head_attention_forward", prepare=zero_probability(10, "dropout_p")),
+    # MoE experts: the group ends drawn from statistics, put back in increasing order
+    PLAIN.variant("grouped_mm", prepare=ascending("offs")),
     # the dumped torch.linalg names with no torch function of that meaning (torch.cond is control flow;
     # torch.solve, lstsq and matrix_rank are removed). Names torch shares with linalg (norm, svd, qr,
     # cross, ...) call torch's, as upstream: a record does not say which of the two was called.

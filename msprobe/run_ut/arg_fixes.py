@@ -116,6 +116,21 @@ def as_dtype(index: int, source: tuple[str, ...], target: str) -> Prepare:
     return prepare
 
 
+def ascending(name: str) -> Prepare:
+    """Sort the 1-D tensor of keyword ``name``: offsets that must increase (``grouped_mm``'s group
+    ends), which a draw between Min and Max puts in any order. Offsets read from a tensor file are
+    in order already."""
+
+    def prepare(args: list[Any], kwargs: dict[str, Any]) -> None:
+        from msprobe.run_ut.arg_values import TensorArg
+
+        arg = kwargs.get(name)
+        if isinstance(arg, TensorArg) and arg.tensor.dim() == 1:
+            kwargs[name] = TensorArg(arg.tensor.sort().values, arg.requires_grad)
+
+    return prepare
+
+
 def tuple_index(args: list[Any], kwargs: dict[str, Any]) -> None:
     """A dumped multi-dimensional index is a JSON list; torch wants a tuple (a list is a tensor index).
 

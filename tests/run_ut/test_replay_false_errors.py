@@ -541,3 +541,33 @@ def test_an_overflow_of_drawn_inputs_where_the_real_call_was_finite_is_no_error(
         assert {r.status for r in overflowed} >= {"SKIP"} and ERROR not in {r.status for r in overflowed}
     else:
         assert result.outcome == "failed" and "drawn" not in result.reason
+
+
+def test_grouped_mm_group_ends_drawn_from_statistics_increase(tmp_path: Path) -> None:
+    """``grouped_mm``'s ``offs`` (the end of each expert's rows) was drawn like any int tensor, in any
+    order (``[5, 31, 16, 32]``): the replay ran the experts on groups the model never made."""
+    seen: list[torch.Tensor] = []
+
+    def watching(function: Any) -> Any:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            seen.append(kwargs["offs"].clone())
+            return function(*args, **kwargs)
+
+        return run
+
+    record = ApiRecord(
+        "Functional.grouped_mm.0",
+        0,
+        forward(
+            tensor("torch.float32", [32, 16], -1.0, 1.0),
+            tensor("torch.float32", [8, 16, 8], -1.0, 1.0),
+            offs=tensor("torch.int32", [8], 2, 32),
+            output=[tensor("torch.float32", [32, 8], -4.0, 4.0)],
+        ),
+        None,
+    )
+    result = replay(record, tmp_path, "cpu", device_function=watching)
+    assert seen, result.reason
+    offs = seen[0]
+    assert torch.equal(offs, offs.sort().values) and int(offs[-1]) == 32 and int(offs[0]) == 2
+    assert len(set(offs.tolist())) > 2  # drawn, not a constant that is trivially in order
