@@ -474,7 +474,28 @@ def test_element_sequence_of_contiguous_tensor_is_its_coalesced_layout(
         offset,
         t.dtype,
         coalesced_layout(tuple(t.shape), t.stride()),
+        False,
+        False,
     )
+
+
+def test_element_sequence_tells_conj_and_neg_views_apart() -> None:
+    """A conj-bit or neg-bit view reads its base's memory but stands for other values: its key
+    differs, so it never reuses the base's statistics or md5."""
+    z = torch.complex(torch.arange(4096.0), torch.arange(4096.0))
+    assert element_sequence(z.conj()) != element_sequence(z)
+    assert element_sequence(z.conj().imag) != element_sequence(z.imag)
+
+
+def test_md5_of_conj_neg_views_and_complex32_is_that_of_their_values() -> None:
+    """numpy refuses conj-bit and neg-bit views and has no complex32: the md5 failed, and the record
+    lost its inputs or outputs."""
+    x = torch.tensor([[-3.5, 0.0, 1.25, 2.0], [7.0, -0.5, 3.0, 100.0]])
+    z = torch.complex(x, -x)
+    assert tensor_md5(z.conj()) == tensor_md5(z.conj().resolve_conj()) != tensor_md5(z)
+    assert tensor_md5(torch._neg_view(x)) == tensor_md5(-x) != tensor_md5(x)
+    half = torch.complex(x, x).to(torch.complex32)
+    assert tensor_md5(half) == tensor_md5(torch.view_as_real(half.to(torch.complex64)).half())
 
 
 def test_summary_cache_shares_stats_of_same_element_sequence() -> None:

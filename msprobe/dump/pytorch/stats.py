@@ -43,8 +43,11 @@ def _crc32(t: torch.Tensor, crc: int) -> int:
     d = t.detach()
     if d.device.type != "cpu":
         d = d.cpu()
+    d = d.resolve_conj().resolve_neg()  # numpy() refuses conj/neg-bit views: the values they stand for
     if d.dtype in (torch.bfloat16,) or (d.dtype.itemsize == 1 and d.dtype.is_floating_point):
         d = d.float()
+    elif d.dtype == torch.complex32:  # numpy has no complex32: the same bytes as float16 pairs
+        d = d.contiguous().reshape(-1).view(torch.float16)
     arr = d.contiguous().numpy()
     return zlib.crc32(arr.reshape(-1).view(np.uint8), crc)  # type: ignore[arg-type]
 
@@ -72,7 +75,8 @@ def element_sequence(t: torch.Tensor, memory_order: bool = False) -> tuple[Any, 
     if runs is None:
         return None
     ptr = storage_ptr(t)
-    return None if ptr is None else (ptr, t.storage_offset(), t.dtype, runs)
+    # a conj/neg-bit view reads the same memory as the tensor it views but stands for other values
+    return None if ptr is None else (ptr, t.storage_offset(), t.dtype, runs, t.is_conj(), t.is_neg())
 
 
 def storage_ptr(t: torch.Tensor) -> int | None:
