@@ -147,6 +147,22 @@ def test_custom_api_register_and_restore(tmp_path):
         dbg.register_custom_api(mod, "nope")
 
 
+def test_a_custom_prefix_leading_out_of_the_dump_writes_no_file_there(tmp_path):
+    """The tensor writer joined the record name to dump_tensor_data unchecked: a prefix such as
+    ``../../x`` wrote the .npy files outside dump_path."""
+    cfg, out = _cfg(tmp_path, task="tensor")
+    dbg = PrecisionDebugger(config_path=cfg)
+    mod = types.ModuleType("mymod")
+    mod.twice = lambda a: ops.mul(a, 2)
+    dbg.register_custom_api(mod, "twice", api_prefix="../../../../ESCAPED")
+    dbg.start()
+    mod.twice(data(0, (2, 2)))
+    dbg.stop()
+    dbg.restore_custom_api(mod, "twice")
+    assert not [p for p in tmp_path.rglob("*.npy") if not str(p).startswith(out)]
+    assert "ESCAPED" not in " ".join(os.listdir(tmp_path))
+
+
 def test_restore_leaves_mindspore_unwrapped(tmp_path):
     cfg, _ = _cfg(tmp_path)
     before = (ops.add, ms.Tensor.__dict__.get("__mul__"), ms.mint.flatten)

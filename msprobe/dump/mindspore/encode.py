@@ -36,6 +36,10 @@ class TensorSaver:
         self.directory = directory
 
     def save(self, file_name: str, data: np.ndarray) -> bool:
+        # a record name made of user text (a Cell or class name, a custom API prefix) must not lead
+        # out of dump_tensor_data ("../../x"), as the PyTorch writer refuses it
+        if os.path.basename(file_name) != file_name:
+            raise ValueError(f"tensor file name {file_name!r} must not contain a path separator")
         path = os.path.join(self.directory, file_name)
         if len(path) > _MAX_PATH or len(file_name) > 255:
             log.warning("msprobe: tensor file name too long, not saved: %s", file_name)
