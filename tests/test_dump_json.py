@@ -113,6 +113,11 @@ def test_module_names(path: list[str], cls: str, direction: str, index: int, kin
     )
 
 
+def test_a_module_class_named_forward_keeps_its_name_in_the_backward_record() -> None:
+    name = rn.module_record_name("f", "forward", rn.FORWARD, 0, rn.MODULE)
+    assert rn.module_backward_name(name) == "Module.f.forward.backward.0"
+
+
 @given(st.lists(st.one_of(st.integers(0, 9), segments), max_size=4), st.sampled_from(["input", "kwargs", ""]))
 def test_tensor_file_names(path: list[int | str], side: str) -> None:
     name = rn.data_file_name("Torch.cat.0.forward", side, path)

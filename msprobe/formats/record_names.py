@@ -108,7 +108,10 @@ def module_backward_name(forward_record: str | None) -> str | None:
     """``Cell.fc.Dense.forward.0`` -> ``Cell.fc.Dense.backward.0`` (None stays None)."""
     if forward_record is None:
         return None
-    return forward_record.replace(f".{FORWARD}.", f".{BACKWARD}.")
+    # the direction is the component before the index: a class or path component named "forward"
+    # (type("forward", (nn.Linear,), {})) must stay as it is
+    head, sep, index = forward_record.rpartition(f".{FORWARD}.")
+    return f"{head}.{BACKWARD}.{index}" if sep else forward_record
 
 
 def output_row_name(api_name: str, direction: str, k: int) -> str:
