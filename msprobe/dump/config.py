@@ -227,7 +227,8 @@ def check_dump_path(dump_path: str, where: str = "") -> None:
     if len(real) > 4096 or any(len(part) > 255 for part in real.split(os.sep)):
         raise _fail(where, f"dump_path {dump_path!r} is too long (4096 chars, 255 per name)")
     if not DUMP_PATH_RE.match(real):
-        raise _fail(where, f"dump_path {dump_path!r} contains characters outside [a-zA-Z0-9_./-]")
+        resolved = "" if real == dump_path else f" (resolved to {real!r})"
+        raise _fail(where, f"dump_path {dump_path!r}{resolved} contains characters outside [a-zA-Z0-9_./-]")
     probe = real
     while not os.path.exists(probe):
         parent = os.path.dirname(probe)

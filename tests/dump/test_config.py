@@ -128,6 +128,18 @@ def test_dump_path_bad_characters(tmp_path: Path) -> None:
         build_config(path)
 
 
+def test_a_relative_dump_path_refused_for_its_folder_names_the_resolved_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Refused for a space in the folder it is run from, './dump' was said to hold the bad character."""
+    here = tmp_path / "a b"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    resolved = r"'\./dump' \(resolved to '.*/a b/dump'\) contains characters"
+    with pytest.raises(MsprobeException, match=resolved):
+        build_config(task="statistics", dump_path="./dump")
+
+
 def test_dump_path_with_a_nul_byte_is_one_line(tmp_path: Path) -> None:
     path = cfg_file(tmp_path, base(tmp_path, dump_path=str(tmp_path) + "/a\x00b"))
     with pytest.raises(MsprobeException, match=r"dump_path .*characters"):
