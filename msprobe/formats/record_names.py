@@ -122,7 +122,14 @@ def output_row_name(api_name: str, direction: str, k: int) -> str:
 def data_file_name(record: str, side: str, path: Sequence[int | str], suffix: str = TENSOR_SUFFIX) -> str:
     """``("Torch.cat.0.forward", "input", (0, 1))`` -> ``Torch.cat.0.forward.input.0.1.pt``."""
     parts = [record, side, *map(str, path)] if side else [record, *map(str, path)]
-    return ".".join(parts) + suffix
+    return file_safe(".".join(parts) + suffix)
+
+
+def file_safe(name: str) -> str:
+    """A tensor file name made of a record name: a ``/`` of a module's or class's name (torch and
+    MindSpore accept ``add_module("a/b", ...)``) is written ``%2F``, so the file is one name inside
+    ``dump_tensor_data``; the record keeps the name as it is."""
+    return name.replace("/", "%2F")
 
 
 # -- the dump's reading ----------------------------------------------------------------------------------

@@ -188,6 +188,42 @@ def test_module_dump(tmp_path: Path, debugger: Any) -> None:
     assert "Functional.relu.0.forward" in names
 
 
+def test_a_module_named_with_a_slash_keeps_its_records_and_files(tmp_path: Path, debugger: Any) -> None:
+    """torch accepts ``add_module("a/b", ...)``: in task tensor its file names held a path separator,
+    and the module lost its forward and backward records (its parameters_grad placeholder stayed)."""
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.add_module("a/b", nn.Linear(4, 4))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return getattr(self, "a/b")(x)
+
+    net = Net()
+    dbg = debugger(task="tensor", level="L0")
+    dbg.start(model=net)
+    net(torch.randn(2, 4, requires_grad=True)).sum().backward()
+    dbg.stop()
+    rank = tmp_path / RANK
+    data = json.loads((rank / "dump.json").read_text())["data"]
+    forward = data["Module.a/b.Linear.forward.0"]
+    assert forward["input_args"][0]["data_name"] == "Module.a%2Fb.Linear.forward.0.input.0.pt"
+    assert "Module.a/b.Linear.backward.0" in data
+    names = [t["data_name"] for r in data.values() for t in _tensor_specs(r)]
+    assert names and all((rank / "dump_tensor_data" / name).is_file() for name in names)
+
+
+def _tensor_specs(value: Any) -> list[dict[str, Any]]:
+    if isinstance(value, dict):
+        if "data_name" in value:
+            return [value]
+        return [t for v in value.values() for t in _tensor_specs(v)]
+    if isinstance(value, list):
+        return [t for v in value for t in _tensor_specs(v)]
+    return []
+
+
 def test_module_dump_needs_instance() -> None:
     from msprobe.pytorch import PrecisionDebugger, module_dump
 

@@ -163,6 +163,33 @@ def test_a_custom_prefix_leading_out_of_the_dump_writes_no_file_there(tmp_path):
     assert "ESCAPED" not in " ".join(os.listdir(tmp_path))
 
 
+def test_a_cell_named_with_a_slash_keeps_its_records_and_files(tmp_path):
+    """MindSpore accepts a Cell named ``a/b``: its .npy files were opened under a folder that does not
+    exist, and its record was written empty."""
+
+    class Outer(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.insert_child_to_cell("a/b", nn.Dense(4, 4))
+
+        def construct(self, x):
+            for cell in self.cells():
+                x = cell(x)
+            return x
+
+    net = Outer()
+    cfg, out = _cfg(tmp_path, task="tensor", level="L0")
+    dbg = PrecisionDebugger(config_path=cfg)
+    grad = ms.value_and_grad(lambda x: net(x).sum(), None, net.trainable_params())
+    dbg.start(net)
+    grad(data(0, (2, 4)))
+    dbg.stop()
+    record = _dump(out)["data"]["Cell.a/b.Dense.forward.0"]
+    name = record["input_args"][0]["data_name"]
+    assert name == "Cell.a%2Fb.Dense.forward.0.input.0.npy"
+    assert os.path.isfile(os.path.join(out, "step0", "rank", "dump_tensor_data", name))
+
+
 def test_restore_leaves_mindspore_unwrapped(tmp_path):
     cfg, _ = _cfg(tmp_path)
     before = (ops.add, ms.Tensor.__dict__.get("__mul__"), ms.mint.flatten)

@@ -18,6 +18,7 @@ import numpy as np
 from msprobe.dump.mindspore.deferred import Pending
 from msprobe.dump.mindspore.stats import array_stats, host_array, tensor_summary
 from msprobe.formats.jsonfmt import Summary
+from msprobe.formats.record_names import file_safe
 
 log = logging.getLogger("msprobe")
 
@@ -124,8 +125,8 @@ class Encoder:
             return Pending(t, self.summarise, self.blank)
         data = t.asnumpy()
         out = tensor_summary(str(t.dtype), list(t.shape), data, self.md5)
-        if saver is not None and saver.save(f"{stem}.npy", data):
-            out["data_name"] = f"{os.path.basename(stem)}.npy"
+        if saver is not None and saver.save(file_safe(f"{stem}.npy"), data):
+            out["data_name"] = file_safe(f"{stem}.npy")
         return out
 
     def ndarray(self, a: np.ndarray, saver: TensorSaver | None, stem: str, depth: int) -> Any:
@@ -139,8 +140,8 @@ class Encoder:
             "Mean": mean,
             "Norm": norm,
         }
-        if saver is not None and saver.save(f"{stem}.npy", a):
-            out["data_name"] = f"{os.path.basename(stem)}.npy"
+        if saver is not None and saver.save(file_safe(f"{stem}.npy"), a):
+            out["data_name"] = file_safe(f"{stem}.npy")
         return out
 
     def sequence(self, v: Any, saver: TensorSaver | None, stem: str, depth: int) -> Any:
