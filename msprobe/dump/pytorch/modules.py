@@ -32,6 +32,7 @@ from msprobe.dump.pytorch.recorder import Recorder
 from msprobe.dump.pytorch.torch_compat import (
     DisableTorchFunction,
     direct_parameters,
+    eval_frame_hooks,
     jit_tracing_state,
     wrap_engine_backward,
 )
@@ -118,6 +119,7 @@ class ModuleDumper:
         if self.installed or not (self._hooks or self._named):
             return
         self.installed = True
+        _own_hooks_never_compiled()
         for module, hooks in (*self._hooks, *self._named):
             self._attach(module, hooks)
         if self._hooks and self.rec.config.level == "mix":
@@ -502,3 +504,14 @@ class _OwnHook:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_Inert, ())
+
+
+@functools.cache
+def _own_hooks_never_compiled() -> None:
+    """Dynamo never compiles a frame of our hook wrappers on its own: called from a resumed compiled
+    frame (the hook after a graph break) it would compile ``_OwnHook.__call__`` once per module
+    signature and hit its recompile limit. Marked at the first install (dynamo imported then)."""
+    skip = eval_frame_hooks()[1]
+    if skip is not None:
+        for fn in (_OwnHook.__call__, _Inert.__call__):
+            skip(fn.__code__)
