@@ -52,6 +52,7 @@ class ArgBuilder:
         self.gen = gen
         self.owner = owner  # the record's name, prefixed to each argument's error
         self.drew = False  # some tensor was drawn from its statistics (not read from a file)
+        self.read = False  # some tensor was read from a file (real values)
 
     def _at(self, where: str, spec: Any, *, grad_ok: bool) -> Any:
         """``value`` of the argument at ``where``; its ``InputError`` names the record and argument."""
@@ -67,6 +68,7 @@ class ArgBuilder:
             )
         name = spec.get("data_name") or spec.get("datapath")
         if name:
+            self.read = True
             return as_recorded(load_tensor(self.data_dir, str(name)), spec, self.data_dir / str(name))
         self.drew = True
         try:

@@ -245,7 +245,9 @@ def replay(
             forward_rows = at_noise_floor(forward_rows, scored[0], scored[1], floors[0])
             if backward_rows is not None and grad is not None:
                 backward_rows = at_noise_floor(backward_rows, scored[2], scored[3], floors[1])
-        if builder.drew:  # an overflow of drawn inputs where the real call's outputs were finite
+        # an overflow of drawn inputs where the real call's outputs were finite; not when some inputs
+        # are real (read from files): the overflow may be theirs
+        if builder.drew and not builder.read:
             forward_rows = drawn_overflow(forward_rows, scored[0], scored[1], record.forward.get("output"))
             if backward_rows is not None and grad is not None and record.backward is not None:
                 recorded = record.backward.get("output")  # the gradients of the inputs

@@ -490,14 +490,14 @@ def test_a_call_with_an_empty_piece_replays_without_error(tmp_path: Path) -> Non
 # --- inputs drawn from statistics that overflow where the real call did not -------------------------
 
 
-def _loss_scaled_linear(grad_max: float, *, files: bool) -> ApiRecord:
+def _loss_scaled_linear(grad_max: float, *, files: str) -> ApiRecord:
     """A fp16 ``Functional.linear`` of a GradScaler run: its incoming gradient is loss-scaled (tens of
     thousands), and the recorded gradients of its inputs (``grad_max``) say whether the real ones were
-    finite. ``files``: every input is read from a ``.pt`` file (a tensor dump), none drawn."""
+    finite. ``files``: the inputs read from ``.pt`` files (``x``, ``w``, ``b``, ``g``), the others drawn."""
 
     def arg(dtype: str, shape: list[int], lo: float, hi: float, name: str) -> dict[str, Any]:
         spec = tensor(dtype, shape, lo, hi, requires_grad=True)
-        return {**spec, "data_name": f"{name}.pt"} if files else spec
+        return {**spec, "data_name": f"{name}.pt"} if name in files else spec
 
     grads = [tensor("torch.float16", shape, -grad_max, grad_max) for shape in ([64, 32], [32, 32], [32])]
     return ApiRecord(
@@ -516,13 +516,14 @@ def _loss_scaled_linear(grad_max: float, *, files: bool) -> ApiRecord:
 @pytest.mark.parametrize(
     ("grad_max", "files", "backward"),
     [
-        (28960.0, False, "SKIP"),  # drawn inputs, finite real gradients: the overflow is the draw's
-        (math.inf, False, ERROR),  # the real gradients overflowed too: a real finding
-        (28960.0, True, ERROR),  # real inputs (a tensor dump) that overflow: a real finding
+        (28960.0, "", "SKIP"),  # drawn inputs, finite real gradients: the overflow is the draw's
+        (math.inf, "", ERROR),  # the real gradients overflowed too: a real finding
+        (28960.0, "xwbg", ERROR),  # real inputs (a tensor dump) that overflow: a real finding
+        (28960.0, "xwg", ERROR),  # real inputs but one: the overflow may be theirs
     ],
 )
 def test_an_overflow_of_drawn_inputs_where_the_real_call_was_finite_is_no_error(
-    tmp_path: Path, grad_max: float, files: bool, backward: str
+    tmp_path: Path, grad_max: float, files: str, backward: str
 ) -> None:
     """fp16 + GradScaler: the loss-scaled gradient drawn uniformly between its Min and Max sums past
     fp16's range in the bias and weight gradients, where the real call's were finite (its record says
@@ -571,3 +572,43 @@ def test_grouped_mm_group_ends_drawn_from_statistics_increase(tmp_path: Path) ->
     offs = seen[0]
     assert torch.equal(offs, offs.sort().values) and int(offs[-1]) == 32 and int(offs[0]) == 2
     assert len(set(offs.tolist())) > 2  # drawn, not a constant that is trivially in order
+
+
+def test_a_kernel_that_gives_nan_where_the_result_fits_is_an_error_even_on_drawn_inputs() -> None:
+    """Only a true result beyond the dtype's range excuses the device's inf or NaN: a kernel that
+    fails on its own (NaN where the benchmark is 0.3) stays an error, whatever the inputs."""
+
+    def nan_at_the_end(function: Any) -> Any:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            out = function(*args, **kwargs).clone()
+            out[-4:] = math.nan
+            return out
+
+        return run
+
+    record = ApiRecord(
+        "Functional.gelu.0",
+        0,
+        forward(tensor("torch.float32", [64], -3.0, 3.0), output=[tensor("torch.float32", [64], -0.2, 3.0)]),
+        None,
+    )
+    result = replay(record, None, "cpu", device_function=nan_at_the_end)
+    assert result.result[1] == ERROR and result.outcome == "failed", result.result
+
+
+def test_an_excused_overflow_hides_no_other_error() -> None:
+    """Another output's error in the direction keeps every row's verdict; a forward SKIP keeps the
+    backward's error in the result row."""
+    from msprobe.run_ut.standards import DetailsRow, drawn_overflow, result_row
+
+    name = "Torch.var_mean.0.forward.output"
+    f64, f16 = torch.float64, torch.float16
+    bench = [torch.tensor([7e4, 1.0], dtype=f64), torch.tensor([1.0, 2.0], dtype=f64)]
+    device = [torch.tensor([math.inf, 1.0], dtype=f16), torch.tensor([1.5, 2.0], dtype=f16)]
+    rows = [DetailsRow(f"{name}.0", ERROR, "inf"), DetailsRow(f"{name}.1", ERROR, "wrong mean")]
+    recorded = [tensor("torch.float16", [2], 1.0, 2.0), tensor("torch.float16", [2], 1.0, 2.0)]
+    assert drawn_overflow(rows, bench, device, recorded) == rows
+    excused = drawn_overflow(rows[:1], bench[:1], device[:1], recorded[:1])
+    assert excused[0].status == "SKIP" and excused[0].skips_api
+    backward = [DetailsRow("Torch.var_mean.0.backward.output.0", ERROR, "bad grad")]
+    assert result_row("Torch.var_mean.0", excused, backward)[:3] == ["Torch.var_mean.0", "SKIP", ERROR]

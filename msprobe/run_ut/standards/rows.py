@@ -98,11 +98,15 @@ def result_row(
     """The ``accuracy_checking_result`` row: 3 cells, a 4th only when a direction is SKIP.
 
     The 4th cell is the message of the first forward row that skips the API when forward is SKIP,
-    else of the first such backward row. No backward (``None`` or no rows) → ``" "``.
+    else of the first such backward row. No backward (``None`` or no rows) → ``" "``. A forward SKIP
+    makes the backward SKIP too unless the backward was scored and is not a pass (its error stands).
     """
     skipping = next((r for r in forward_rows if r.skips_api), None)
     if skipping is not None:
-        return [api_name, SKIP, SKIP, skipping.message]
+        # a forward SKIP of a replayed call (drawn inputs that overflow) keeps a backward error
+        computed = list(backward_rows or [])
+        backward = PASS if any(r.skips_api for r in computed) else aggregate(computed)
+        return [api_name, SKIP, backward if backward != PASS else SKIP, skipping.message]
     forward = aggregate(forward_rows)
     if not backward_rows:
         return [api_name, forward, BLANK]
