@@ -113,6 +113,13 @@ def test_module_names(path: list[str], cls: str, direction: str, index: int, kin
     )
 
 
+@given(st.text(alphabet="a/%2F", max_size=8), st.text(alphabet="a/%2F", max_size=8))
+def test_tensor_file_names_are_one_name_and_differ_for_different_records(a: str, b: str) -> None:
+    """A '/' of a module's name is written %2F; a module named 'a%2Fb' must not share 'a/b''s file."""
+    assert "/" not in rn.file_safe(a)
+    assert (rn.file_safe(a) == rn.file_safe(b)) is (a == b)
+
+
 def test_a_module_class_named_forward_keeps_its_name_in_the_backward_record() -> None:
     name = rn.module_record_name("f", "forward", rn.FORWARD, 0, rn.MODULE)
     assert rn.module_backward_name(name) == "Module.f.forward.backward.0"

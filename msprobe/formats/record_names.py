@@ -128,8 +128,11 @@ def data_file_name(record: str, side: str, path: Sequence[int | str], suffix: st
 def file_safe(name: str) -> str:
     """A tensor file name made of a record name: a ``/`` of a module's or class's name (torch and
     MindSpore accept ``add_module("a/b", ...)``) is written ``%2F``, so the file is one name inside
-    ``dump_tensor_data``; the record keeps the name as it is."""
-    return name.replace("/", "%2F")
+    ``dump_tensor_data``; the record keeps the name as it is. A ``%`` is written ``%25`` first, so
+    that ``a/b`` and a module literally named ``a%2Fb`` do not share (and overwrite) one file."""
+    if "/" not in name and "%" not in name:
+        return name
+    return name.replace("%", "%25").replace("/", "%2F")
 
 
 # -- the dump's reading ----------------------------------------------------------------------------------
