@@ -270,9 +270,12 @@ class ReplaySession:
         return any(p == self.root or self.root in p.parents for p in here)
 
     def _leads_to_dumps(self, path: Path) -> bool:
-        """``path`` is a dump.json or a folder above one (a link elsewhere is not)."""
-        real = path.resolve()
-        return any(real == p or real in p.parents for p in self.dump_files)
+        """``path`` is a dump.json or a folder above one (a link elsewhere is not), as resolved or as
+        found under the root (a rank folder whose dump.json is a link to a file elsewhere)."""
+        real, given = path.resolve(), Path(os.path.abspath(path))
+        return any(real == p or real in p.parents for p in self.dump_files) or any(
+            given == p or given in p.parents for p in self._found.values()
+        )
 
     def pytest_ignore_collect(self, collection_path: Path, config: pytest.Config) -> bool | None:
         """Inside the dump only its dump.json files and the folders down to them are collected: a dump
@@ -417,8 +420,10 @@ class ReplaySession:
         """Nothing ran because every API of every dump already had its result row."""
         return (
             session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED
-            and bool(self.writers)
-            and all(w.order and set(w.order) <= set(w.done) for w in self.writers.values())
+            and any(w.order for w in self.writers.values())
+            # a dump file without API forward records (a rank whose scope matched nothing) has
+            # nothing to resume and does not make the run "no tests ran"
+            and all(set(w.order) <= set(w.done) for w in self.writers.values())
         )
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:

@@ -280,3 +280,18 @@ def test_each_dump_json_is_decoded_once_checked_and_once_collected(
     assert msprobe_main(["run_ut", "-api_info", str(root), "-o", str(tmp_path / "out"), "-q"]) == 0
     files = sorted((root / rank / "dump.json").resolve() for rank in ("rank0", "rank1"))
     assert sorted(decoded) == sorted(files * 2)
+
+
+def test_a_rank_whose_dump_json_links_to_a_file_elsewhere_is_replayed(tmp_path: Path) -> None:
+    """The rank was found and given a result file, but its dump.json (a link leading out of the root)
+    was never collected: "(no APIs run)", exit 0."""
+    record = {"Torch.tanh.0.forward": forward(tensor("torch.float32", [8], -1.0, 1.0))}
+    write_dump(tmp_path / "elsewhere", record)
+    write_dump(tmp_path / "root" / "rank1", record)
+    (tmp_path / "root" / "rank0").mkdir()
+    (tmp_path / "root" / "rank0" / "dump.json").symlink_to(tmp_path / "elsewhere" / "dump.json")
+    out = tmp_path / "out"
+    assert msprobe_main(["run_ut", "-api_info", str(tmp_path / "root"), "-o", str(out), "-q"]) == 0
+    for rank in ("rank0", "rank1"):
+        result, _ = csv_pair(out / rank)
+        assert [r[:2] for r in read_csv(result)[1:]] == [["Torch.tanh.0", "pass"]]

@@ -373,6 +373,17 @@ def test_a_resumed_run_exits_as_the_uninterrupted_run_would(
     assert f"msprobe: {result} (1 pass; kept from the resumed run: 1 error)" in capsys.readouterr().out
 
 
+def test_resuming_a_finished_run_of_a_root_with_an_empty_rank_exits_as_the_run(tmp_path: Path) -> None:
+    """A rank with no API record (its scope matched nothing) made a finished run's resume pytest's
+    "no tests ran", exit 5."""
+    root = tmp_path / "root"
+    write_dump(root / "rank0", {})
+    write_dump(root / "rank1", {"Torch.tanh.0.forward": forward(tensor("torch.float32", [8], -1.0, 1.0))})
+    write_dump(root / "rank2", {"Torch.exp.0.forward": forward(tensor("torch.float16", [64], -1.0, 12.0))})
+    assert replay(root, tmp_path / "out") == 1
+    assert replay(root, tmp_path / "ignored", "--msprobe-resume", str(tmp_path / "out")) == 1
+
+
 def test_replays_started_together_into_one_folder_claim_different_timestamps(tmp_path: Path) -> None:
     """The timestamp was checked free, then the files were created after every dump.json was parsed:
     two runs started together could pick one pair of files and erase each other's rows."""
