@@ -131,12 +131,13 @@ DRAWN_OVERFLOW = (
 def drawn_overflow(
     rows: list[DetailsRow], bench_output: Any, device_output: Any, recorded_outputs: Any
 ) -> list[DetailsRow]:
-    """``rows`` of a direction replayed on inputs drawn from statistics, with each ``error`` whose
-    device output is inf or NaN where the benchmark's is finite made the direction's SKIP, when the
-    record's own outputs (``recorded_outputs``: the record's ``output`` descriptions) were all finite.
-    Drawn uniformly between Min and Max, inputs such as the loss-scaled fp16 gradients of a
-    GradScaler run sum past the dtype's range where the real values did not: that overflow says
-    nothing of the API's precision."""
+    """``rows`` of a direction replayed on inputs all drawn from statistics, with an ``error`` made
+    the direction's SKIP when the record's own outputs (``recorded_outputs``: the record's ``output``
+    descriptions) were all finite and the device's inf or NaN lies only where the benchmark's value is
+    itself beyond the dtype's range. Drawn uniformly between Min and Max, inputs such as the
+    loss-scaled fp16 gradients of a GradScaler run sum past the dtype's range where the real values did
+    not: that overflow says nothing of the API's precision. Any other error of the direction keeps
+    every row as it was."""
     if not _all_finite(recorded_outputs):
         return rows
     out = []
