@@ -165,26 +165,29 @@ class CheckedDumps:
 
 def check_dumps(root: Path, files: Sequence[Path], option: str) -> CheckedDumps:
     """Before a replay starts: the dump.json files of ``root`` (given with ``option``), each decoded
-    once. One of them must hold a forward API record, and each file before the first that does must
-    be a replayable dump; otherwise one line naming the option, the path given and, for a folder, the
-    file at fault (or, when nothing is to replay, why). A broken file after it is left out of the
-    orders: its collection reports it."""
+    once. One of them must hold a forward API record; otherwise one line naming the option, the path
+    given and, for a folder, the file at fault (the first that is not a dump) or, when every file is a
+    dump with nothing to replay, why. A file that is not a dump beside one that replays is left out of
+    the orders: its collection reports it, and the others replay."""
     why_nothing = ""
+    first_error: MsprobeError | None = None
     orders: dict[Path, Mapping[str, int]] = {}
     for path in files:
         try:
             doc = read_dump_header(path)
         except MsprobeError as exc:
-            if orders and any(orders.values()):
-                continue
-            reason = str(exc).removeprefix(f"{path}: ") if path == root else str(exc)
-            raise MsprobeError(f"{where(option, root)}: {reason}", exc.exit_code) from None
+            if first_error is None:
+                reason = str(exc).removeprefix(f"{path}: ") if path == root else str(exc)
+                first_error = MsprobeError(f"{where(option, root)}: {reason}", exc.exit_code)
+            continue
         data = doc.get("data")
         calls = dump_json.api_calls(data if isinstance(data, Mapping) else {})
         orders[path.resolve()] = {name: index for index, name in enumerate(calls.forwards)}
         if not calls.forwards:
             why_nothing = why_nothing or _nothing_to_replay(doc, calls)
     if not any(orders.values()):
+        if first_error is not None:
+            raise first_error
         raise MsprobeError(f"{where(option, root)}: no API forward record to replay: {why_nothing}")
     return CheckedDumps(root.resolve(), orders)
 

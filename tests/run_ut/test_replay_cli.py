@@ -295,3 +295,25 @@ def test_a_rank_whose_dump_json_links_to_a_file_elsewhere_is_replayed(tmp_path: 
     for rank in ("rank0", "rank1"):
         result, _ = csv_pair(out / rank)
         assert [r[:2] for r in read_csv(result)[1:]] == [["Torch.tanh.0", "pass"]]
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_rank_whose_dump_json_is_not_a_dump_fails_alone_and_the_others_replay(
+    tmp_path: Path, workers: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A broken rank before the first good one refused the whole run, one after it stopped the run at
+    collection without -n (exit 2, nothing replayed) and not with -n 2: now each is one collection
+    error, the other ranks replay, and the run exits 1 whatever -n."""
+    record = {"Torch.tanh.0.forward": forward(tensor("torch.float32", [8], -1.0, 1.0))}
+    root = tmp_path / "root"
+    for rank in ("rank0", "rank2"):
+        (root / rank).mkdir(parents=True)
+        (root / rank / "dump.json").write_text("{ not json", encoding="utf-8")
+    write_dump(root / "rank1", record)
+    out = tmp_path / "out"
+    code = msprobe_main(["run_ut", "-api_info", str(root), "-o", str(out), "-q", "-n", workers])
+    assert code == 1
+    result, _ = csv_pair(out / "rank1")
+    assert [r[:2] for r in read_csv(result)[1:]] == [["Torch.tanh.0", "pass"]]
+    printed = capsys.readouterr().out
+    assert "rank0/dump.json" in printed and "rank2/dump.json" in printed
