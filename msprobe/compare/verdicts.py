@@ -486,16 +486,14 @@ def evaluate(
         for col, values in res.cells.items():
             out[col][good] = values[keep]
         status[good] = _verdict_text(res.failed[keep])
-        if res.skipped is not None:
-            status[good[res.skipped[keep]]] = SKIP
-            judged_skip[good[res.skipped[keep]]] = True
         message[good] = res.message[keep]
         standard[good] = std.value
         out[COMPARE_ALGORITHM][good] = std.value
         severity[good] = np.where(res.failed, res.severity, np.nan)[keep]
         worst[good] = res.worst[keep]
         if res.skipped is not None:
-            worst[good[res.skipped[keep]]] = ""
+            skipped = good[res.skipped[keep]]
+            status[skipped], judged_skip[skipped], worst[skipped] = SKIP, True, ""
 
     _rank_npu_only_nonfinite(m, idx[status[idx] == ERROR], dtype, npu_numeric, npu_alone, severity, worst)
 

@@ -398,13 +398,13 @@ class ReplaySession:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if self.worker_input is None and self._all_resumed(session):
-            session.exitstatus = pytest.ExitCode.OK  # a finished run resumed: its results stand
-        kept_error = any(w.kept_counts().get("error") for w in self.writers.values())
-        if self.worker_input is None and session.exitstatus == pytest.ExitCode.OK and kept_error:
-            # the exit status of a resumed run is that of the whole file, as an uninterrupted run's
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if self.worker_input is None:
+            if self._all_resumed(session):
+                session.exitstatus = pytest.ExitCode.OK  # a finished run resumed: its results stand
+            kept_error = any(w.kept_counts().get("error") for w in self.writers.values())
+            if session.exitstatus == pytest.ExitCode.OK and kept_error:
+                # the exit status of a resumed run is that of the whole file, as an uninterrupted run's
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
             failure = None
             for writer in self.writers.values():
                 try:

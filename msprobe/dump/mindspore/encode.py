@@ -36,7 +36,10 @@ class TensorSaver:
     def __init__(self, directory: str) -> None:
         self.directory = directory
 
-    def save(self, file_name: str, data: np.ndarray) -> bool:
+    def save(self, stem: str, data: np.ndarray) -> str | None:
+        """Write ``data`` as ``{stem}.npy`` (its file name made one name, :func:`file_safe`); the file
+        name written (the record's ``data_name``), None when it is too long to write."""
+        file_name = file_safe(f"{stem}.npy")
         # a record name made of user text (a Cell or class name, a custom API prefix) must not lead
         # out of dump_tensor_data ("../../x"), as the PyTorch writer refuses it
         if os.path.basename(file_name) != file_name:
@@ -44,10 +47,10 @@ class TensorSaver:
         path = os.path.join(self.directory, file_name)
         if len(path) > _MAX_PATH or len(file_name) > 255:
             log.warning("msprobe: tensor file name too long, not saved: %s", file_name)
-            return False
+            return None
         np.save(path, host_array(data), allow_pickle=False)
         os.chmod(path, 0o640)
-        return True
+        return file_name
 
 
 class Encoder:
@@ -125,8 +128,9 @@ class Encoder:
             return Pending(t, self.summarise, self.blank)
         data = t.asnumpy()
         out = tensor_summary(str(t.dtype), list(t.shape), data, self.md5)
-        if saver is not None and saver.save(file_safe(f"{stem}.npy"), data):
-            out["data_name"] = file_safe(f"{stem}.npy")
+        written = saver.save(stem, data) if saver is not None else None
+        if written is not None:
+            out["data_name"] = written
         return out
 
     def ndarray(self, a: np.ndarray, saver: TensorSaver | None, stem: str, depth: int) -> Any:
@@ -140,8 +144,9 @@ class Encoder:
             "Mean": mean,
             "Norm": norm,
         }
-        if saver is not None and saver.save(file_safe(f"{stem}.npy"), a):
-            out["data_name"] = file_safe(f"{stem}.npy")
+        written = saver.save(stem, a) if saver is not None else None
+        if written is not None:
+            out["data_name"] = written
         return out
 
     def sequence(self, v: Any, saver: TensorSaver | None, stem: str, depth: int) -> Any:
