@@ -1,7 +1,8 @@
 """``msprobe`` command: a thin dispatcher to one module per subcommand.
 
-Each subcommand lives next to the stage it drives and exposes ``main(argv) -> int``; this module only
-maps names to those functions (imported lazily, so ``msprobe --help`` needs no torch).
+Each subcommand lives next to the stage it drives and exposes ``main(argv, prog) -> int`` (``prog``: the
+command as typed, for its usage lines); this module only maps names to those functions (imported
+lazily, so ``msprobe --help`` needs no torch).
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def _check_demo(args: Sequence[str]) -> None:
 PRECHECKS: dict[str, Callable[[Sequence[str]], None]] = {"demo": _check_demo}
 
 
-def _resolve(target: str) -> Callable[[Sequence[str]], int]:
+def _resolve(target: str) -> Callable[..., int]:
     module_name, func_name = target.split(":")
     return getattr(importlib.import_module(module_name), func_name)  # type: ignore[no-any-return]
 
@@ -155,7 +156,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s")
     try:
         PRECHECKS.get(name, lambda _: None)(rest)
-        return _resolve(SUBCOMMANDS[name][0])(rest)
+        # usage and errors name the command as typed (``msprobe compare``, ``msprobe multi_run_ut``)
+        return _resolve(SUBCOMMANDS[name][0])(rest, prog=f"msprobe {name}")
     except MsprobeError as exc:
         if verbose:
             raise

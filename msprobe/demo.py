@@ -176,9 +176,9 @@ def run_demo(out: Path, workers: int) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "msprobe demo") -> int:
     summary = __doc__.splitlines()[0].split(": ", 1)[-1]
-    parser = argparse.ArgumentParser(prog="msprobe demo", description=summary)
+    parser = argparse.ArgumentParser(prog=prog, description=summary)
     parser.add_argument("--out", default="msprobe_demo", help="output folder (default ./msprobe_demo)")
     parser.add_argument("-n", "--workers", type=int, default=1, help="replay workers (pytest-xdist)")
     parser.add_argument("--dump-child", nargs=2, metavar=("DTYPE", "DUMP_PATH"), help=argparse.SUPPRESS)

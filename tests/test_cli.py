@@ -1,3 +1,5 @@
+import pytest
+
 from msprobe.cli import SUBCOMMANDS, main
 
 
@@ -37,3 +39,13 @@ def test_upstream_multi_run_ut_spelling_runs_run_ut(tmp_path, capsys):
     missing = tmp_path / "nope.json"
     assert main(["-f", "pytorch", "multi_run_ut", "-api_info", str(missing), "-n", "2"]) == 2
     assert capsys.readouterr().err.strip() == f"msprobe: error: -api_info {missing}: no such file or folder"
+
+
+@pytest.mark.parametrize("name", sorted(SUBCOMMANDS))
+def test_usage_names_the_command_as_typed(name, capsys):
+    # `msprobe compare --bogus` must not print the usage of another program (`msprobe-compare`)
+    with pytest.raises(SystemExit):
+        main([name, "--bogus-flag"])
+    err = capsys.readouterr().err
+    assert err.startswith(f"usage: msprobe {name} "), err
+    assert f"msprobe {name}: error:" in err

@@ -13,6 +13,7 @@ without torch.distributed, rank{R}/ with it.)
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from collections.abc import Sequence
@@ -154,14 +155,15 @@ class CompareCommand:
         return 1 if args.strict and (outcome.failed or outcome.warning) else 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    return run_main(_main, argv)
+def main(argv: Sequence[str] | None = None, prog: str = "msprobe-compare") -> int:
+    """``prog``: the command as the user typed it (``msprobe compare`` through the dispatcher)."""
+    return run_main(functools.partial(_main, prog=prog), argv)
 
 
-def _main(argv: Sequence[str] | None = None) -> int:
+def _main(argv: Sequence[str] | None = None, prog: str = "msprobe-compare") -> int:
     command = CompareCommand()
     parser = argparse.ArgumentParser(
-        prog="msprobe-compare",
+        prog=prog,
         description=CompareCommand.__doc__,
         epilog="Example" + __doc__.split("Example", 1)[1] if __doc__ else None,
         formatter_class=argparse.RawDescriptionHelpFormatter,

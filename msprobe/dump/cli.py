@@ -11,9 +11,9 @@ from msprobe.errors import MsprobeError
 from msprobe.paths import missing
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "msprobe rebuild") -> int:
     parser = argparse.ArgumentParser(
-        prog="msprobe rebuild",
+        prog=prog,
         description="Rebuild dump.json, stack.json and construct.json from the journal a dump writes "
         "as it goes (use it after a crash or a kill). PATH may be a dump_path, a step or a rank folder.",
     )

@@ -34,9 +34,9 @@ Then compare two replays (the newest details CSV of each output folder):
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "msprobe run_ut") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="msprobe run_ut", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog=prog, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
         "-api_info",
@@ -124,9 +124,9 @@ def pytest_args(argv: Sequence[str]) -> list[str]:
     return prepare(argv)[0]
 
 
-def prepare(argv: Sequence[str]) -> tuple[list[str], CheckedDumps]:
+def prepare(argv: Sequence[str], prog: str = "msprobe run_ut") -> tuple[list[str], CheckedDumps]:
     """:func:`pytest_args`, and what the check of ``-api_info`` found (handed to the replay)."""
-    ns = build_parser().parse_args(list(argv))
+    ns = build_parser(prog).parse_args(list(argv))
     # ~ as the dump's own checks read it (a quoted ~ reaches us unexpanded)
     ns.out, ns.config, ns.csv_path = (
         os.path.expanduser(p) if p else p for p in (ns.out, ns.config, ns.csv_path)
@@ -182,10 +182,10 @@ def _as_flag(flag: str, check: Callable[[Path], object], path: Path) -> None:
         raise MsprobeError(f"{flag} {exc}", exc.exit_code) from None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "msprobe run_ut") -> int:
     import sys
 
-    args, checked = prepare(sys.argv[1:] if argv is None else argv)
+    args, checked = prepare(sys.argv[1:] if argv is None else argv, prog)
     require("replay")
     if "--msprobe-device" in args:
         from msprobe.run_ut.device import DeviceError, resolve
