@@ -303,8 +303,12 @@ class ReplaySession:
         keep: list[pytest.Item] = []
         deselected: list[pytest.Item] = []
         for item in items:
-            finished = isinstance(item, ApiItem) and item.record.name in done.get(
-                self.dump_key(item.dump.path), ()
+            # a broken record's SKIP row is no verdict (pytest failed it): it fails again, as it would
+            # in an uninterrupted run, so the resumed run exits and counts as that run
+            finished = (
+                isinstance(item, ApiItem)
+                and item.record.problem is None
+                and item.record.name in done.get(self.dump_key(item.dump.path), ())
             )
             (deselected if finished else keep).append(item)
         if deselected:

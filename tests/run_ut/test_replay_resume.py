@@ -447,3 +447,25 @@ def test_a_damaged_settings_file_is_refused_naming_it(tmp_path: Path, text: str)
         MsprobeError, match=f"^{re.escape(str(path))}: .*delete it to resume without the check$"
     ):
         check_same_settings(result, now)
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]])
+def test_a_resume_runs_a_broken_record_again_and_fails_as_the_run_did(
+    tmp_path: Path, workers: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A broken record's SKIP row was kept as a verdict: resuming a run that failed on it exited 0."""
+    dump = write_dump(
+        tmp_path / "d",
+        {
+            "Torch.exp.0.forward": {"input_args": {"not": "a list"}, "input_kwargs": {}, "output": []},
+            "Torch.tanh.0.forward": forward(tensor("torch.float32", [8], -1.0, 1.0)),
+        },
+    )
+    assert replay(dump, tmp_path / "out") == 1
+    result, _ = csv_pair(tmp_path / "out")
+    before = rows_of(tmp_path / "out")
+    capsys.readouterr()
+    assert replay(dump, tmp_path / "ignored", "--msprobe-resume", str(result), *workers) == 1
+    summary = f"msprobe: {result} (1 broken record; kept from the resumed run: 1 pass)"
+    assert summary in capsys.readouterr().out
+    assert rows_of(tmp_path / "out") == before  # its row written again, once, in its place
