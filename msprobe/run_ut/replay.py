@@ -187,12 +187,12 @@ def replay(
         except Exception as exc:  # e.g. no float64 kernel: benchmark in float32, said in the Message
             fallback = execute.fallback_cast(cast)
             if fallback is None:
-                raise
+                raise _bench_failure(exc, func, args, kwargs, seed, info.hf32, plan.autocast_dtype) from None
             cast, note = fallback, execute.fallback_note(exc)
             try:
                 base = bench(args, kwargs, grad)
             except Exception:
-                raise exc from None
+                raise _bench_failure(exc, func, args, kwargs, seed, info.hf32, plan.autocast_dtype) from None
         if base.multiple:
             backward_message, grad = MULTIPLE_BACKWARD, None
         device_func = func if device_function is None else device_function(func)
@@ -274,6 +274,25 @@ def replay(
             "backward.output.device": device_grads,
         }
     return ApiResult(name, result, rows, outcome, why, saved)
+
+
+def _bench_failure(
+    exc: Exception,
+    func: Any,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    seed: int,
+    hf32: bool,
+    autocast: torch.dtype | None,
+) -> Exception:
+    """What a benchmark that raised is reported as: the call's own error when it raises in its recorded
+    dtypes too (the model's call raised: ``x & x`` on float32 is not "not implemented for 'Double'"),
+    else the benchmark's."""
+    try:
+        execute.run_forward(func, execute.Side("cpu", {}, hf32), args, kwargs, seed=seed, autocast=autocast)
+    except Exception as own:
+        return own
+    return exc
 
 
 NULL_ARGUMENT_HINT = (

@@ -548,3 +548,17 @@ def test_a_dump_json_that_is_a_link_reads_the_tensors_beside_its_target(tmp_path
     (tmp_path / "other" / "dump.json").symlink_to(real / "dump.json")
     dump = read_dump(tmp_path / "other" / "dump.json")
     assert replay(dump.records[0], dump.data_dir, "cpu").outcome == "passed"
+
+
+@pytest.mark.parametrize("dtype, named", [("torch.float32", "Float"), ("torch.float16", "Half")])
+def test_a_call_that_raised_in_the_model_is_skipped_with_its_own_error(
+    tmp_path: Path, dtype: str, named: str
+) -> None:
+    """The record of a call that raised (inputs only: ``x & x`` on floats) was skipped with the
+    benchmark's error, naming a dtype the model never used ("not implemented for 'Double'")."""
+    x = tensor(dtype, [8], -1.0, 1.0)
+    record = forward(x, x)
+    del record["output"]
+    result = replay(ApiRecord("Tensor.__and__.0", 0, record, None), tmp_path, "cpu")
+    assert result.outcome == "skipped"
+    assert result.reason.endswith(f"not implemented for '{named}'"), result.reason
