@@ -9,7 +9,7 @@ these and knows no API by name.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -17,6 +17,14 @@ import numpy as np
 import pandas as pd
 
 from msprobe.compare.cells import text_test
+from msprobe.formats.accuracy_csv import (
+    BINARY_ERR_RATE,
+    ERROR_BALANCE,
+    REL_ERR_RATE,
+    RMSE,
+    THOUSANDTH,
+    ULP_MEAN,
+)
 from msprobe.run_ut import registry
 from msprobe.run_ut.api_info import Standard as Standard
 from msprobe.run_ut.api_table import TOPK_HINT as TOPK_HINT
@@ -90,4 +98,31 @@ def route(
     out = np.array(standards, dtype=object)[api_codes] if len(apis) else np.zeros(0, dtype=object)
     non_float = ~np.isin(dtypes, list(FLOAT_DTYPES))
     out[non_float] = Standard.BINARY
+    return out
+
+
+def scored_standards(cells: Callable[[str], np.ndarray], n: int) -> np.ndarray:
+    """Per row, the standard whose columns the replay filled (None where it filled none): what it
+    scored the row by, whatever compare's table routes the API to (a ``pytest_msprobe_api_info``
+    answer may route a project's own op elsewhere). ``cells(column)``: that column of the rows.
+
+    Each standard fills its own columns; the accumulative one fills the absolute threshold's and
+    误差均衡性, which the benchmark standard fills too, so the benchmark's 均方根误差 is read first."""
+
+    def filled(column: str) -> np.ndarray:
+        return text_test(cells(column), lambda text: bool(text.strip()))
+
+    rates = filled(REL_ERR_RATE)
+    out = np.full(n, None, dtype=object)
+    unset = np.ones(n, dtype=bool)
+    for standard, mask in (
+        (Standard.BENCHMARK, filled(RMSE)),
+        (Standard.ACCUMULATIVE, rates & filled(ERROR_BALANCE)),
+        (Standard.ABSOLUTE_THRESHOLD, rates),
+        (Standard.BINARY, filled(BINARY_ERR_RATE)),
+        (Standard.ULP, filled(ULP_MEAN)),
+        (Standard.THOUSANDTH, filled(THOUSANDTH)),
+    ):
+        out[unset & mask] = standard
+        unset &= ~mask
     return out

@@ -38,11 +38,13 @@ from msprobe.compare.cells import (
 )
 from msprobe.compare.merge import BOTH, GPU_ONLY, shapes_differ, stated_texts_differ
 from msprobe.compare.standards import (
+    FLOAT_DTYPES,
     UNSUPPORTED_DTYPES,
     Standard,
     empty_shapes,
     per_row,
     route,
+    scored_standards,
 )
 from msprobe.formats.accuracy_csv import (
     API_NAME,
@@ -472,6 +474,7 @@ def evaluate(
     judged_skip = np.zeros(n, dtype=bool)  # rows a standard did not judge (their reason in message)
     idx = np.flatnonzero(judged)
     stds = route(api_type[idx], bare[idx], dtype[idx], routing)
+    rerouted = _rerouted(m, idx, stds, np.isin(dtype[idx], list(FLOAT_DTYPES)), npu_alone)
     for std, judge in JUDGES.items():
         rows = idx[stds == std]
         if not len(rows):
@@ -499,6 +502,8 @@ def evaluate(
 
     plain_message = message.copy()
     flag = _flags(m, presence)
+    if rerouted:
+        flag = _with_notes(flag, rerouted)
     has_flag = flag != ""
     notes = np.array([f"NOTE: {f}\n" for f in flag[has_flag]], dtype=object)
     message[has_flag] = _joined(message[has_flag], notes)
@@ -527,6 +532,36 @@ def evaluate(
         "duplicated_in": m["duplicated_in"].to_numpy(dtype=object),
     }
     return text_frame({**out, **{f"_{key}": values for key, values in analysis.items()}})
+
+
+def _rerouted(
+    m: pd.DataFrame, idx: np.ndarray, stds: np.ndarray, floats: np.ndarray, npu_alone: bool
+) -> dict[int, str]:
+    """Float rows (``floats``) both replays scored by another standard than compare's table routes
+    their API to (a ``pytest_msprobe_api_info`` answer routed a project's own op): judged by that
+    standard (``stds`` changed in place) instead of turning SKIP over blank columns; row -> the note
+    saying so. 8.1.1's verdicts (``npu_alone``) keep the table's routing."""
+    if npu_alone or not len(idx):
+        return {}
+    npu = scored_standards(lambda column: m[f"npu:{column}"].to_numpy(dtype=object)[idx], len(idx))
+    gpu = scored_standards(lambda column: m[f"gpu:{column}"].to_numpy(dtype=object)[idx], len(idx))
+    scored = np.array([standard is not None for standard in npu], dtype=bool)
+    other = floats & scored & (npu == gpu) & (npu != stds)
+    notes = {
+        int(row): f"judged by {scored.value}, the standard both replays scored it by (compare's table "
+        f"routes it to {routed.value})"
+        for row, scored, routed in zip(idx[other], npu[other], stds[other])
+    }
+    stds[other] = npu[other]
+    return notes
+
+
+def _with_notes(flag: np.ndarray, notes: dict[int, str]) -> np.ndarray:
+    """``flag`` with each row's note of ``notes`` after its text ("; " between the two)."""
+    out = flag.copy()
+    for row, note in notes.items():
+        out[row] = f"{flag[row]}; {note}" if flag[row] else note
+    return out
 
 
 def _rank_npu_only_nonfinite(

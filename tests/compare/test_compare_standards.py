@@ -473,3 +473,46 @@ def test_an_inf_or_nan_on_the_gpu_only_is_not_counted_against_the_npu(tmp_path):
     assert detail(pair(tmp_path, npu, gpu), name)["比对结果"] == "error"
     # an inf/nan on the NPU only stays an error
     assert detail(pair(tmp_path, gpu, npu), name)["比对结果"] == "error"
+
+
+RATES = {"inf/nan错误率": "0", "相对误差错误率": "{v}", "绝对误差错误率": "0"}
+BENCH_COLUMNS = {"小值域错误占比": "0.001", "均方根误差": "{v}", "相对误差最大值": "0.001", "误差均衡性": "0"}
+ULP_COLUMNS = {"ULP误差平均值": "{v}", "ULP误差大于阈值占比": "{v}"}
+
+
+@pytest.mark.parametrize(
+    "api, scored, routed, cells",
+    [
+        # a project's own op a conftest routed to the absolute threshold (the table: benchmark)
+        ("NPU.my_op", "绝对阈值法", "标杆比对法", RATES),
+        # a listed API a conftest routed to the benchmark standard (the table: absolute threshold)
+        ("Tensor.add_", "标杆比对法", "绝对阈值法", {**BENCH_COLUMNS, "相对误差平均值": "0.0001"}),
+        ("Functional.my_ulp_op", "ULP误差比对法", "标杆比对法", ULP_COLUMNS),
+    ],
+)
+def test_rows_both_replays_scored_by_another_standard_are_judged_by_it(tmp_path, api, scored, routed, cells):
+    """A ``pytest_msprobe_api_info`` answer routing an API to another standard made the replay fill that
+    standard's columns; compare routed by its table, found blanks and made every row a silent SKIP
+    (an NPU op failing its rates passed ``--strict``)."""
+    name = f"{api}.0.{F}.0"
+
+    # an API scored by the standard the table routes it to: the files are 8.1.1's routing, not 26.x's
+    linear = row(f"Functional.linear.0.{F}.0", cells={k: "0" for k in ULP_COLUMNS}, bench=False)
+
+    def side(value: str) -> list[list[str]]:
+        scored_row = row(name, "torch.float16", {k: v.format(v=value) for k, v in cells.items()}, bench=False)
+        return [scored_row, linear]
+
+    a = pair(tmp_path, side("0.5"), side("0"))
+    d = detail(a, name)
+    assert (d["比对结果"], d["比对算法"]) == ("error", scored)
+    note = (
+        f"judged by {scored}, the standard both replays scored it by (compare's table routes it to {routed})"
+    )
+    assert d["Message"].endswith(f"NOTE: {note}\n")
+    assert detail(pair(tmp_path, side("0"), side("0")), name)["比对结果"] == "pass"
+    # 8.1.1's own verdicts keep its routing: blank columns, SKIP
+    assert detail(pair(tmp_path, side("0.5"), side("0"), npu_alone=True), name)["比对结果"] == "SKIP"
+    # the two replays scored it differently: nothing to judge it by on both sides, the table's routing
+    other = [row(name, "torch.float16", {"二进制一致错误率": "0"}, bench=False), linear]
+    assert detail(pair(tmp_path, side("0.5"), other), name)["比对结果"] == "SKIP"
