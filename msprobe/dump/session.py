@@ -15,6 +15,7 @@ from typing import Any
 from msprobe.dump import encoder_process
 from msprobe.dump.config import DumpConfig
 from msprobe.dump.error_log import ErrorLog
+from msprobe.dump.exceptions import FileCheckException
 from msprobe.dump.filters import RecordFilter
 from msprobe.dump.naming import CallCounter
 from msprobe.dump.writer import BATCH_RECORDS, BATCH_SECONDS, RankStore
@@ -60,6 +61,7 @@ class DumpSession:
         # stop() or the step's end (a full disk fails every tensor file: thousands of lines a step)
         self._failures: dict[tuple[str, str], int] = {}
         self.step_reset_hooks: list[Callable[[], None]] = []
+        self.opened_once = False  # a rank folder was written: a later one the OS refuses is a warning
 
     # -- steps -------------------------------------------------------------------------------------
     @property
@@ -101,7 +103,10 @@ class DumpSession:
             "dump_data_dir": self.tensor_dir() if self.config.saves_tensors else None,
         }
 
-    def ensure_store(self) -> RankStore:
+    def ensure_store(self) -> RankStore | None:
+        """The open rank folder's store. A folder the OS refuses (read-only, full) is an error at the
+        first one, the user's setup; at a later step, the disk that failed during the training, it is
+        one warning line and None: that step is not dumped and the training goes on."""
         if self.store is None:
             data_file = DEBUG_JSON if self.config.level == "debug" else DUMP_JSON
             store = RankStore(
@@ -113,7 +118,14 @@ class DumpSession:
                 **self.store_batching,
             )
             store.on_error = self.record_error
-            store.open(self.config.saves_tensors)  # kept only once its folder exists: nothing to close
+            try:
+                store.open(self.config.saves_tensors)  # kept only once its folder exists: nothing to close
+            except FileCheckException as exc:
+                if not self.opened_once:
+                    raise
+                log.warning("msprobe: %s; step %d is not dumped", exc.detail, self.current_step)
+                return None
+            self.opened_once = True
             self.store = store
             self.error_log = ErrorLog(self.rank_dir())
         return self.store
@@ -147,7 +159,8 @@ class DumpSession:
         self.resolve_rank(rank_provider)
         if self.rank_excluded:
             return False
-        self.ensure_store()
+        if self.ensure_store() is None:
+            return False
         self.running = True
         log.info("msprobe: dump switch is on at step %d, data goes to %s", self.current_step, self.rank_dir())
         return True

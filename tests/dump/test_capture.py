@@ -575,3 +575,34 @@ def test_a_subclass_handles_the_python_functions_it_handles_without_the_dump(
         return lin.weight.grad
 
     assert torch.equal(grads(dump=False), grads(dump=True))
+
+
+def test_a_later_steps_folder_the_os_refuses_is_a_warning_not_an_error(
+    tmp_path: Path, debugger: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The disk that fills up or turns read-only during the training never reaches it: a later step's
+    rank folder that cannot be created is one warning line, that step is not dumped, the steps already
+    written stay, and a later step whose folder can be made again is dumped."""
+    from msprobe.dump import writer
+
+    dbg = debugger(task="statistics", level="L1")
+    x = torch.randn(3)
+    real = writer.make_dirs
+
+    def read_only(path: str) -> None:
+        raise OSError(30, "Read-only file system")
+
+    for step in range(3):
+        monkeypatch.setattr(writer, "make_dirs", read_only if step == 1 else real)
+        with caplog.at_level("WARNING", logger="msprobe"):
+            dbg.start()  # raised into the training before
+            torch.relu(x)
+            dbg.stop()
+            dbg.step()
+    said = [r.getMessage() for r in caplog.records if "is not dumped" in r.getMessage()]
+    step1 = tmp_path / "dump" / "step1" / "rank"
+    why = "Read-only file system; step 1 is not dumped"
+    assert said == [f"msprobe: cannot write the dump folder {step1}: {why}"]
+    assert list(load_dump(tmp_path / RANK)["data"]) == ["Torch.relu.0.forward"]
+    assert not (tmp_path / "dump" / "step1").exists()
+    assert list(load_dump(tmp_path / "dump" / "step2" / "rank")["data"]) == ["Torch.relu.0.forward"]

@@ -191,7 +191,8 @@ class TorchDumpService:
         s.resolve_rank(current_rank)
         if s.rank_excluded:
             return False
-        s.ensure_store()
+        if s.ensure_store() is None:
+            return False
         # no dump window at level debug: the user's code ran since the last save() unseen (a fused
         # optimizer step writes parameters without a version bump), so nothing remembered is trusted
         self._forget_everything()
