@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -231,3 +232,48 @@ def test_a_full_disk_is_an_error_not_an_abort(tmp_path: Path) -> None:
         [sys.executable, "-c", _FULL_DISK], env=env, capture_output=True, text=True, timeout=120
     )
     assert (done.returncode, done.stdout.strip()) == (0, "raised True"), done.stderr[-2000:]
+
+
+def test_a_failed_write_is_said_as_itself_and_leaves_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk is not a changed writer API: the OSError is raised as it is (not torch.save's retry
+    error ``unexpected pos``), the lean writer stays on for the files after it, and the unfinished file
+    is removed."""
+    import errno
+
+    w = TensorWriter(str(tmp_path))
+    real = tensor_io._LeanSaver.save
+
+    def full_disk(self: object, d: torch.Tensor, fh: object) -> None:
+        fh.write(b"partial archive")  # type: ignore[attr-defined]
+        fh.flush()  # type: ignore[attr-defined]
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(tensor_io._LeanSaver, "save", full_disk)
+    with pytest.raises(OSError) as exc:
+        w.save(torch.randn(3, 3), "f.pt")
+    assert exc.value.errno == errno.ENOSPC
+    assert w._lean is not None
+    assert _wrote(tmp_path) == []
+    monkeypatch.setattr(tensor_io._LeanSaver, "save", real)  # room again
+    t = torch.randn(3, 3)
+    w.save(t, "g.pt")
+    _check(tmp_path / "g.pt", t)
+    assert w._lean is not None
+
+
+def test_a_failed_torch_save_leaves_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    monkeypatch.setenv("MSPROBE_PT_WRITER", "torch.save")
+    w = TensorWriter(str(tmp_path))
+
+    def full_disk(obj: object, fh: Any, *args: object, **kwargs: object) -> None:
+        fh.write(b"partial archive")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    with pytest.raises(OSError):
+        w.save(torch.randn(3, 3), "f.pt")
+    assert _wrote(tmp_path) == []

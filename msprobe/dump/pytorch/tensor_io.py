@@ -275,19 +275,26 @@ class TensorWriter:
     def _write(self, t: torch.Tensor, path: str) -> None:
         d = _savable(t)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-        with os.fdopen(fd, "wb") as fh:
-            done = False
-            if self._lean is not None and _lean_ok(d):
-                try:
-                    self._lean.save(d, fh)
-                    done = True
-                except Exception:  # a torch whose private writer API differs: torch.save from now on
-                    self._lean = None
-                    fh.seek(0)
-                    fh.truncate()
-            if not done:
-                with _no_crc32():
-                    torch.save(d, fh)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                done = False
+                if self._lean is not None and _lean_ok(d):
+                    try:
+                        self._lean.save(d, fh)
+                        done = True
+                    except OSError:  # the disk (ENOSPC, EIO), not the writer: said as it is, lean kept
+                        raise
+                    except Exception:  # a torch whose private writer API differs: torch.save from now on
+                        self._lean = None
+                        fh.seek(0)
+                        fh.truncate()
+                if not done:
+                    with _no_crc32():
+                        torch.save(d, fh)
+        except BaseException:  # no unfinished file is left under the name a record would carry
+            with contextlib.suppress(OSError):
+                os.remove(path)
+            raise
 
     def forget(self, t: torch.Tensor) -> None:
         self._written.forget(t)
