@@ -171,8 +171,11 @@ def serve(inp: int, out: int) -> None:
             elif kind == VALUE:
                 reply = current.records.get(msg)
         except Exception as exc:
-            where = os.path.dirname(msg[0]) if kind == OPEN else ""  # the rank folder whose journal failed
-            errors.append(("write", where, type(exc).__name__, str(exc)))
+            if kind == BATCH and current is not None:  # named as a store journaling in process names it
+                category, where = "journal", os.path.dirname(current.journal.path)
+            else:  # an OPEN: the rank folder whose journal could not be made
+                category, where = "write", os.path.dirname(msg[0]) if kind == OPEN else ""
+            errors.append((category, where, type(exc).__name__, str(exc)))
             if kind in (OPEN, BATCH):  # never answered: the error goes with the next answer
                 continue
         try:

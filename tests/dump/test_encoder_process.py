@@ -303,6 +303,9 @@ def test_a_batch_the_helper_fails_to_journal_gets_no_answer_of_its_own(
         replies.append((kind, pickle.loads(encoder_process._read_exactly(to_training, size) or b"")))
     assert [kind for kind, _ in replies] == [encoder_process.VALUE]
     assert [e[2] for e in replies[0][1][1]] == ["OSError"]  # the batch's error, with the answer
+    # named as a store journaling in process names it: a journal failure of the rank folder, not a
+    # nameless "write" that the final json files' failure would then be counted under, unsaid
+    assert [e[:2] for e in replies[0][1][1]] == [("journal", str(tmp_path))]
 
 
 @pytest.mark.parametrize("where", ["helper", "in process"])
