@@ -80,6 +80,8 @@ def test_the_hook_classes_and_the_jit_executor_exist() -> None:
     assert hasattr(ms_compat.CellBackwardHook, "set_hook_fn")
     executor = ms_compat.jit_executor_class()
     assert executor is not None and callable(executor.__call__)
+    pijit = ms_compat.pijit_context_class()  # jit(capture_mode="bytecode"): switched off in a window
+    assert pijit is not None and callable(pijit.__enter__) and callable(pijit.__exit__)
 
 
 def _private_mindspore_uses(path: Path) -> list[str]:

@@ -94,6 +94,50 @@ def test_jit_function_runs_and_is_recorded_as_one_call(tmp_path):
     assert len(grads) == 2
 
 
+@pytest.mark.parametrize("level", ["L1", "mix"])
+def test_bytecode_jit_code_runs_eagerly_in_a_window_and_every_api_is_recorded(tmp_path, level):
+    """``jit(capture_mode="bytecode")`` (PIJit) traced our wrappers and recorded only the calls where it
+    broke its graph (here ``exp`` and ``sum``); as in 8.1.1 its capture is off inside a dump window."""
+
+    class Net(nn.Cell):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Dense(4, 4)
+
+        @ms.jit(capture_mode="bytecode")
+        def construct(self, x: Any) -> Any:
+            h = ops.relu(self.fc(x))
+            return mint.sum((h * 2.0 + ops.exp(-h)) ** 2)
+
+    net = Net()
+    x = data(0, (2, 4))
+    expected, expected_grads = ms.value_and_grad(net, None, net.trainable_params())(x)
+    out = str(tmp_path / "dump")
+    dbg = PrecisionDebugger(config_path=write_config(str(tmp_path / "cfg.json"), "statistics", level, out))
+    for _ in range(2):
+        dbg.start(net)
+        loss, grads = ms.value_and_grad(net, None, net.trainable_params())(x)
+        dbg.stop()
+        dbg.step()
+    assert float(loss.asnumpy()) == pytest.approx(float(expected.asnumpy()), rel=1e-6)
+    np.testing.assert_allclose(grads[0].asnumpy(), expected_grads[0].asnumpy(), rtol=1e-5)
+    for step in (0, 1):
+        rec = _records(out, step)
+        for name in (
+            "Primitive.matmul.MatMul.0",
+            "Functional.relu.0",
+            "Tensor.__mul__.0",
+            "Tensor.__neg__.0",
+            "Functional.exp.0",
+            "Tensor.__add__.0",
+            "Tensor.__pow__.0",
+            "Mint.sum.0",
+        ):
+            assert f"{name}.forward" in rec and f"{name}.backward" in rec, name
+    after = float(net(x).asnumpy())  # outside a window PIJit compiles it again, as without msprobe
+    assert after == pytest.approx(float(expected.asnumpy()), rel=1e-6)
+
+
 @pytest.mark.parametrize("level", ["L0", "mix"])
 @pytest.mark.parametrize("jit_root", [False, True], ids=["jit function calling the net", "jit root Cell"])
 def test_jit_code_calling_hooked_cells_runs_as_without_the_dump(tmp_path, level, jit_root):

@@ -7,10 +7,16 @@ the running MindSpore's jit executor (``_JitExecutor``) is wrapped: during the c
 Primitive hooks and the Cell hooks (of the Cells a jit function calls) are suspended, and at L1 and
 mix the call is recorded as ``Jit.{function | Cell class}.{n}.forward``; its backward record holds
 the real gradients (grads of the outputs as ``input``, of the inputs as ``output``).
+
+``jit(capture_mode="bytecode")`` (PIJit) does not go through that executor: it compiles the bytecode it
+traces, our wrappers included, so only the calls where it breaks its graph would be recorded. At L1
+and mix its capture is switched off while a dump window is open, as 8.1.1 does: the code runs eagerly
+and every API in it is recorded.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +30,7 @@ except ImportError:
     OPTIMIZERS = (Optimizer,)
 
 from msprobe.dump.mindspore.backward import cell_backward_hook, hook_outputs, tensor_leaves
-from msprobe.dump.mindspore.ms_compat import grad_recording, jit_executor_class
+from msprobe.dump.mindspore.ms_compat import grad_recording, jit_executor_class, pijit_context_class
 from msprobe.formats.record_names import BACKWARD, FORWARD
 
 if TYPE_CHECKING:
@@ -39,6 +45,9 @@ class JitHooks:
         self.suspend_hooks: list[Callable[[bool], Callable[[], None]]] = []
         self._cls: Any = None
         self._original: Any = None
+        self._pijit: Any = None
+        self._pijit_original: tuple[Any, Any] | None = None
+        self._pijit_skipped = threading.local()  # per thread: a stack, True where __enter__ was skipped
 
     def install(self) -> bool:
         cls = jit_executor_class()
@@ -53,12 +62,46 @@ class JitHooks:
         __call__.__msprobe_jit__ = True  # type: ignore[attr-defined]
         cls.__call__ = __call__
         self._cls, self._original = cls, original
+        if self.service.config.records_apis:
+            self._install_pijit()
         return True
+
+    def _install_pijit(self) -> None:
+        ctx = pijit_context_class()
+        if ctx is None or getattr(ctx.__enter__, "__msprobe_jit__", False):
+            return
+        enter, leave = ctx.__enter__, ctx.__exit__
+        hooks = self
+
+        def __enter__(context: Any) -> Any:
+            stack = hooks._skipped_stack()
+            skip = hooks.service.running
+            stack.append(skip)
+            return None if skip else enter(context)
+
+        def __exit__(context: Any, *exc: Any) -> Any:
+            stack = hooks._skipped_stack()
+            if stack and stack.pop():
+                return None
+            return leave(context, *exc)
+
+        __enter__.__msprobe_jit__ = True  # type: ignore[attr-defined]
+        ctx.__enter__, ctx.__exit__ = __enter__, __exit__
+        self._pijit, self._pijit_original = ctx, (enter, leave)
+
+    def _skipped_stack(self) -> list[bool]:
+        stack = getattr(self._pijit_skipped, "stack", None)
+        if stack is None:
+            stack = self._pijit_skipped.stack = []
+        return stack  # type: ignore[no-any-return]
 
     def uninstall(self) -> None:
         if self._cls is not None:
             self._cls.__call__ = self._original
             self._cls = None
+        if self._pijit is not None and self._pijit_original is not None:
+            self._pijit.__enter__, self._pijit.__exit__ = self._pijit_original
+            self._pijit = self._pijit_original = None
 
     def _name(self, executor: Any) -> str:
         obj = getattr(executor, "obj", None)

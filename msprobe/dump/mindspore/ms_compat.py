@@ -70,3 +70,16 @@ def jit_executor_class() -> Any:
             if cls is not None:
                 return cls
     return None
+
+
+def pijit_context_class() -> Any:
+    """The context manager that switches on ``jit(capture_mode="bytecode")`` capture (PIJit), or None."""
+    for mod_name in ("mindspore.graph._utils.pijit_context", "mindspore.common.jit_context"):
+        try:
+            mod = importlib.import_module(mod_name)
+        except ImportError:
+            continue
+        cls = getattr(mod, "PIJitCaptureContext", None)
+        if cls is not None:
+            return cls
+    return None
