@@ -61,20 +61,24 @@ def models_of(model: Any) -> list[Any]:
 
 
 class FirstModel:
-    """The model the dump hooked at its first window: it stays the one, as in 8.1.1. A later
-    ``start()`` naming another model is said once (its modules or Cells are not recorded)."""
+    """The model the dump hooked at the first window given one: it stays the one, as in 8.1.1. A
+    later ``start()`` naming another model is said once (its modules or Cells are not recorded); a
+    window without a model (a warm-up step at L1) hooks nothing and leaves the choice open."""
 
     def __init__(self) -> None:
         self._ids: tuple[int, ...] | None = None
         self._said = False
 
     def take(self, model: Any) -> bool:
-        """True the first time (hook ``model`` now); later False, saying so once if ``model`` is another."""
-        ids = () if model is None else tuple(id(m) for m in models_of(model))
+        """True the first time a model is given (hook it now); later False, saying so once if
+        ``model`` is another."""
+        if model is None:
+            return False
+        ids = tuple(id(m) for m in models_of(model))
         if self._ids is None:
             self._ids = ids
             return True
-        if ids and self._ids and ids != self._ids and not self._said:
+        if ids != self._ids and not self._said:
             self._said = True
             log.warning(
                 "msprobe: start() was given another model than the one hooked at the first dump window; "

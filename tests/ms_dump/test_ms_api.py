@@ -598,6 +598,22 @@ def test_another_net_given_to_a_later_start_is_said_once(tmp_path, caplog):
     assert len(said) == 1 and "first model stays the one" in said[0]
 
 
+def test_a_first_window_without_a_net_leaves_the_net_of_a_later_start_hooked(tmp_path):
+    """At L1 a first window without a net (a warm-up step) took the place of the first net: a later
+    ``start(net)`` hooked no Primitive, so nn.Dense's matmul went unrecorded, without a word."""
+    cfg, out = _cfg(tmp_path)
+    dbg = PrecisionDebugger(config_path=cfg)
+    net = nn.Dense(3, 2)
+    x = Tensor(np.ones((1, 3), np.float32))
+    for model in (None, net):
+        dbg.start(model)
+        net(x)
+        dbg.stop()
+        dbg.step()
+    assert not any(name.startswith("Primitive.") for name in _dump(out, 0)["data"])
+    assert any(name.startswith("Primitive.matmul.") for name in _dump(out, 1)["data"])
+
+
 @pytest.mark.parametrize("summary_mode", ["statistics", "md5"])
 def test_an_in_place_api_records_its_inputs_as_they_were_before_the_call(tmp_path, summary_mode):
     """``assign_add`` writes into its first argument: the inputs' summaries are taken before the
