@@ -20,7 +20,7 @@ from msprobe.errors import first_line
 from msprobe.formats.record_names import in_place_name, replay_op_name
 from msprobe.run_ut import execute, registry
 from msprobe.run_ut.api_info import ApiInfo
-from msprobe.run_ut.arg_values import InputError, parse_dtype
+from msprobe.run_ut.arg_values import InputError, TensorArg, leaves, parse_dtype
 from msprobe.run_ut.draws import check_size
 from msprobe.run_ut.inputs import ArgBuilder, apply_prepare_inputs
 from msprobe.run_ut.records import ApiRecord
@@ -39,6 +39,14 @@ from msprobe.run_ut.ties import canonical_form
 
 OUT_KWARG_MESSAGE = "function with out=... arguments don't support automatic differentiation, skip backward."
 MULTIPLE_BACKWARD = "Multiple backward is not supported."
+NO_BACKWARD_GRAD = (
+    "the backward record holds no gradient of the output backward starts from "
+    "(its input[0] is null or missing): backward not replayed"
+)
+NO_GRAD_INPUT = (
+    "no input of the replayed call requires grad (tensors in a keyword list, as in "
+    "torch.cat(tensors=[...]), are replayed without it, as 8.1.1 does): backward not replayed"
+)
 
 
 def api_seed(name: str) -> int:
@@ -158,6 +166,10 @@ def replay(
         ):
             return skipped(name, registry.not_recorded_reason(name, record.api_type))
         backward_message = _backward_message(record, info, kwargs)
+        if record.backward is not None and backward_message is None and not _needs_grad(args, kwargs):
+            # backward from such a call raises "element 0 of tensors does not require grad", which
+            # would skip the forward too
+            backward_message = NO_GRAD_INPUT
         grad = None
         if record.backward is not None and backward_message is None:
             grad = builder.grad(record.backward)
@@ -195,6 +207,12 @@ def replay(
                 raise _bench_failure(exc, func, args, kwargs, seed, info.hf32, plan.autocast_dtype) from None
         if base.multiple:
             backward_message, grad = MULTIPLE_BACKWARD, None
+        elif record.backward is not None and backward_message is None and grad is None:
+            # a backward record without a first gradient (``a, b = x.split(n)`` with ``a`` unused
+            # records input [null, grad_b]): as 8.1.1, a tuple output is "Multiple backward"; a
+            # backward record is never dropped without a word
+            multiple = isinstance(base.output, (tuple, list)) and info.grad_index is None
+            backward_message = MULTIPLE_BACKWARD if multiple else NO_BACKWARD_GRAD
         device_func = func if device_function is None else device_function(func)
         device_side = execute.Side(device, {}, info.hf32)
         device_raw = execute.run_forward(
@@ -311,6 +329,16 @@ def _has_null_argument(forward: Mapping[str, Any]) -> bool:
     args = forward.get("input_args") or []
     kwargs = forward.get("input_kwargs") or {}
     return any(a is None for a in args) or any(v is None for k, v in kwargs.items() if k != "out")
+
+
+def _needs_grad(args: list[Any], kwargs: dict[str, Any]) -> bool:
+    """Whether a rebuilt argument will require grad (float or complex, as :mod:`execute` re-leafs)."""
+    return any(
+        isinstance(leaf, TensorArg)
+        and leaf.requires_grad
+        and (leaf.tensor.is_floating_point() or leaf.tensor.is_complex())
+        for leaf in leaves([args, kwargs])
+    )
 
 
 def _backward_message(record: ApiRecord, info: ApiInfo, kwargs: dict[str, Any]) -> str | None:

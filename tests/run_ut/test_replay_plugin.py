@@ -193,3 +193,48 @@ def test_a_node_id_inside_the_dump_selects_one_api(pytester: pytest.Pytester) ->
     dump = write_dump(pytester.path / "d", data)
     run(pytester, dump, f"{dump / 'dump.json'}::Torch.tanh.0").assert_outcomes(passed=1)
     assert [r[0] for r in read_csv(csv_pair(pytester.path / "out")[0])[1:]] == ["Torch.tanh.0"]
+
+
+def test_backward_record_without_first_grad_is_not_dropped(pytester: pytest.Pytester) -> None:
+    # ``a, b = x.split(2)`` with ``a`` unused: the dump's backward input is [null, grad_b]
+    data = {
+        "Torch.split.0.forward": forward(
+            tensor("torch.float32", [4, 3], -1.0, 1.0, requires_grad=True), {"type": "int", "value": 2}
+        ),
+        "Torch.split.0.backward": {
+            "input": [None, tensor("torch.float32", [2, 3], -1.0, 1.0)],
+            "output": [None],
+        },
+        "Torch.tanh.0.forward": forward(tensor("torch.float32", [16], -1.0, 1.0, requires_grad=True)),
+        "Torch.tanh.0.backward": {"input": [None], "output": [None]},
+    }
+    dump = write_dump(pytester.path / "d", data)
+    run(pytester, dump).assert_outcomes(passed=2)
+    res, _ = csv_pair(pytester.path / "out")
+    rows = {r[0]: r for r in read_csv(res)[1:]}
+    assert rows["Torch.split.0"] == ["Torch.split.0", "pass", "SKIP", "Multiple backward is not supported."]
+    assert rows["Torch.tanh.0"][:3] == ["Torch.tanh.0", "pass", "SKIP"]
+    assert "no gradient" in rows["Torch.tanh.0"][3]
+
+
+def test_backward_without_a_grad_input_keeps_the_forward(pytester: pytest.Pytester) -> None:
+    # ``torch.cat(tensors=[a, b])``: tensors in a keyword list are replayed without grad (8.1.1's rule);
+    # the backward cannot run, which must not cost the forward its verdict
+    t = tensor("torch.float32", [4, 3], -1.0, 1.0, requires_grad=True)
+    data = {
+        "Torch.cat.0.forward": {
+            "input_args": [],
+            "input_kwargs": {"tensors": [t, t], "dim": {"type": "int", "value": 0}},
+            "output": [tensor("torch.float32", [8, 3], -1.0, 1.0, requires_grad=True)],
+        },
+        "Torch.cat.0.backward": {
+            "input": [tensor("torch.float32", [8, 3], -1.0, 1.0)],
+            "output": [None, None],
+        },
+    }
+    dump = write_dump(pytester.path / "d", data)
+    run(pytester, dump).assert_outcomes(passed=1)
+    res, _ = csv_pair(pytester.path / "out")
+    rows = {r[0]: r for r in read_csv(res)[1:]}
+    assert rows["Torch.cat.0"][:3] == ["Torch.cat.0", "pass", "SKIP"]
+    assert "requires grad" in rows["Torch.cat.0"][3]
