@@ -113,8 +113,16 @@ def test_files_scored_with_different_routings_are_said_to_be(tmp_path):
     a = analyse(v811, v26)
     assert a.warning() == (
         f"{DETAILS_IN} was scored with 8.1.1's routing and {V26_DETAILS_IN} with 26.x's routing (every "
-        "float output by the benchmark standard): an API the two route differently has no metric on both "
-        "sides (SKIP rows); replay both with one --msprobe-routing"
+        "float output by the benchmark standard): an API the two route differently is SKIP, or judged on "
+        "the NPU's values alone (absolute threshold, binary, thousandth); replay both with one "
+        "--msprobe-routing"
+    )
+    # what the line says: add_ (absolute threshold) is judged, and fails, on the NPU's rate alone
+    verdicts = dict(zip(a.results["API Name"], a.results["Forward Test Success"]))
+    assert verdicts["Tensor.add_.5"] == "error"
+    b = analyse(v26, v811)  # the 26.x file as NPU: its rows lack those metrics, SKIP rows indeed
+    assert b.warning().endswith(
+        "has no metric on both sides (SKIP rows); replay both with one --msprobe-routing"
     )
 
 
