@@ -356,3 +356,68 @@ def test_a_coalesced_record_waits_for_its_manager_to_exit_and_for_the_managers_h
         coalesced.add((group,), PendingCall(lambda ok: finished.append(f"open {ok}"), 1))
         coalesced.abandon()  # stop() inside the manager
     assert finished[-1] == "open False" and coalesced.adopt(work) == (work, None)
+
+
+COMM_HOOK_WORKER = textwrap.dedent(
+    """
+    import sys, torch, torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from msprobe.pytorch import PrecisionDebugger
+    rank = int(sys.argv[1])
+    dbg = PrecisionDebugger(config_path=sys.argv[2])
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    x = torch.full((3,), float(rank + 1))
+    torch.manual_seed(0)
+    model = DDP(torch.nn.Linear(3, 1, bias=False))
+    model.register_comm_hook(None, default_hooks.allreduce_hook)
+    dbg.start()
+    dist.all_reduce(x, async_op=True).get_future().wait()
+    model(torch.full((1, 3), float(rank + 1))).sum().backward()
+    dbg.stop()
+    dist.destroy_process_group()
+    """
+)
+
+
+@pytest.mark.slow
+def test_a_collective_completed_through_its_future_records_its_output(tmp_path: Path) -> None:
+    step = run_ranks(tmp_path, COMM_HOOK_WORKER, level="L1")
+    for rank in (0, 1):
+        data = json.loads((step / f"rank{rank}" / "dump.json").read_text())["data"]
+        plain = data["Distributed.all_reduce.0.forward"]["output"][0]
+        hooked = data["Distributed.all_reduce.1.forward"]["output"][0]  # the DDP comm hook's bucket
+        assert (plain["Max"], plain["Min"]) == (3.0, 3.0)
+        assert (hooked["Max"], hooked["Min"]) == (1.5, 1.5)  # (1 + 2) / 2: the averaged gradient
+        assert not (step / f"rank{rank}" / "dump_error_info.log").exists()
+
+
+CHAINED_WORKER = textwrap.dedent(
+    """
+    import sys, time, torch, torch.distributed as dist
+    from msprobe.pytorch import PrecisionDebugger
+    rank = int(sys.argv[1])
+    dbg = PrecisionDebugger(config_path=sys.argv[2])
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    x, y = torch.full((2,), float(rank + 1)), torch.full((2,), 10.0 * (rank + 1))
+    dbg.start()
+    if rank == 1:
+        time.sleep(1.0)  # rank 0's future is still pending when it chains its callback
+    fut = dist.all_reduce(x, async_op=True).get_future()
+    fut.then(lambda f: dist.all_reduce(y)).wait()  # PowerSGD chains its next all_reduce so
+    dbg.stop()
+    dist.destroy_process_group()
+    """
+)
+
+
+@pytest.mark.slow
+def test_a_collective_chained_on_a_future_is_recorded_on_every_rank(tmp_path: Path) -> None:
+    step = run_ranks(tmp_path, CHAINED_WORKER, level="L1")
+    for rank in (0, 1):
+        data = json.loads((step / f"rank{rank}" / "dump.json").read_text())["data"]
+        assert [k for k in data if k.startswith("Distributed.")] == [
+            "Distributed.all_reduce.0.forward",
+            "Distributed.all_reduce.1.forward",
+        ]
+        assert data["Distributed.all_reduce.1.forward"]["output"][0]["Max"] == 30.0

@@ -42,9 +42,29 @@ class PendingCall:
     """The handles of one call whose record waits for them: ``finish(arrived)`` runs once, with
     ``True`` when the caller has waited on every handle, or with ``False`` from :meth:`abandon`."""
 
-    def __init__(self, finish: Callable[[bool], None], handles: int) -> None:
+    def __init__(self, finish: Callable[[bool], None], handles: int, wait_for_future: bool = False) -> None:
         self._finish: Callable[[bool], None] | None = finish
         self._left = handles
+        self.wait_for_future = wait_for_future  # a handle's get_future() waits for it first
+        self._futures: list[Any] = []  # futures of handles the caller completes through them
+
+    def watch(self, future: Any) -> None:
+        """A handle's future was handed out (DDP comm hooks wait on it in C++, never on the handle):
+        its completion counts as that handle's wait, seen by :meth:`settle`."""
+        self._futures.append(future)
+
+    def settle(self) -> None:
+        """Count the handed-out futures that have completed as waited handles (on the recording
+        thread: a future's own callbacks may run on the backend's thread)."""
+        if not self._futures or self.done:
+            return
+        pending = []
+        for future in self._futures:  # each asked once: one that completes meanwhile counts next time
+            if future.done():
+                self.waited()
+            else:
+                pending.append(future)
+        self._futures = pending
 
     @property
     def done(self) -> bool:
@@ -103,7 +123,17 @@ class PendingWork(_Work):  # type: ignore[misc, valid-type]
         return self._work.result()
 
     def get_future(self) -> Any:
-        return self._work.get_future()
+        """A collective is waited for here, as 8.1.1 waits inside the call: its record is complete, and
+        the callbacks chained on the (now completed) future run inline in the caller's thread, so
+        the collectives they call (PowerSGD's) are recorded every time. A point-to-point receive is
+        not waited for (both ranks may receive first): its future's completion is watched instead."""
+        if self._call is not None and self._call.wait_for_future:
+            self.wait()
+        future = self._work.get_future()
+        call, self._call = self._call, None
+        if call is not None:
+            call.watch(future)
+        return future
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._work, name)
@@ -125,11 +155,13 @@ def written_later(api: str, func: Any, out: Any, args: tuple[Any, ...], kwargs: 
     return api in WRITTEN_LATER_APIS or _asks_async(func, args, kwargs)
 
 
-def pending_handles(out: Any, finish: Callable[[bool], None]) -> tuple[Any, PendingCall]:
+def pending_handles(
+    out: Any, finish: Callable[[bool], None], wait_for_future: bool = False
+) -> tuple[Any, PendingCall]:
     """``out`` (a handle, or a list of them) with every handle wrapped for ``finish``'s call."""
     works = out if isinstance(out, list) else [out]
     waitable = [getattr(w, "wait", None) is not None for w in works]
-    call = PendingCall(finish, sum(waitable))
+    call = PendingCall(finish, sum(waitable), wait_for_future)
     wrapped = [PendingWork(w, call) if ok else w for w, ok in zip(works, waitable, strict=True)]
     if not any(waitable):
         call.waited()

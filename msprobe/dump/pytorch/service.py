@@ -222,6 +222,7 @@ class TorchDumpService:
 
     def _pop(self) -> None:
         self._coalesced.abandon()
+        self._settle_futures()
         pending, self._pending_calls = self._pending_calls, []
         for call in pending:  # handles not waited for yet: waiting here could deadlock
             call.abandon()
@@ -352,6 +353,8 @@ class TorchDumpService:
         s = self.session
         if self._coalesced:  # a coalescing manager may have run its collectives since
             self._coalesced.settle()
+        if self._pending_calls:  # a future handed out (a DDP comm hook) may have completed since
+            self._settle_futures()
         prefix, api = key
         index = s.counter.next(f"{prefix}.{api}")
         name = api_record_name(prefix, api, index, FORWARD)
@@ -395,7 +398,10 @@ class TorchDumpService:
             self._forget_collective(shown)
             coalescing = queued_since(queues)  # the groups that queued it: the rest ran at once
             if coalescing or collectives.written_later(api, func, out, args, kwargs):
-                return self._defer(name, func, out, record, fwd and s.filter.check(name), shown, coalescing)
+                receives = api in collectives.WRITTEN_LATER_APIS
+                return self._defer(
+                    name, func, out, record, fwd and s.filter.check(name), shown, coalescing, receives
+                )
         out_ok = fwd and s.filter.check(name) and mode.side("output")
         self._after(
             name, index, key, func, out, record, out_ok, shown, unwritten_args=() if mutated else args
@@ -415,11 +421,14 @@ class TorchDumpService:
         fwd_ok: bool,
         shown: tuple[Any, ...],
         coalescing: tuple[Any, ...] = (),
+        receives: bool = False,
     ) -> Any:
         """The record of a call whose tensors the op writes after it returned: its output is taken
         when the caller has waited on its handles, or left out at ``stop()`` if the caller had not.
         Inside a coalescing manager (``coalescing``: its process groups) the call returned no real
-        handle: the record waits for the manager instead."""
+        handle: the record waits for the manager instead. A handle's ``get_future()`` waits for it
+        first (as 8.1.1 waits inside the call), except for a point-to-point receive (``receives``:
+        both ranks may receive first), whose future is watched instead."""
         store, encoder = self.session.store, self.encoder
         if store is None or encoder is None:
             return out
@@ -451,10 +460,15 @@ class TorchDumpService:
         if coalescing:
             self._coalesced.add(coalescing, collectives.PendingCall(finish, 1))
             return out
-        handles, call = collectives.pending_handles(out, finish)
+        handles, call = collectives.pending_handles(out, finish, wait_for_future=not receives)
         if not call.done:
             self._pending_calls.append(call)
         return handles
+
+    def _settle_futures(self) -> None:
+        for call in self._pending_calls:
+            call.settle()
+        self._pending_calls = [c for c in self._pending_calls if not c.done]
 
     def _adopt_coalesced(self, work: Any) -> Any:
         """The handle an ``async_ops=True`` coalescing manager keeps: its wait completes the records."""
