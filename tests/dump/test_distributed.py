@@ -421,3 +421,33 @@ def test_a_collective_chained_on_a_future_is_recorded_on_every_rank(tmp_path: Pa
             "Distributed.all_reduce.1.forward",
         ]
         assert data["Distributed.all_reduce.1.forward"]["output"][0]["Max"] == 30.0
+
+
+OBJECT_LIST_WORKER = textwrap.dedent(
+    """
+    import sys, torch, torch.distributed as dist
+    from msprobe.pytorch import PrecisionDebugger
+    rank = int(sys.argv[1])
+    dbg = PrecisionDebugger(config_path=sys.argv[2])
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    dbg.start()
+    objs = ["hello", rank]
+    dist.broadcast_object_list(objs, src=0)
+    dbg.stop()
+    dist.destroy_process_group()
+    """
+)
+
+
+@pytest.mark.slow
+def test_a_collective_inside_another_c10d_function_records_its_own_arguments(tmp_path: Path) -> None:
+    # every c10d function shares c10d_logger's wrapper code: the call site of broadcast_object_list
+    # (called with src=) is not the one of the broadcast it makes
+    step = run_ranks(tmp_path, OBJECT_LIST_WORKER, level="L1")
+    for rank in (0, 1):
+        data = json.loads((step / f"rank{rank}" / "dump.json").read_text())["data"]
+        for name in ("Distributed.broadcast.0.forward", "Distributed.broadcast.1.forward"):
+            record = data[name]
+            assert record["input_args"][0]["type"] == "torch.Tensor", record["input_args"]
+            assert "src" not in record["input_kwargs"]
+            assert record["input_args"][0]["shape"] == record["output"][0]["shape"]

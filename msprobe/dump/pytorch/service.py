@@ -87,7 +87,8 @@ class TorchDumpService:
         self._node_hook = no_compile(self.on_backward)
         self._tensor_hook = no_compile(self._on_tensor_grad)
         self.tracer = ApiTracer(build_mode_table(self.api_lists), handler, self.on_untracked_write)
-        self.patcher = Patcher(handler)
+        # a patched binding gets the caller's own arguments: no call site to read them back from
+        self.patcher = Patcher(no_compile(functools.partial(self.on_api_call, as_written=True)))
         self.patcher.patch_families(self.api_lists)
         self._operators = self.patcher.patches_while_on(self.api_lists)
         self._collective_prefixes = {f.prefix for f in FAMILIES if f.collective}
@@ -283,7 +284,12 @@ class TorchDumpService:
 
     # -- forward ----------------------------------------------------------------------------------
     def on_api_call(
-        self, key: ApiKey, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+        self,
+        key: ApiKey,
+        func: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        as_written: bool = False,
     ) -> Any:
         s = self.session
         if (
@@ -303,15 +309,20 @@ class TorchDumpService:
             return out
         self._inside = True  # our own tensor code and the API's internals record nothing
         try:
-            return self._record_call(key, func, args, kwargs)
+            return self._record_call(key, func, args, kwargs, as_written)
         finally:
             self._inside = False
 
     def _record_call(
-        self, key: ApiKey, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+        self,
+        key: ApiKey,
+        func: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        as_written: bool = False,
     ) -> Any:
         with self.lock:
-            name, index, record = self._record_inputs(key, func, args, kwargs)
+            name, index, record = self._record_inputs(key, func, args, kwargs, as_written)
         queues = coalescing_queues() if key[0] in self._collective_prefixes else None
         try:
             out = func(*args, **kwargs)
@@ -348,7 +359,12 @@ class TorchDumpService:
             store.put(name, record)
 
     def _record_inputs(
-        self, key: ApiKey, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+        self,
+        key: ApiKey,
+        func: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        as_written: bool = False,
     ) -> tuple[str, int, dict[str, Any] | None]:
         s = self.session
         if self._coalesced:  # a coalescing manager may have run its collectives since
@@ -363,7 +379,7 @@ class TorchDumpService:
         record: dict[str, Any] | None = None
         in_ok = s.filter.check(name)  # always: a scope's range opens and closes on the names it sees
         if fwd and in_ok and mode.side("input"):
-            if type(func) is types.FunctionType:
+            if type(func) is types.FunctionType and not as_written:
                 rec_args, rec_kwargs = recover_call_args(func, args, kwargs, bound=prefix == "Tensor")
             else:
                 rec_args, rec_kwargs = args, kwargs
