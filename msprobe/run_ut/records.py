@@ -21,7 +21,7 @@ from typing import Any
 from msprobe.errors import MsprobeError
 from msprobe.formats import dump_json
 from msprobe.formats.accuracy_csv import CSV_INJECTION
-from msprobe.formats.dump_json import DUMP_JSON, TENSOR_DIR
+from msprobe.formats.dump_json import DEBUG_JSON, DUMP_JSON, TENSOR_DIR
 from msprobe.formats.record_names import replay_api_type, replay_bare_name, replay_grammar_ok
 from msprobe.paths import natural_order, where
 
@@ -243,7 +243,12 @@ def find_dump_files(root: Path) -> list[Path]:
         return [root]
     if (root / DUMP_JSON).is_file():
         return [root / DUMP_JSON]
-    patterns = tuple(f"{folders}/{DUMP_JSON}" for folders in ("step*/rank*", "step*/proc*", "rank*", "proc*"))
+    return _under(root, DUMP_JSON)
+
+
+def _under(root: Path, name: str) -> list[Path]:
+    """The files ``name`` in the rank folders under the dump root ``root``, in natural order."""
+    patterns = tuple(f"{folders}/{name}" for folders in ("step*/rank*", "step*/proc*", "rank*", "proc*"))
     found = {p for pattern in patterns for p in root.glob(pattern) if p.is_file()}
     return sorted(found, key=lambda p: natural_order(str(p)))  # step2 before step10
 
@@ -251,6 +256,11 @@ def find_dump_files(root: Path) -> list[Path]:
 def dump_files_of(root: Path, option: str) -> list[Path]:
     """``find_dump_files`` for a path the user gave with ``option``; one line naming both if none."""
     files = find_dump_files(root)
+    if not files and root.is_dir() and ((root / DEBUG_JSON).is_file() or _under(root, DEBUG_JSON)):
+        raise MsprobeError(
+            f"{where(option, root)}: a dump of level debug (debugger.save's {DEBUG_JSON}), not an API dump: "
+            "nothing to replay"
+        )
     if not files:
         raise MsprobeError(
             f"{where(option, root)}: not a dump (no dump.json, step*/rank*/ or proc*/ folders)"

@@ -133,6 +133,23 @@ def test_quiet_still_shows_the_reason_of_a_broken_dump(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("rank_folder", ["step0/rank", ""])
+def test_a_debug_level_dump_is_named_for_what_it_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], rank_folder: str
+) -> None:
+    """A root holding only debugger.save's debug.json was "not a dump (no dump.json, step*/rank*/ ...)"
+    although its step and rank folders are there."""
+    rank = tmp_path / "dump" / rank_folder
+    rank.mkdir(parents=True)
+    (rank / "debug.json").write_text('{"task": "statistics", "level": "debug", "data": {}}')
+    code = msprobe_main(["run_ut", "-api_info", str(tmp_path / "dump"), "-o", str(tmp_path / "out")])
+    assert code == 2
+    assert capsys.readouterr().err == (
+        f"msprobe: error: -api_info {tmp_path / 'dump'}: a dump of level debug (debugger.save's debug.json), "
+        "not an API dump: nothing to replay\n"
+    )
+
+
 def test_quiet_has_no_accuracy_warning_blocks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # bf16 erf of values in [0, 0.6]: a Warning verdict (see test_replay_plugin).
     data = {"Torch.erf.0.forward": forward(tensor("torch.bfloat16", [4096], 0.0, 0.6))}
