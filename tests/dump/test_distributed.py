@@ -403,8 +403,13 @@ CHAINED_WORKER = textwrap.dedent(
     dbg.start()
     if rank == 1:
         time.sleep(1.0)  # rank 0's future is still pending when it chains its callback
-    fut = dist.all_reduce(x, async_op=True).get_future()
-    fut.then(lambda f: dist.all_reduce(y)).wait()  # PowerSGD chains its next all_reduce so
+    def hook(g):  # PowerSGD chains its next all_reduce so, in a DDP communication hook (in backward)
+        fut = dist.all_reduce(x, async_op=True).get_future()
+        fut.then(lambda f: dist.all_reduce(y)).wait()
+        return g
+    w = torch.ones(1, requires_grad=True)
+    w.register_hook(hook)
+    (w * 2).sum().backward()
     dbg.stop()
     dist.destroy_process_group()
     """
@@ -421,6 +426,36 @@ def test_a_collective_chained_on_a_future_is_recorded_on_every_rank(tmp_path: Pa
             "Distributed.all_reduce.1.forward",
         ]
         assert data["Distributed.all_reduce.1.forward"]["output"][0]["Max"] == 30.0
+
+
+SEND_BEFORE_COLLECTIVE_WORKER = textwrap.dedent(
+    """
+    import sys, torch, torch.distributed as dist
+    from msprobe.pytorch import PrecisionDebugger
+    rank = int(sys.argv[1])
+    dbg = PrecisionDebugger(config_path=sys.argv[2])
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    x, t = torch.ones(2), torch.zeros(2)
+    dbg.start()
+    if rank == 0:  # rank 1 joins the all_reduce only after it received what rank 0 sends next
+        fut = dist.all_reduce(x, async_op=True).get_future()
+        dist.send(torch.ones(2), 1)
+        fut.wait()
+    else:
+        dist.recv(t, 0)
+        dist.all_reduce(x, async_op=True).get_future().wait()
+    dbg.stop()
+    dist.destroy_process_group()
+    """
+)
+
+
+@pytest.mark.slow
+def test_a_collectives_future_taken_before_its_peers_can_join_does_not_deadlock(tmp_path: Path) -> None:
+    step = run_ranks(tmp_path, SEND_BEFORE_COLLECTIVE_WORKER, level="L1")  # hung: get_future() waited
+    for rank in (0, 1):
+        data = json.loads((step / f"rank{rank}" / "dump.json").read_text())["data"]
+        assert data["Distributed.all_reduce.0.forward"]["output"][0]["Max"] == 2.0
 
 
 OBJECT_LIST_WORKER = textwrap.dedent(

@@ -123,11 +123,15 @@ class PendingWork(_Work):  # type: ignore[misc, valid-type]
         return self._work.result()
 
     def get_future(self) -> Any:
-        """A collective is waited for here, as 8.1.1 waits inside the call: its record is complete, and
-        the callbacks chained on the (now completed) future run inline in the caller's thread, so
-        the collectives they call (PowerSGD's) are recorded every time. A point-to-point receive is
-        not waited for (both ranks may receive first): its future's completion is watched instead."""
-        if self._call is not None and self._call.wait_for_future:
+        """The handle's future; its completion counts as the caller's wait. Inside a backward (a DDP
+        communication hook, whose future DDP waits for before backward ends anyway) a collective is
+        waited for here first, as 8.1.1 waits inside the call: the callbacks chained on the completed
+        future run inline in the caller's thread, so the collectives they call (PowerSGD's) are
+        recorded every time. Elsewhere the caller may let the collective's peers join only after this
+        call (a send the other rank receives first), where waiting would deadlock; and a point-to-point
+        receive is never waited for (both ranks may receive first)."""
+        call = self._call
+        if call is not None and call.wait_for_future and not call.done and _in_backward():
             self.wait()
         future = self._work.get_future()
         call, self._call = self._call, None
@@ -137,6 +141,13 @@ class PendingWork(_Work):  # type: ignore[misc, valid-type]
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._work, name)
+
+
+def _in_backward() -> bool:
+    """Whether autograd is running a backward in this thread (a DDP communication hook is); True on
+    a torch that cannot tell."""
+    task_id = torch_compat.current_graph_task_id
+    return task_id is None or task_id() != -1
 
 
 def _asks_async(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
