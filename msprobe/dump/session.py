@@ -62,6 +62,7 @@ class DumpSession:
         self._failures: dict[tuple[str, str], int] = {}
         self.step_reset_hooks: list[Callable[[], None]] = []
         self.opened_once = False  # a rank folder was written: a later one the OS refuses is a warning
+        self._refused_step: int | None = None  # the step whose refused folder was said (once a step)
 
     # -- steps -------------------------------------------------------------------------------------
     @property
@@ -123,7 +124,9 @@ class DumpSession:
             except FileCheckException as exc:
                 if not self.opened_once:
                     raise
-                log.warning("msprobe: %s; step %d is not dumped", exc.detail, self.current_step)
+                if self._refused_step != self.current_step:  # once a step, not once a window or save()
+                    self._refused_step = self.current_step
+                    log.warning("msprobe: %s; step %d is not dumped", exc.detail, self.current_step)
                 return None
             self.opened_once = True
             self.store = store

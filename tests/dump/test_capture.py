@@ -595,14 +595,16 @@ def test_a_later_steps_folder_the_os_refuses_is_a_warning_not_an_error(
     for step in range(3):
         monkeypatch.setattr(writer, "make_dirs", read_only if step == 1 else real)
         with caplog.at_level("WARNING", logger="msprobe"):
-            dbg.start()  # raised into the training before
-            torch.relu(x)
-            dbg.stop()
+            for _ in range(3):  # micro-batches: a window each, one line for the step
+                dbg.start()  # raised into the training before
+                torch.relu(x)
+                dbg.stop()
             dbg.step()
     said = [r.getMessage() for r in caplog.records if "is not dumped" in r.getMessage()]
     step1 = tmp_path / "dump" / "step1" / "rank"
     why = "Read-only file system; step 1 is not dumped"
     assert said == [f"msprobe: cannot write the dump folder {step1}: {why}"]
-    assert list(load_dump(tmp_path / RANK)["data"]) == ["Torch.relu.0.forward"]
+    relus = [f"Torch.relu.{i}.forward" for i in range(3)]
+    assert list(load_dump(tmp_path / RANK)["data"]) == relus
     assert not (tmp_path / "dump" / "step1").exists()
-    assert list(load_dump(tmp_path / "dump" / "step2" / "rank")["data"]) == ["Torch.relu.0.forward"]
+    assert list(load_dump(tmp_path / "dump" / "step2" / "rank")["data"]) == relus
