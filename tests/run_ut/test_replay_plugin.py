@@ -238,3 +238,26 @@ def test_backward_without_a_grad_input_keeps_the_forward(pytester: pytest.Pytest
     rows = {r[0]: r for r in read_csv(res)[1:]}
     assert rows["Torch.cat.0"][:3] == ["Torch.cat.0", "pass", "SKIP"]
     assert "requires grad" in rows["Torch.cat.0"][3]
+
+
+def test_backward_whose_grad_inputs_are_all_keywords_is_a_skip_not_a_blank(pytester: pytest.Pytester) -> None:
+    # ``torch.matmul(input=a, other=b)``: only positional gradients are compared, so the backward ran and
+    # compared nothing: a blank cell (a faulty backward unseen) where the backward record asked for one
+    t = tensor("torch.float32", [4, 4], -1.0, 1.0, requires_grad=True)
+    data = {
+        "Torch.matmul.0.forward": {
+            "input_args": [],
+            "input_kwargs": {"input": t, "other": t},
+            "output": [tensor("torch.float32", [4, 4], -1.0, 1.0, requires_grad=True)],
+        },
+        "Torch.matmul.0.backward": {
+            "input": [tensor("torch.float32", [4, 4], -1.0, 1.0)],
+            "output": [None, None],
+        },
+    }
+    dump = write_dump(pytester.path / "d", data)
+    run(pytester, dump).assert_outcomes(passed=1)
+    res, _ = csv_pair(pytester.path / "out")
+    rows = {r[0]: r for r in read_csv(res)[1:]}
+    assert rows["Torch.matmul.0"][:3] == ["Torch.matmul.0", "pass", "SKIP"]
+    assert "keyword arguments" in rows["Torch.matmul.0"][3]
