@@ -66,15 +66,10 @@ class Analysis:
                 "8.1.1": "8.1.1's routing",
                 "26.x": "26.x's routing (every float output by the benchmark standard)",
             }
-            if npu == "26.x":  # the NPU rows lack the metrics of every standard but the benchmark
-                effect = "has no metric on both sides (SKIP rows)"
-            else:  # 8.1.1's NPU rows hold them: the standards that read the NPU row only still judge
-                effect = (
-                    "is SKIP, or judged on the NPU's values alone (absolute threshold, binary, thousandth)"
-                )
             return (
                 f"{self.npu.path} was scored with {routed[npu]} and {self.gpu.path} with {routed[gpu]}: "
-                f"an API the two route differently {effect}; replay both with one --msprobe-routing"
+                "an API the two route differently is SKIP, or judged on the NPU's values alone (absolute "
+                "threshold, binary, thousandth); replay both with one --msprobe-routing"
             )
         if not self.different_runs:
             return ""
