@@ -521,3 +521,56 @@ def test_a_tensor_passed_at_several_positions_has_one_entry_holding_its_summed_g
     ends = {name: grads for name, kind, grads in events if kind == "end"}
     assert len(ends["inner"]) == 1
     assert torch.equal(ends["inner"][0], sum(full))
+
+
+class _ReturnsParameter(nn.Module):
+    """A learned positional embedding: forward returns the parameter itself (a leaf)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(5, 3))
+
+    def forward(self) -> torch.Tensor:
+        return self.w
+
+
+class _PosNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.pos = _ReturnsParameter()
+        self.l = nn.Linear(3, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.l(x + self.pos())
+
+
+@pytest.mark.parametrize("level", ["L0", "mix"])
+@pytest.mark.parametrize("case", ["identity_on_input", "returns_parameter"])
+def test_a_module_returning_a_leaf_under_autograd_grad_leaves_training_alone(
+    debugger: Any, tmp_path: Path, level: str, case: str
+) -> None:
+    """A module whose output is a leaf (nn.Identity on an input that requires grad, a module returning
+    its parameter), differentiated with torch.autograd.grad (gradient penalty, MAML, manual grads):
+    torch cannot say whether a leaf's accumulator runs under autograd.grad; the step runs as without
+    the dump and the module gets its backward record."""
+    torch.manual_seed(0)
+    x = torch.randn(5, 3, requires_grad=case == "identity_on_input")
+    model: nn.Module
+    if case == "identity_on_input":
+        model = nn.Sequential(nn.Identity(), nn.Linear(3, 4))
+        wrt = [x]
+        name = "Module.0.Identity.backward.0"
+    else:
+        model = _PosNet()
+        wrt = list(model.parameters())
+        name = "Module.pos._ReturnsParameter.backward.0"
+    want = torch.autograd.grad(model(x).pow(2).sum(), wrt)
+    dbg = debugger(level=level)
+    dbg.start(model=model)
+    got = torch.autograd.grad(model(x).pow(2).sum(), wrt)
+    dbg.stop()
+    dbg.step()
+    assert all(torch.equal(a, b) for a, b in zip(got, want))
+    rank = tmp_path / "dump" / "step0" / "rank"
+    assert not (rank / "dump_error_info.log").exists()
+    assert name in load_dump(rank)["data"]

@@ -72,7 +72,14 @@ def will_run(node: Any) -> bool:
     ask); True outside a backward pass or on a torch without the query."""
     if _will_engine_execute_node is None or current_graph_task_id is None or current_graph_task_id() < 0:
         return True
-    return bool(_will_engine_execute_node(node))
+    try:
+        return bool(_will_engine_execute_node(node))
+    except RuntimeError:
+        # a leaf's accumulator while ``torch.autograd.grad`` runs: torch cannot tell ("A leaf node
+        # was passed to _will_engine_execute_node but we are currently running autograd.grad()").
+        # Its tensor hook fires when the gradient is asked for (the leaf is one of grad's inputs),
+        # the case of a module returning its leaf input or a parameter under a gradient penalty.
+        return True
 
 
 def sequence_nr(node: Any) -> int:
