@@ -129,3 +129,32 @@ def test_a_vmapped_api_has_every_examples_statistics_and_the_first_examples_file
     assert torch.equal(saved, x[:, 0])
     out = torch.load(files / record["output"][0]["data_name"], weights_only=True)
     assert torch.equal(out, torch.sin(x[:, 0]))
+
+
+@pytest.mark.parametrize("level", ["L0", "mix"])
+@pytest.mark.parametrize(
+    "transform",
+    [
+        pytest.param(lambda f: torch.func.grad(lambda t: f(t).sum()), id="grad"),
+        pytest.param(lambda f: torch.func.jacrev(f), id="jacrev"),
+        pytest.param(lambda f: lambda t: torch.func.vjp(f, t)[1](torch.ones(4))[0], id="vjp"),
+    ],
+)
+def test_a_module_called_on_the_transformed_input_has_its_backward_record(
+    debugger: Callable[..., Any], tmp_path: Path, transform: Callable[[Any], Any], level: str
+) -> None:
+    """A module whose input is the input a transform differentiates (an input-gradient penalty,
+    a saliency map, a Jacobian): that input is a leaf at the transform's level; its module backward
+    record is made (no watch_backward failure in dump_error_info.log), with the gradient torch.func
+    computes as the module's input gradient."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh())
+    x = torch.randn(3)
+    want = transform(model)(x)
+    got, data = _run(debugger, tmp_path, lambda: transform(model)(x), model=model, level=level)
+    assert torch.equal(got, want)
+    record = data["Module.0.Linear.backward.0"]
+    grad_x = record["output"][0]
+    assert grad_x["shape"] == [3]
+    if want.shape == (3,):  # grad and vjp: the module's input gradient is the transform's result
+        assert (grad_x["Max"], grad_x["Min"]) == (want.max().item(), want.min().item())

@@ -236,7 +236,7 @@ class ModuleDumper:
             if backward and not self._off():
                 self._guarded(self._param_grad_placeholder, f"{prefix}.parameters_grad", mod, ok)
             if backward:
-                self._guarded(self._watch_backward, name, output, inputs, args)
+                self._guarded(self._watch_backward, name, output, inputs, args, graph=True)
 
         def unwind(mod: Any, args: Any, kwargs: Any, output: Any) -> None:
             """After post, or alone when the forward (or a hook before post) raised: then the call
@@ -325,10 +325,16 @@ class ModuleDumper:
         self._captures.clear()
         module_backward.release_leaf_hooks()
 
-    def _guarded(self, fn: Callable[..., None], record: str, *args: Any) -> None:
-        """``fn(record, *args)``; a record that could not be made goes to dump_error_info.log."""
+    def _guarded(self, fn: Callable[..., None], record: str, *args: Any, graph: bool = False) -> None:
+        """``fn(record, *args)``; a record that could not be made goes to dump_error_info.log.
+        ``graph``: ``fn`` only reads the autograd graph and puts hooks on it, and runs as the
+        forward ran (grad mode and torch.func transforms as they are: a transform's leaf reaches its
+        gradient accumulator only while its transform is active); else inside :class:`quiet`."""
         was = self.rec.enter()
         try:
+            if graph:
+                fn(record, *args)
+                return
             with quiet():
                 fn(record, *args)
         except Exception as exc:
