@@ -501,12 +501,11 @@ def evaluate(
     _rank_npu_only_nonfinite(m, idx[status[idx] == ERROR], dtype, npu_numeric, npu_alone, severity, worst)
 
     plain_message = message.copy()
-    flag = _flags(m, presence)
-    if rerouted:
-        flag = _with_notes(flag, rerouted)
-    has_flag = flag != ""
-    notes = np.array([f"NOTE: {f}\n" for f in flag[has_flag]], dtype=object)
-    message[has_flag] = _joined(message[has_flag], notes)
+    flag = _flags(m, presence)  # dtype/shape differences only: counted and listed as such
+    noted = _with_notes(flag, rerouted) if rerouted else flag  # the Message also names a rerouting
+    has_note = noted != ""
+    notes = np.array([f"NOTE: {f}\n" for f in noted[has_note]], dtype=object)
+    message[has_note] = _joined(message[has_note], notes)
     out[COMPARE_RESULT] = status
     out[MESSAGE] = message
     analysis = {

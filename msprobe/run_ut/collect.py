@@ -118,7 +118,7 @@ class ApiItem(pytest.Item):
             session.device(),
             keep_tensors=session.save_error_data,
             routing=session.routing,
-            info=self.ihook.pytest_msprobe_api_info(
+            info=self.config.hook.pytest_msprobe_api_info(
                 api_type=self.record.api_type, bare_name=self.record.bare_name
             ),
             device_function=self._device_function,
@@ -134,8 +134,10 @@ class ApiItem(pytest.Item):
             warnings.warn(AccuracyWarning(self._named(result.reason)), stacklevel=1)
 
     def _device_function(self, function: Any) -> Any:
-        """The device side's callable: the ``pytest_msprobe_device_function`` answer, else ``function``."""
-        chosen = self.ihook.pytest_msprobe_device_function(
+        """The device side's callable: the ``pytest_msprobe_device_function`` answer, else ``function``.
+        Asked of every loaded conftest and plugin (``config.hook``), not only those above the dump's path
+        (``ihook``): a dump is data outside the project, and a conftest inside it is refused anyway."""
+        chosen = self.config.hook.pytest_msprobe_device_function(
             api_type=self.record.api_type, bare_name=self.record.bare_name, function=function
         )
         return function if chosen is None else chosen
@@ -145,7 +147,9 @@ class ApiItem(pytest.Item):
         return text if text.startswith(self.record.name) else f"{self.record.name}: {text}"
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
-        if isinstance(excinfo.value, (AccuracyError, BrokenRecord)):
+        # an AccuracyWarning is raised only under -W error (or filterwarnings = error): one line too,
+        # not pytest's traceback through its own hook machinery (hundreds of lines per API)
+        if isinstance(excinfo.value, (AccuracyError, BrokenRecord, AccuracyWarning)):
             text = self._named(str(excinfo.value))
             if (style or self.config.getoption("tbstyle", "auto")) == "line":
                 return _one_line(self.nodeid.split("::")[0], self.record.index, text)

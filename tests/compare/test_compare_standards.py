@@ -510,6 +510,8 @@ def test_rows_both_replays_scored_by_another_standard_are_judged_by_it(tmp_path,
         f"judged by {scored}, the standard both replays scored it by (compare's table routes it to {routed})"
     )
     assert d["Message"].endswith(f"NOTE: {note}\n")
+    # a rerouting is no dtype/shape difference: not counted nor listed as one (CompareOutcome.flagged)
+    assert d["_flag"] == ""
     assert detail(pair(tmp_path, side("0"), side("0")), name)["比对结果"] == "pass"
     # 8.1.1's own verdicts keep its routing: blank columns, SKIP
     assert detail(pair(tmp_path, side("0.5"), side("0"), npu_alone=True), name)["比对结果"] == "SKIP"

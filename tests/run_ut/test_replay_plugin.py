@@ -55,6 +55,19 @@ def test_warning_is_a_pass_with_its_own_category(pytester: pytest.Pytester) -> N
     result.stdout.fnmatch_lines(["*AccuracyWarning: Torch.erf.0*", "*1 accuracy-warning*"])
 
 
+@pytest.mark.parametrize("tb", ["auto", "line"])
+def test_a_warning_made_an_error_by_w_error_fails_in_one_line(pytester: pytest.Pytester, tb: str) -> None:
+    # -W error (or a project's filterwarnings = error) turns the Warning verdict into a failure: its
+    # reason in one line, as an error's, not pytest's traceback through its hook machinery
+    data = {"Torch.erf.0.forward": forward(tensor("torch.bfloat16", [4096], 0.0, 0.6))}
+    dump = write_dump(pytester.path / "d", data)
+    result = run(pytester, dump, "-W", "error::msprobe.run_ut.collect.AccuracyWarning", f"--tb={tb}")
+    result.assert_outcomes(failed=1)
+    assert read_csv(csv_pair(pytester.path / "out")[0])[1][1] == "Warning"
+    assert not any("_pytest/" in line or "_multicall" in line for line in result.outlines), result.outlines
+    assert any("Torch.erf.0.forward.output.0" in line for line in result.outlines)
+
+
 def test_skip_reasons_blacklist_unsupported_and_missing_function(pytester: pytest.Pytester) -> None:
     data = {
         "Torch.empty_like.0.forward": forward(tensor("torch.float32", [2], 0.0, 1.0)),
@@ -183,6 +196,37 @@ def test_conftest_can_replace_the_device_side_function_through_the_hook(pytester
     run(pytester, dump).assert_outcomes(passed=1, failed=1)
     verdicts = {r[0]: r[1] for r in read_csv(csv_pair(pytester.path / "out")[0])[1:]}
     assert verdicts == {"Torch.exp.0": "error", "Torch.tanh.0": "pass"}
+
+
+def test_the_projects_conftest_answers_the_hooks_for_a_dump_outside_the_project(
+    pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # pytest from the project folder with --msprobe-dump elsewhere: the conftest there is imported, and
+    # its answers must apply although the dump's items do not live under its folder
+    pytester.makeconftest(
+        """
+        import torch
+        from msprobe.run_ut.registry import ApiInfo
+
+        def pytest_msprobe_device_function(api_type, bare_name, function):
+            if (api_type, bare_name) == ("Torch", "exp"):
+                return lambda x: function(x) * 1.5
+            return None
+
+        def pytest_msprobe_api_info(api_type, bare_name):
+            if bare_name == "my_gelu":
+                return ApiInfo("my_gelu", reference=lambda x: x * torch.sigmoid(1.702 * x))
+            return None
+        """
+    )
+    data = {
+        "Torch.exp.0.forward": forward(tensor("torch.float32", [32], -1.0, 1.0)),
+        "NPU.my_gelu.0.forward": forward(tensor("torch.float32", [32], -1.0, 1.0)),
+    }
+    dump = write_dump(tmp_path_factory.mktemp("elsewhere") / "d", data)
+    run(pytester, dump).assert_outcomes(passed=1, failed=1)
+    verdicts = {r[0]: r[1] for r in read_csv(csv_pair(pytester.path / "out")[0])[1:]}
+    assert verdicts == {"Torch.exp.0": "error", "NPU.my_gelu.0": "pass"}
 
 
 def test_a_node_id_inside_the_dump_selects_one_api(pytester: pytest.Pytester) -> None:

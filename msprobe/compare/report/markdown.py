@@ -12,16 +12,20 @@ TOP = 20
 
 def _md(text: str) -> str:
     """A table cell: no raw HTML (a Markdown viewer would render an API name's ``<img onerror=...>``).
-    ``&`` and ``<`` are enough for that; a ``>`` stays as it is for the terminals that read it
+    ``&`` and ``<`` are enough for that (``[`` and ``]`` are escaped against Markdown's own links and
+    images); a ``>`` stays as it is for the terminals that read it
     (``13097.2 > 10``)."""
     text = text.replace("&", "&amp;").replace("<", "&lt;")
-    return text.replace("|", "\\|").replace("\n", " ").strip()
+    # and no Markdown link or image (``![x](http://host/p)`` is fetched by the viewer): brackets as text
+    text = text.replace("[", "\\[").replace("]", "\\]")
+    # a carriage return ends a Markdown line as a line feed does: either would cut the table row in two
+    return text.replace("|", "\\|").replace("\r", " ").replace("\n", " ").strip()
 
 
 def _code(text: object) -> str:
     """``text`` as a code span whatever backticks it holds (a folder name may): CommonMark closes a span
     only at a backtick run as long as the opening one, and nothing inside a span is HTML."""
-    text = str(text).replace("\n", " ")
+    text = str(text).replace("\r", " ").replace("\n", " ")
     fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{fence}{pad}{text}{pad}{fence}"
