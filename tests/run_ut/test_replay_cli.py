@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -334,3 +336,44 @@ def test_a_rank_whose_dump_json_is_not_a_dump_fails_alone_and_the_others_replay(
     assert [r[:2] for r in read_csv(result)[1:]] == [["Torch.tanh.0", "pass"]]
     printed = capsys.readouterr().out
     assert "rank0/dump.json" in printed and "rank2/dump.json" in printed
+
+
+def _run_ut(dump: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "msprobe", "run_ut", "-api_info", str(dump), "-o", "out"]
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+PLANTED_FAULT = (
+    "import pathlib\n"
+    "pathlib.Path(__file__).with_name('imported').touch()\n"
+    "def pytest_msprobe_device_function(api_type, bare_name, function):\n"
+    "    if (api_type, bare_name) == ('Torch', 'exp'):\n"
+    "        return lambda x: function(x) * 1.5\n"
+)
+
+
+def test_run_ut_loads_the_projects_conftest_as_the_pytest_form_does(tmp_path: Path) -> None:
+    """``msprobe run_ut`` set the dump as pytest's rootdir, and with no ini file that is also where
+    pytest stops looking for conftest.py files: the project's own conftest (its
+    ``pytest_msprobe_device_function`` or ``pytest_msprobe_api_info``) was silently not loaded."""
+    project = tmp_path / "project"
+    dump = write_dump(
+        project / "d", {"Torch.exp.0.forward": forward(tensor("torch.float32", [32], -1.0, 1.0))}
+    )
+    (project / "conftest.py").write_text(PLANTED_FAULT, encoding="utf-8")
+    done = _run_ut(dump, project)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert read_csv(csv_pair(project / "out")[0])[1][:2] == ["Torch.exp.0", "error"]
+
+
+def test_run_ut_never_loads_a_conftest_above_a_dump_outside_the_current_folder(tmp_path: Path) -> None:
+    """The folders above a dump elsewhere (``/data/dumps/...``) are not the project's: no conftest.py
+    of theirs is imported."""
+    dump = write_dump(
+        tmp_path / "data" / "d", {"Torch.exp.0.forward": forward(tensor("torch.float32", [32], -1.0, 1.0))}
+    )
+    (tmp_path / "data" / "conftest.py").write_text(PLANTED_FAULT, encoding="utf-8")
+    (tmp_path / "project").mkdir()
+    done = _run_ut(dump, tmp_path / "project")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not (tmp_path / "data" / "imported").exists()
