@@ -6,8 +6,10 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -21,6 +23,7 @@ from msprobe.errors import MsprobeError
 from msprobe.formats.accuracy_csv import COMPARE_RESULT
 
 MAX_NAMED = 5
+_DUMP_FOLDER = re.compile(r"(step\d+|rank\d*|proc\d+)")
 EMPTY_HINT = "was run_ut stopped before its first API, or did -k match nothing?"
 
 
@@ -49,7 +52,19 @@ class Analysis:
         ``-k`` matches nothing: every row of the other file is ``missing``, which is no comparison at all.
         """
         damaged = [t.replay_results_problem for t in (self.npu, self.gpu) if t.replay_results_problem]
-        return "; ".join(dict.fromkeys(line for line in (self._files_warning(), *damaged) if line))
+        lines = (self._files_warning(), self._folders_warning(), *damaged)
+        return "; ".join(dict.fromkeys(line for line in lines if line))
+
+    def _folders_warning(self) -> str:
+        """Two replays' ``OUT/<step>/<rank>/`` folders of different dump files (step0/rank0 against
+        step1/rank1): their APIs share names, so nothing else tells that the inputs differ."""
+        npu, gpu = (_dump_folder(Path(t.path)) for t in (self.npu, self.gpu))
+        if not npu or not gpu or npu == gpu:
+            return ""
+        return (
+            f"{self.npu.path} is the replay of {'/'.join(npu)} and {self.gpu.path} of {'/'.join(gpu)}: "
+            "different dump files; compare the same step and rank folder of both replays"
+        )
 
     def _files_warning(self) -> str:
         empty = [t for t in (self.npu, self.gpu) if not len(t)]
@@ -82,6 +97,15 @@ class Analysis:
 
     def row_counts(self) -> dict[str, int]:
         return dict(Counter(self.details[COMPARE_RESULT].to_numpy(dtype=object).tolist()))
+
+
+def _dump_folder(csv: Path) -> tuple[str, ...]:
+    """The step and rank folder names (``step0``, ``rank1``, ``proc0``) that end a details CSV's folder:
+    run_ut's ``OUT/<step>/<rank>/`` for a dump root; () for a CSV elsewhere."""
+    parts = csv.parent.parts[-2:]
+    while parts and not _DUMP_FOLDER.fullmatch(parts[0]):
+        parts = parts[1:]
+    return parts if all(_DUMP_FOLDER.fullmatch(p) for p in parts) else ()
 
 
 def judged_routing(routings: tuple[str, str]) -> str:

@@ -191,3 +191,18 @@ def test_a_quoted_tilde_and_a_too_long_name(tmp_path, monkeypatch, capsys):
     assert cli.main(["-npu", str(too_long), "-gpu", str(DETAILS), "-o", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"msprobe: error: -npu {too_long}: ") and "Traceback" not in err
+
+
+def test_replays_of_different_step_or_rank_folders_are_said_first(tmp_path, capsys):
+    """run_ut writes ``OUT/<step>/<rank>/`` for a dump root; every rank's APIs have the same names, so
+    ``-npu npu_out/step0/rank0 -gpu gpu_out/step1/rank1`` compared different inputs without a word."""
+    for side, folder in (("npu", "step0/rank0"), ("gpu", "step1/rank1"), ("gpu", "step0/rank0")):
+        (tmp_path / side / folder).mkdir(parents=True)
+        (tmp_path / side / folder / DETAILS.name).write_bytes(DETAILS.read_bytes())
+    argv = ["-npu", str(tmp_path / "npu/step0/rank0"), "-o", str(tmp_path / "out"), "--strict"]
+    assert cli.main([*argv, "-gpu", str(tmp_path / "gpu/step1/rank1")]) == 1
+    err = capsys.readouterr().err
+    assert "is the replay of step0/rank0" in err and "of step1/rank1: different dump files" in err
+    assert cli.main([*argv, "-gpu", str(tmp_path / "gpu/step0/rank0")]) == 0
+    assert capsys.readouterr().err == ""
+    assert cli.main([*argv, "-gpu", str(DETAILS)]) == 0  # a CSV outside any step/rank folder: not checked
