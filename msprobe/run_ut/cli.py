@@ -132,7 +132,8 @@ def prepare(argv: Sequence[str], prog: str = "msprobe run_ut") -> tuple[list[str
         os.path.expanduser(p) if p else p for p in (ns.out, ns.config, ns.csv_path)
     )
     dump = dump_input(ns.api_info, "-api_info")
-    checked = check_dumps(dump, dump_files_of(dump, "-api_info"), "-api_info")
+    files = dump_files_of(dump, "-api_info")
+    checked = check_dumps(dump, files, "-api_info")
     args = ["--msprobe-dump", str(dump), "--msprobe-out", ns.out, "-p", "no:cacheprovider"]
     # pytest's log capture attaches its handler, at every phase of every item, to each logger that
     # does not propagate (torch makes dozens): a cost per API the replay, which logs nothing, need not pay
@@ -154,6 +155,11 @@ def prepare(argv: Sequence[str], prog: str = "msprobe run_ut") -> tuple[list[str
         # a folder: the earlier -o of a multi-rank/step dump (exists: False for a name over 255 bytes)
         if not (exists(Path(ns.csv_path)) and Path(ns.csv_path).is_dir()):
             _as_flag("-csv_path", check_resume_file, Path(ns.csv_path))
+            if len(files) > 1:
+                raise MsprobeError(
+                    f"-csv_path {ns.csv_path}: a result file resumes one dump.json, but -api_info "
+                    f"{ns.api_info} holds {len(files)}; pass the earlier -o folder instead"
+                )
         args += ["--msprobe-resume", ns.csv_path]
     if ns.save_error_data:
         args.append("--msprobe-save-error-data")

@@ -16,8 +16,8 @@ def pytest_msprobe_api_info(api_type: str, bare_name: str) -> Any:
     scores it by the absolute-threshold standard with its own fp32 relative tolerance. ``api_type``
     is the first name segment (``Torch``, ``NPU``), ``bare_name`` the middle one(s) (``linear``,
     ``linalg.inv``). Called once per API item, in the process that replays it. ``msprobe compare``
-    reads only the built-in table: an answer that changes the standard is scored that way by the
-    replay alone.
+    routes by the built-in table; a row both replays scored by another standard (an answer that
+    changes it) is judged by that standard, with a note saying so.
     """
 
 

@@ -377,3 +377,23 @@ def test_run_ut_never_loads_a_conftest_above_a_dump_outside_the_current_folder(t
     done = _run_ut(dump, tmp_path / "project")
     assert done.returncode == 0, done.stdout + done.stderr
     assert not (tmp_path / "data" / "imported").exists()
+
+
+def test_csv_path_of_one_result_file_with_a_multi_folder_dump_names_the_flags_typed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The refusal came from the plugin, naming ``--msprobe-resume=`` and ``--msprobe-out`` (flags the
+    user never typed), as ``ERROR:`` with exit status 4."""
+    spec = forward(tensor("torch.float32", [4], 0.0, 1.0))
+    for step in ("step0", "step1"):
+        write_dump(tmp_path / "dump" / step / "rank", {"Torch.exp.0.forward": spec})
+    out = tmp_path / "out"
+    argv = ["run_ut", "-api_info", str(tmp_path / "dump"), "-o", str(out), "-device_type", "cpu", "-q"]
+    assert msprobe_main(argv) == 0
+    result = next((out / "step0" / "rank").glob("accuracy_checking_result_*.csv"))
+    capsys.readouterr()
+    assert msprobe_main([*argv, "-csv_path", str(result)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"msprobe: error: -csv_path {result}: a result file resumes one dump.json, but -api_info "
+        f"{tmp_path / 'dump'} holds 2; pass the earlier -o folder instead"
+    )
