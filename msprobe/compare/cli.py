@@ -26,6 +26,8 @@ from msprobe.formats.accuracy_csv import RUN_UT_DETAILS_NAME, run_ut_files
 from msprobe.paths import missing, natural_order, output_dir, where
 
 ORDER = ("error", "mismatch", "missing", "pass", "SKIP", " ")
+STRICT_VERDICTS = ("mismatch", "missing")
+"""API verdicts that fail ``--strict`` besides ``error`` (and a warning said first)."""
 
 
 def newest_details(folder: str, option: str) -> str:
@@ -103,7 +105,8 @@ class CompareCommand:
         parser.add_argument(
             "--strict",
             action="store_true",
-            help="exit with status 1 when any API is judged error or a warning is said first (a file has "
+            help="exit with status 1 when any API is judged error, missing (one side only) or mismatch "
+            "(outputs of other shapes), or a warning is said first (a file has "
             "no rows, the files look like different runs or were scored with different routings, the "
             "--dump names none of the compared APIs, a replay result CSV beside a file is damaged)",
         )
@@ -152,7 +155,10 @@ class CompareCommand:
             )
         for path in outcome.paths:
             print(f"wrote {path}")
-        return 1 if args.strict and (outcome.failed or outcome.warning) else 0
+        # --strict: a CI gate; an API compared on one side only, or on outputs of other shapes, was
+        # not compared at all, which must not pass the gate as a pass would
+        unpaired = any(counts.get(k) for k in STRICT_VERDICTS)
+        return 1 if args.strict and (outcome.failed or outcome.warning or unpaired) else 0
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "msprobe-compare") -> int:

@@ -206,3 +206,17 @@ def test_replays_of_different_step_or_rank_folders_are_said_first(tmp_path, caps
     assert cli.main([*argv, "-gpu", str(tmp_path / "gpu/step0/rank0")]) == 0
     assert capsys.readouterr().err == ""
     assert cli.main([*argv, "-gpu", str(DETAILS)]) == 0  # a CSV outside any step/rank folder: not checked
+
+
+def test_strict_exits_1_when_an_api_was_compared_on_one_side_only(tmp_path, capsys):
+    """A replay cut short or run with -k leaves the other side's APIs ``missing``: nothing was compared
+    for them, yet --strict passed the gate."""
+    rows = ac.read_rows(DETAILS, ac.RUN_UT_DETAILS_HEADER)
+    cut = tmp_path / "npu.csv"
+    kept = [r for r in rows if not r[0].startswith("Tensor.add_.")]
+    ac.write_text_rows(cut, ac.RUN_UT_DETAILS_HEADER, kept)
+    gpu = _exact_gpu(tmp_path)
+    argv = ["-npu", str(cut), "-gpu", str(gpu), "--strict"]
+    assert cli.main([*argv, "-o", str(tmp_path / "cut")]) == 1
+    assert " missing" in capsys.readouterr().out.splitlines()[0]
+    assert cli.main(["-npu", str(gpu), "-gpu", str(gpu), "--strict", "-o", str(tmp_path / "whole")]) == 0
