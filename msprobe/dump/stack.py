@@ -16,6 +16,10 @@ import sys
 from types import CodeType, FrameType
 
 _OWN = (os.sep.join(("msprobe", "dump", "")), os.sep.join(("msprobe", "pytorch", "")))
+# A torch function handing its call to the function mode (``return handle_torch_function(...)``): the
+# same function runs again further in, redispatched, so the frame would show it twice; without the
+# dump's mode (upstream's stacks) it never takes that branch. Dropped like our own frames.
+_DISPATCH, _TORCH = "handle_torch_function(", os.sep.join(("", "torch", ""))
 _cache: dict[tuple[CodeType, int], str | None] = {}  # (code, line) -> frame text
 # (id(code), f_lasti) -> (code, frame text): keyed by id because hashing a code object hashes its
 # constants every time (slow for torch's big functions)
@@ -39,7 +43,7 @@ def _format(code: CodeType, lineno: int) -> str | None:
         _own_code[id(code)] = code  # held: its id is not reused
     else:
         src = linecache.getline(path, lineno).strip()
-        if src:
+        if src and not (_DISPATCH in src and _TORCH in path):
             text = f"File {path}, line {lineno}, in {code.co_name}, \n {src}"
     _cache[key] = text
     return text

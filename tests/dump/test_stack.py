@@ -7,7 +7,9 @@ from __future__ import annotations
 import inspect
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from types import CodeType, FrameType
+from typing import Any
 
 import pytest
 
@@ -130,3 +132,26 @@ def test_call_sites_of_generated_code_do_not_grow_the_cache_forever(monkeypatch:
         frames = namespace[f"generated_{i}"]()  # type: ignore[operator]
         assert frames
         assert len(stack._by_offset) <= 50
+
+
+def test_torch_functions_handing_a_call_to_the_function_mode_are_not_shown_twice(
+    debugger: Any, tmp_path: Path
+) -> None:
+    """``loss.backward()`` records ``Torch.ones_like``; ``Tensor.backward`` and ``autograd.backward``
+    each hand their call to the dump's function mode (``return handle_torch_function(``) and run again
+    further in: each appeared twice, where 8.1.1's stacks (no function mode) show each once."""
+    import json
+
+    import torch
+
+    dbg = debugger(task="statistics", level="L1")
+    dbg.start()
+    x = torch.ones(3, requires_grad=True)
+    (x * 2).sum().backward()
+    dbg.stop()
+    stacks = json.loads((tmp_path / "dump" / "step0" / "rank" / "stack.json").read_text())
+    frames = next(f for names, f in stacks.values() if "Torch.ones_like.0.forward" in names)
+    assert not [f for f in frames if "handle_torch_function(" in f]
+    functions = [f.split(", in ")[1].split(",")[0] for f in frames if "torch" in f.split(",")[0]]
+    assert functions[:3] == ["_make_grads", "backward", "backward"], frames  # autograd's, Tensor's
+    assert "test_stack.py" in frames[3]
