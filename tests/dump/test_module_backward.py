@@ -414,7 +414,8 @@ def test_a_user_forward_hook_that_replaces_the_output_is_what_the_record_holds(
     tmp_path: Path, debugger: Any
 ) -> None:
     """Model code registers forward hooks that return a new output; the next module receives that
-    one, and so do the record and its backward (as upstream, whose hook runs after the model's)."""
+    one, and so do the record and its backward (8.1.1 records the module's own output: its hook
+    runs first; a documented deviation)."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))
     model[0].register_forward_hook(lambda mod, args, out: out * 0 + 7.0)
