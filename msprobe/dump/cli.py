@@ -31,6 +31,9 @@ def main(argv: Sequence[str] | None = None, prog: str = "msprobe rebuild") -> in
             raise MsprobeError(f"{root}: no journal found (nothing to rebuild; the dump ended cleanly?)")
         for rank_dir in rank_dirs:
             n = rebuild(rank_dir)
+            if n is None:  # its dump ended cleanly while this rebuild ran (waited for another journal)
+                print(f"{os.path.join(rank_dir, 'dump.json')}: its dump ended cleanly, nothing to rebuild")
+                continue
             total += n
             print(f"{os.path.join(rank_dir, 'dump.json')}: {n} records rebuilt")
     return 0

@@ -99,7 +99,7 @@ class _RankFiles:
     """The helper's side of one store: its journal and its records' texts."""
 
     def __init__(self, journal_path: str, header_line: str) -> None:
-        self.journal = Journal(journal_path, lock=True)
+        self.journal = Journal(journal_path, lock=True, fresh=True)
         self.journal.append_raw(header_line)
         self.records: dict[str, str] = {}
 

@@ -92,14 +92,19 @@ def holds_records(path: str | os.PathLike[str]) -> bool:
         return False
 
 
+_LOCKED: dict[int, Journal] = {}  # fd -> the journals this process holds locked
+
+
 class Journal:
     """Append-only, unbuffered: every append is one ``write(2)``, in the kernel when it returns.
 
-    ``lock=True``: an exclusive ``flock`` is held until :meth:`close` (or the writer's exit), for a
-    writer that may outlive the training process (:mod:`msprobe.dump.encoder_process`); readers wait
-    for it (:func:`read_journal`)."""
+    ``lock=True``: an exclusive ``flock`` is held until :meth:`close` (or the writer's exit), so that
+    readers (:func:`read_journal`, ``msprobe rebuild`` run while the dump goes on) wait for the writer;
+    a forked child closes its copy (it never writes, and must not keep the lock after its parent)."""
 
-    def __init__(self, path: str, lock: bool = False) -> None:
+    def __init__(self, path: str, lock: bool = False, fresh: bool = False) -> None:
+        """``fresh``: the journal of a new dump of the folder; what an earlier run left (a crash not
+        rebuilt) is dropped, never merged with this run's records."""
         self.path = path
         self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
         if lock and fcntl is not None:
@@ -107,6 +112,10 @@ class Journal:
                 fcntl.flock(self._fd, fcntl.LOCK_EX)
             except OSError:
                 pass  # a file system without locks: a rebuild must wait for the writer by itself
+            else:
+                _LOCKED[self._fd] = self
+        if fresh:
+            os.ftruncate(self._fd, 0)  # after the lock: never under a writer still finishing
 
     def append(self, entry: dict[str, Any]) -> None:
         self.append_raw(json.dumps(entry, separators=(",", ":")))
@@ -126,6 +135,7 @@ class Journal:
 
     def close(self, remove: bool) -> None:
         if self._fd is not None:
+            _LOCKED.pop(self._fd, None)
             os.close(self._fd)
             self._fd = None
         if remove:
@@ -133,6 +143,28 @@ class Journal:
                 os.remove(self.path)
             except FileNotFoundError:
                 pass
+
+
+def _forget_locks_after_fork() -> None:
+    """In a forked child: close the copies of the locked journals (the lock stays the parent's)."""
+    for journal in list(_LOCKED.values()):
+        if journal._fd is not None:
+            try:
+                os.close(journal._fd)
+            except OSError:
+                pass
+            journal._fd = None
+    _LOCKED.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_locks_after_fork)
+
+
+def _held_here(path: str) -> bool:
+    """Whether this very process holds ``path`` locked (it cannot wait for itself)."""
+    real = os.path.realpath(path)
+    return any(os.path.realpath(j.path) == real for j in _LOCKED.values())
 
 
 def read_journal(path: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
@@ -151,7 +183,8 @@ def read_journal(path: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, A
     opened: dict[str, Any] = {}
     skipped = 0
     with open(path, encoding="utf-8", errors="replace") as fh:  # a damaged byte spoils one line only
-        _wait_for_writer(fh.fileno(), path)
+        if not _held_here(path):
+            _wait_for_writer(fh.fileno(), path)
         for line in fh:
             if not line.endswith("\n"):
                 break

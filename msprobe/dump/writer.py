@@ -38,6 +38,7 @@ from msprobe.dump.journal import (
     Journal,
     construct_line,
     header_line,
+    holds_records,
     opened_line,
     read_journal,
     stack_line,
@@ -131,8 +132,14 @@ class RankStore:
             if with_tensor_dir:
                 make_dirs(os.path.join(self.rank_dir, TENSOR_DIR))
             path = os.path.abspath(os.path.join(self.rank_dir, JOURNAL_NAME))  # the helper's cwd may differ
-            if self.encoder is None:
-                self.journal = Journal(path)
+            if holds_records(path):
+                log.warning(
+                    "msprobe: %s: the journal of an earlier run that did not end (never rebuilt) is "
+                    "replaced by this run's",
+                    path,
+                )
+            if self.encoder is None:  # locked as the helper locks it: a rebuild waits for this process
+                self.journal = Journal(path, lock=True, fresh=True)
         except OSError as exc:
             raise FileCheckException(
                 f"cannot write the dump folder {self.rank_dir}: {exc.strerror}"
@@ -238,7 +245,7 @@ class RankStore:
         encoder_process.given_up(self.encoder, why)
         self.encoder = None
         try:
-            self.journal = Journal(os.path.join(self.rank_dir, JOURNAL_NAME))
+            self.journal = Journal(os.path.join(self.rank_dir, JOURNAL_NAME), lock=True)
         except OSError as exc:
             self._report("journal", "", exc)
         if self.journal is not None:
@@ -337,13 +344,20 @@ class RankStore:
             self.journal = None
 
 
-def rebuild(rank_dir: str) -> int:
+def rebuild(rank_dir: str) -> int | None:
     """Rewrite dump.json/stack.json/construct.json of ``rank_dir`` from its journal.
 
-    Returns the number of data records. The journal is kept (rebuilding twice is harmless).
+    Returns the number of data records. The journal is kept (rebuilding twice is harmless). None when
+    there is no journal (any more): the dump it belonged to ended cleanly (possibly while the rebuild
+    waited for its writer), so its files are final and are left as they are.
     """
     path = os.path.join(rank_dir, JOURNAL_NAME)
-    header, data, stack, construct = read_journal(path)
+    try:
+        header, data, stack, construct = read_journal(path)
+    except FileNotFoundError:
+        return None
+    if not os.path.exists(path):  # removed while we waited for its writer: the files are final
+        return None
     if not header:
         header = {"task": None, "level": None, "framework": "pytorch", "dump_data_dir": None}
     records = []

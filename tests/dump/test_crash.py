@@ -360,3 +360,105 @@ def test_a_rebuild_after_a_crash_inside_modules_names_only_parents_it_holds(tmp_
     assert construct["Module.1.1.Inner.forward.0"] == "Module.1.Sequential.forward.0"
     assert construct["Module.1.Sequential.forward.0"] is None
     assert all(parent is None or parent in construct for parent in construct.values())
+
+
+@pytest.mark.parametrize("where", ["helper", "in process"])
+def test_a_new_run_does_not_merge_the_journal_an_earlier_crash_left(tmp_path: Path, where: str) -> None:
+    """A crashed run's journal, never rebuilt; the rerun into the same dump_path crashes too. Its
+    rebuild must hold the rerun's records only: the rerun appended to the old journal, so the records
+    it had not reached came back from the earlier run, with that run's values."""
+    from msprobe.dump.encoder_process import EncoderProcess
+
+    (tmp_path / JOURNAL_NAME).write_text(
+        '{"h":{"task":"tensor"}}\n{"d":"Torch.new.0.forward","v":{"old":1}}\n{"d":"Torch.old.0.forward","v":{}}\n'
+    )
+    helper = EncoderProcess() if where == "helper" else None
+    try:
+        store = RankStore(str(tmp_path), {"task": "statistics"}, encoder=helper)
+        store.open(with_tensor_dir=False)
+        store.put("Torch.new.0.forward", {"output": []})
+        store.flush()
+    finally:
+        if helper is not None:
+            helper.stop()  # as the crash would: the helper journals what it was given and leaves
+    header, data, _stack, _construct = read_journal(str(tmp_path / JOURNAL_NAME))
+    assert header == {"task": "statistics"}
+    assert data == {"Torch.new.0.forward": {"output": []}}
+
+
+def test_a_rebuild_waits_for_a_dump_journaling_in_process(tmp_path: Path) -> None:
+    """With MSPROBE_DUMP_ENCODER=inline (or once the helper died) the training process journals itself.
+    A rebuild run meanwhile waits for the step's end, as it waits for the helper: it wrote the files
+    from a journal without the pending records, over the final ones if the step ended first."""
+    store = RankStore(str(tmp_path), {"task": "statistics"})
+    store.open(with_tensor_dir=False)
+    store.put("a.b.0.forward", {"output": []})
+    store.write_batch()
+    store.put("a.b.1.forward", {"output": []})  # pending: not journaled yet
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "msprobe", "rebuild", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+    )
+    try:
+        assert proc.stderr is not None
+        assert "waiting for the process still writing" in proc.stderr.readline()
+        store.close()
+        proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert json.loads((tmp_path / "dump.json").read_text())["data"] == {
+        "a.b.0.forward": {"output": []},
+        "a.b.1.forward": {"output": []},
+    }
+
+
+def test_a_forked_child_does_not_keep_the_journal_lock(tmp_path: Path) -> None:
+    """A forked child (a DataLoader worker) closes its copy of the locked journal: once the training
+    process closes it (or dies), a rebuild does not wait for the child."""
+    import fcntl
+
+    store = RankStore(str(tmp_path), {"task": "statistics"})
+    store.open(with_tensor_dir=False)
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            import time
+
+            os.write(ready_w, b"x")  # the fork handlers have run
+            time.sleep(5)
+        finally:
+            os._exit(0)
+    try:
+        assert os.read(ready_r, 1) == b"x"
+        assert store.journal is not None
+        store.journal.close(remove=False)  # as the training process's death would
+        with open(tmp_path / JOURNAL_NAME) as fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)  # raises while the child holds it
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
+def test_a_rebuild_leaves_a_dump_that_ended_while_it_waited(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`msprobe rebuild ROOT` lists the journals, then waits for the writer of one of them; another dump
+    (another rank) that ends cleanly meanwhile removes its journal. Its final files stay as they are
+    and the rebuild goes on (it ended in a FileNotFoundError traceback)."""
+    import msprobe.dump.cli as dump_cli
+
+    crashed, ended = tmp_path / "a", tmp_path / "b"
+    crashed.mkdir()
+    ended.mkdir()
+    (crashed / JOURNAL_NAME).write_text(json.dumps({"d": "Torch.exp.0.forward", "v": {"output": []}}) + "\n")
+    (ended / "dump.json").write_text("final")
+    monkeypatch.setattr(dump_cli, "find_journals", lambda root: [str(crashed), str(ended)])
+    assert msprobe_main(["rebuild", str(tmp_path)]) == 0
+    assert (ended / "dump.json").read_text() == "final"
+    assert "ended cleanly" in capsys.readouterr().out
+    assert list(json.loads((crashed / "dump.json").read_text())["data"]) == ["Torch.exp.0.forward"]
