@@ -59,7 +59,10 @@ class Analysis:
         """Two replays' ``OUT/<step>/<rank>/`` folders of different dump files (step0/rank0 against
         step1/rank1): their APIs share names, so nothing else tells that the inputs differ."""
         npu, gpu = (_dump_folder(Path(t.path)) for t in (self.npu, self.gpu))
-        if not npu or not gpu or npu == gpu:
+        # only a folder kind both paths name tells anything: a replay of ``-api_info dump/step0`` writes
+        # OUT/rank0/, one of the dump root OUT/step0/rank0/, for the same dump file
+        ours, theirs = ({_kind(p): p for p in parts} for parts in (npu, gpu))
+        if not any(ours[k] != theirs[k] for k in ours.keys() & theirs.keys()):
             return ""
         return (
             f"{self.npu.path} is the replay of {'/'.join(npu)} and {self.gpu.path} of {'/'.join(gpu)}: "
@@ -106,6 +109,11 @@ def _dump_folder(csv: Path) -> tuple[str, ...]:
     while parts and not _DUMP_FOLDER.fullmatch(parts[0]):
         parts = parts[1:]
     return parts if all(_DUMP_FOLDER.fullmatch(p) for p in parts) else ()
+
+
+def _kind(folder: str) -> str:
+    """``step`` for a step folder, ``rank`` for a rank or proc folder."""
+    return "step" if folder.startswith("step") else "rank"
 
 
 def judged_routing(routings: tuple[str, str]) -> str:

@@ -208,6 +208,21 @@ def test_replays_of_different_step_or_rank_folders_are_said_first(tmp_path, caps
     assert cli.main([*argv, "-gpu", str(DETAILS)]) == 0  # a CSV outside any step/rank folder: not checked
 
 
+def test_replays_of_one_dump_file_from_a_root_and_a_step_folder_are_not_said_different(tmp_path, capsys):
+    """``-api_info dump`` writes OUT/step0/rank0/, ``-api_info dump/step0`` OUT/rank0/ and a user's own
+    ``-o out/step0`` (one rank folder replayed) OUT/step0/: the same dump file, yet said to be different
+    ones (and --strict exited 1)."""
+    for side, folder in (("npu", "step0/rank0"), ("gpu", "rank0"), ("own", "step0"), ("far", "rank1")):
+        (tmp_path / side / folder).mkdir(parents=True)
+        (tmp_path / side / folder / DETAILS.name).write_bytes(DETAILS.read_bytes())
+    argv = ["-npu", str(tmp_path / "npu/step0/rank0"), "-o", str(tmp_path / "out"), "--strict"]
+    for gpu in ("gpu/rank0", "own/step0"):
+        assert cli.main([*argv, "-gpu", str(tmp_path / gpu)]) == 0
+        assert capsys.readouterr().err == ""
+    assert cli.main([*argv, "-gpu", str(tmp_path / "far/rank1")]) == 1  # another rank: still said
+    assert "different dump files" in capsys.readouterr().err
+
+
 def test_strict_exits_1_when_an_api_was_compared_on_one_side_only(tmp_path, capsys):
     """A replay cut short or run with -k leaves the other side's APIs ``missing``: nothing was compared
     for them, yet --strict passed the gate."""
