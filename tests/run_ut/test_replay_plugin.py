@@ -261,47 +261,33 @@ def test_backward_record_without_first_grad_is_not_dropped(pytester: pytest.Pyte
     assert "no gradient" in rows["Torch.tanh.0"][3]
 
 
-def test_backward_without_a_grad_input_keeps_the_forward(pytester: pytest.Pytester) -> None:
-    # ``torch.cat(tensors=[a, b])``: tensors in a keyword list are replayed without grad (8.1.1's rule);
-    # the backward cannot run, which must not cost the forward its verdict
-    t = tensor("torch.float32", [4, 3], -1.0, 1.0, requires_grad=True)
-    data = {
-        "Torch.cat.0.forward": {
-            "input_args": [],
-            "input_kwargs": {"tensors": [t, t], "dim": {"type": "int", "value": 0}},
-            "output": [tensor("torch.float32", [8, 3], -1.0, 1.0, requires_grad=True)],
-        },
-        "Torch.cat.0.backward": {
-            "input": [tensor("torch.float32", [8, 3], -1.0, 1.0)],
-            "output": [None, None],
-        },
-    }
-    dump = write_dump(pytester.path / "d", data)
-    run(pytester, dump).assert_outcomes(passed=1)
-    res, _ = csv_pair(pytester.path / "out")
-    rows = {r[0]: r for r in read_csv(res)[1:]}
-    assert rows["Torch.cat.0"][:3] == ["Torch.cat.0", "pass", "SKIP"]
-    assert "requires grad" in rows["Torch.cat.0"][3]
-
-
-def test_backward_whose_grad_inputs_are_all_keywords_is_a_skip_not_a_blank(pytester: pytest.Pytester) -> None:
-    # ``torch.matmul(input=a, other=b)``: only positional gradients are compared, so the backward ran and
-    # compared nothing: a blank cell (a faulty backward unseen) where the backward record asked for one
+@pytest.mark.parametrize(
+    "api, kwargs, out, said",
+    [
+        # tensors in a keyword list are replayed without grad (8.1.1's rule): the backward cannot run,
+        # which must not cost the forward its verdict
+        ("Torch.cat", {"tensors": ["t", "t"], "dim": {"type": "int", "value": 0}}, [8, 4], "requires grad"),
+        # only positional gradients are compared: the backward ran and compared nothing, a blank cell
+        # (a faulty backward unseen) where the backward record asked for one
+        ("Torch.matmul", {"input": "t", "other": "t"}, [4, 4], "keyword arguments"),
+    ],
+)
+def test_a_backward_of_keyword_inputs_is_a_skip_saying_why(
+    pytester: pytest.Pytester, api: str, kwargs: dict, out: list[int], said: str
+) -> None:
     t = tensor("torch.float32", [4, 4], -1.0, 1.0, requires_grad=True)
+    given = {k: ([t for _ in v] if isinstance(v, list) else t if v == "t" else v) for k, v in kwargs.items()}
     data = {
-        "Torch.matmul.0.forward": {
+        f"{api}.0.forward": {
             "input_args": [],
-            "input_kwargs": {"input": t, "other": t},
-            "output": [tensor("torch.float32", [4, 4], -1.0, 1.0, requires_grad=True)],
+            "input_kwargs": given,
+            "output": [tensor("torch.float32", out, -1.0, 1.0, requires_grad=True)],
         },
-        "Torch.matmul.0.backward": {
-            "input": [tensor("torch.float32", [4, 4], -1.0, 1.0)],
-            "output": [None, None],
-        },
+        f"{api}.0.backward": {"input": [tensor("torch.float32", out, -1.0, 1.0)], "output": [None, None]},
     }
     dump = write_dump(pytester.path / "d", data)
     run(pytester, dump).assert_outcomes(passed=1)
     res, _ = csv_pair(pytester.path / "out")
-    rows = {r[0]: r for r in read_csv(res)[1:]}
-    assert rows["Torch.matmul.0"][:3] == ["Torch.matmul.0", "pass", "SKIP"]
-    assert "keyword arguments" in rows["Torch.matmul.0"][3]
+    (row,) = read_csv(res)[1:]
+    assert row[:3] == [f"{api}.0", "pass", "SKIP"]
+    assert said in row[3]
