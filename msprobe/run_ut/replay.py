@@ -169,14 +169,7 @@ def replay(
             and not registry.recordable(record.api_type, record.bare_name, func)
         ):
             return skipped(name, registry.not_recorded_reason(name, record.api_type))
-        backward_message = _backward_message(record, info, kwargs)
-        if record.backward is not None and backward_message is None and not _needs_grad(args, kwargs):
-            # backward from such a call raises "element 0 of tensors does not require grad", which
-            # would skip the forward too
-            backward_message = NO_GRAD_INPUT
-        elif record.backward is not None and backward_message is None and not _needs_grad(args, {}):
-            # its backward would run and compare no gradient at all: a blank cell, a fault unseen
-            backward_message = KEYWORD_GRAD_INPUTS
+        backward_message = _backward_message(record, info, args, kwargs)
         grad = None
         if record.backward is not None and backward_message is None:
             grad = builder.grad(record.backward)
@@ -348,8 +341,19 @@ def _needs_grad(args: list[Any], kwargs: dict[str, Any]) -> bool:
     )
 
 
-def _backward_message(record: ApiRecord, info: ApiInfo, kwargs: dict[str, Any]) -> str | None:
-    """The fixed backward SKIP message of upstream 8.1.1, attached whether or not a backward entry exists."""
+def _backward_message(
+    record: ApiRecord, info: ApiInfo, args: list[Any], kwargs: dict[str, Any]
+) -> str | None:
+    """The backward SKIP message known before the call runs: upstream 8.1.1's fixed ones, attached
+    whether or not a backward entry exists; then, for a backward entry, why its backward would compare
+    nothing (never a blank cell)."""
     if kwargs.get("out") is not None:  # ``out=None`` (a re-packed call's default) is no out= call
         return OUT_KWARG_MESSAGE
-    return info.backward_message
+    if info.backward_message is not None or record.backward is None:
+        return info.backward_message
+    if not _needs_grad(args, kwargs):
+        # its backward raises "element 0 of tensors does not require grad", which would skip the forward
+        return NO_GRAD_INPUT
+    if not _needs_grad(args, {}):  # it would run and compare no gradient: a blank cell, a fault unseen
+        return KEYWORD_GRAD_INPUTS
+    return None
