@@ -61,7 +61,7 @@ class DumpSession:
         # stop() or the step's end (a full disk fails every tensor file: thousands of lines a step)
         self._failures: dict[tuple[str, str], int] = {}
         self.step_reset_hooks: list[Callable[[], None]] = []
-        self.opened_once = False  # a rank folder was written: a later one the OS refuses is a warning
+        self._opened_once = False  # a rank folder was written: a later one the OS refuses is a warning
         self._refused_step: int | None = None  # the step whose refused folder was said (once a step)
 
     # -- steps -------------------------------------------------------------------------------------
@@ -122,13 +122,13 @@ class DumpSession:
             try:
                 store.open(self.config.saves_tensors)  # kept only once its folder exists: nothing to close
             except FileCheckException as exc:
-                if not self.opened_once:
+                if not self._opened_once:
                     raise
                 if self._refused_step != self.current_step:  # once a step, not once a window or save()
                     self._refused_step = self.current_step
                     log.warning("msprobe: %s; step %d is not dumped", exc.detail, self.current_step)
                 return None
-            self.opened_once = True
+            self._opened_once = True
             self.store = store
             self.error_log = ErrorLog(self.rank_dir())
         return self.store
