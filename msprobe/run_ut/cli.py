@@ -144,11 +144,12 @@ def prepare(argv: Sequence[str], prog: str = "msprobe run_ut") -> tuple[list[str
     args += ["--rootdir", str(rootdir)]
     # pytest loads the conftest.py files above the dump only up to its confcutdir, which is that
     # rootdir when no ini file is found: a dump inside the current folder gets the project's own
-    # conftest.py files (its pytest_msprobe_device_function) between the two, as the pytest form
-    # does; for a dump elsewhere the folders above it are not the project's and stay unread
+    # conftest.py files (its pytest_msprobe_device_function) up from it, through the current folder
+    # and above, as for a dump elsewhere; the folders above a dump elsewhere are not the project's
+    # and stay unread
     cwd = Path.cwd().resolve()
     if rootdir.is_relative_to(cwd):
-        args += ["--confcutdir", str(cwd)]
+        args += ["--confcutdir", cwd.anchor]
     # the plugin checks what it is given again, and names its own options; checked here first, the
     # errors name the flags the user typed
     if ns.csv_path:

@@ -352,7 +352,8 @@ PLANTED_FAULT = (
 )
 
 
-def test_run_ut_loads_the_projects_conftest_as_the_pytest_form_does(tmp_path: Path) -> None:
+@pytest.mark.parametrize("conftest_in", ["project", "."], ids=["current folder", "folder above it"])
+def test_run_ut_loads_the_projects_conftest_as_the_pytest_form_does(tmp_path: Path, conftest_in: str) -> None:
     """``msprobe run_ut`` set the dump as pytest's rootdir, and with no ini file that is also where
     pytest stops looking for conftest.py files: the project's own conftest (its
     ``pytest_msprobe_device_function`` or ``pytest_msprobe_api_info``) was silently not loaded."""
@@ -360,7 +361,7 @@ def test_run_ut_loads_the_projects_conftest_as_the_pytest_form_does(tmp_path: Pa
     dump = write_dump(
         project / "d", {"Torch.exp.0.forward": forward(tensor("torch.float32", [32], -1.0, 1.0))}
     )
-    (project / "conftest.py").write_text(PLANTED_FAULT, encoding="utf-8")
+    (tmp_path / conftest_in / "conftest.py").write_text(PLANTED_FAULT, encoding="utf-8")
     done = _run_ut(dump, project)
     assert done.returncode == 1, done.stdout + done.stderr
     assert read_csv(csv_pair(project / "out")[0])[1][:2] == ["Torch.exp.0", "error"]
