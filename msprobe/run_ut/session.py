@@ -260,6 +260,13 @@ class ReplaySession:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        unloaded = _unloaded_conftest(session.config)
+        if unloaded is not None and self.worker_input is None:
+            self.startup_warnings.append(
+                f"{unloaded} was not loaded (pytest looks for conftest.py files up from the paths "
+                "given, here a dump outside the current folder): its pytest_msprobe_* hooks are not "
+                "asked; select APIs with -k instead of a node id"
+            )
         for message in self.startup_warnings:
             if reporter is not None:
                 reporter.write_line(f"msprobe: warning: {message}")
@@ -461,6 +468,16 @@ class ReplaySession:
             terminalreporter.write_line(
                 f"msprobe: {who}: {fact['apis']} APIs on {fact['device']} (torch {fact['torch']})"
             )
+
+
+def _unloaded_conftest(config: pytest.Config) -> Path | None:
+    """The current folder's conftest.py when pytest did not load it (a node id into a dump elsewhere
+    anchors its conftest search there); None when there is none or it is loaded."""
+    here = Path(config.invocation_params.dir, "conftest.py")
+    if not here.is_file():
+        return None
+    loaded = {Path(getattr(plugin, "__file__", "") or "") for plugin in config.pluginmanager.get_plugins()}
+    return None if here in loaded or here.resolve() in {p.resolve() for p in loaded if p.name} else here
 
 
 def _checked_by_caller(config: pytest.Config, root: Path) -> CheckedDumps | None:

@@ -398,3 +398,27 @@ def test_csv_path_of_one_result_file_with_a_multi_folder_dump_names_the_flags_ty
         f"msprobe: error: -csv_path {result}: a result file resumes one dump.json, but -api_info "
         f"{tmp_path / 'dump'} holds 2; pass the earlier -o folder instead"
     )
+
+
+def test_a_node_id_into_a_dump_elsewhere_says_the_current_folders_conftest_is_not_loaded(
+    tmp_path: Path,
+) -> None:
+    """pytest anchors its conftest search at the paths given: a node id into a dump outside the current
+    folder leaves the project's conftest.py unloaded, and a planted fault (or the project's own kernel)
+    silently unused."""
+    dump = write_dump(
+        tmp_path / "data" / "d", {"Torch.exp.0.forward": forward(tensor("torch.float32", [32], -1.0, 1.0))}
+    )
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "conftest.py").write_text(PLANTED_FAULT, encoding="utf-8")
+    base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider"]
+    base += [f"--msprobe-dump={dump}", "--msprobe-out=out"]
+
+    def run(*select: str) -> str:
+        done = subprocess.run([*base, *select], cwd=project, capture_output=True, text=True)
+        return done.stdout + done.stderr
+
+    said = f"msprobe: warning: {project / 'conftest.py'} was not loaded"
+    assert said in run(f"{dump / 'dump.json'}::Torch.exp.0")
+    assert said not in run("-k", "exp")  # anchored at the current folder: loaded, and it answers
