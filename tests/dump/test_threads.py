@@ -19,6 +19,8 @@ from msprobe.dump.pytorch.torch_compat import function_modes, pop_function_mode,
 from tests.dump.conftest import load_dump
 
 RANK = Path("dump") / "step0" / "rank"
+# an exception in the other thread is a failure here, not a warning in the summary
+pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
 
 
 class _Net(nn.Module):
@@ -58,6 +60,22 @@ def _with_a_thread_running(target: Any, body: Any) -> None:
     finally:
         stop.set()
         th.join()
+
+
+def test_module_hooks_a_thread_calls_while_they_are_registered_take_it(tmp_path: Path, debugger: Any) -> None:
+    """torch registers a forward hook, then marks it as taking kwargs: a thread running the model in
+    between calls it without them, and ours raised "unwind() missing 1 required positional argument"
+    in that thread."""
+    net, x = _Net(), torch.randn(2, 8)
+    dbg = debugger(level="mix")
+    dbg.start(model=net)
+    with torch.no_grad():
+        out = net.a(x)
+        for pre in list(net.a._forward_pre_hooks.values()):
+            pre(net.a, (x,))  # as a thread calls it before the kwargs mark
+        for post in list(net.a._forward_hooks.values()):
+            post(net.a, (x,), out)
+    dbg.stop()
 
 
 @pytest.mark.parametrize("level", ["L0", "mix"])

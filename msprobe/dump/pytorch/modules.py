@@ -187,10 +187,10 @@ class ModuleDumper:
             stack.clear()
 
     def _attach(self, module: torch.nn.Module, hooks: _Hooks) -> None:
-        pre, post, unwind = (_OwnHook(h, module) for h in hooks)
+        pre, post, unwind = (_OwnHook(h, module, arity) for h, arity in zip(hooks, (2, 3, 3)))
         self.handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
-        # after the forward hooks already there (as upstream): the record holds the output the model
-        # goes on with when a user hook replaces it
+        # after the forward hooks already there (8.1.1 puts its own first): the record holds the output
+        # the model goes on with when a user hook replaces it
         self.handles.append(module.register_forward_hook(post, with_kwargs=True))
         self.handles.append(module.register_forward_hook(unwind, with_kwargs=True, always_call=True))
 
@@ -494,15 +494,20 @@ class _OwnHook:
     them (an EMA or reference model): on the copy they are inert (stop() does not reach them), and
     ``torch.save(model)``/pickle stores an inert hook instead of failing on a local function."""
 
-    __slots__ = ("_fn", "_module")
+    __slots__ = ("_arity", "_fn", "_module")
 
-    def __init__(self, fn: Callable[..., Any], module: torch.nn.Module) -> None:
+    def __init__(self, fn: Callable[..., Any], module: torch.nn.Module, arity: int) -> None:
         self._fn = fn
         self._module = weakref.ref(module)
+        self._arity = arity  # arguments after the module: (args, kwargs) or (args, kwargs, output)
 
     def __call__(self, mod: Any, *args: Any) -> Any:
         if mod is not self._module():
             return None
+        if len(args) == self._arity - 1:
+            # registered with kwargs, called without: torch registers a hook, then marks it as taking
+            # kwargs, and a thread running the model between the two calls it the plain way
+            args = (args[0], {}, *args[1:])
         return self._fn(mod, *args)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> _Inert:
