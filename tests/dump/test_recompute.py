@@ -107,3 +107,26 @@ def test_outside_backward_nothing_is_recomputation() -> None:
 
     Scale.apply(torch.ones(2, requires_grad=True)).sum().backward()
     assert seen == [False]
+
+
+def test_a_recomputed_call_returning_its_input_has_one_backward_record(tmp_path: Path, debugger: Any) -> None:
+    """``x.to(torch.float32)`` on a float32 ``x`` returns ``x``; its backward record comes from a hook on
+    that tensor. A non-reentrant checkpoint recomputes it on the very same tensor, so a second hook gave
+    the same gradient a second record (``Tensor.to.1.backward`` repeating ``Tensor.to.0.backward``), as
+    in every Hugging Face RMSNorm of a checkpointed layer."""
+    torch.manual_seed(0)
+    lin = nn.Linear(6, 6)
+
+    def block(x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(lin(x.to(torch.float32)))
+
+    x = torch.randn(4, 6, requires_grad=True)
+    dbg = debugger(level="L1")
+    dbg.start()
+    checkpoint.checkpoint(block, x * 1.0, use_reentrant=False).sum().backward()
+    dbg.stop()
+    data = load_dump(tmp_path / RANK)["data"]
+    assert sorted(n for n in data if n.startswith("Tensor.to.") and n.endswith(".backward")) == [
+        "Tensor.to.0.backward"
+    ]
+    assert data["Tensor.to.1.forward"]["is_recompute"] is True

@@ -51,9 +51,14 @@ def recomputes(code: CodeType) -> bool:
 
 def in_recomputation(frame: FrameType | None = None) -> bool:
     """Whether the caller (or ``frame``) runs inside an activation-checkpoint recomputation."""
+    return recomputing_code(frame if frame is not None else sys._getframe(1)) is not None
+
+
+def recomputing_code(frame: FrameType | None) -> CodeType | None:
+    """The code of the innermost frame from ``frame`` out that runs a recomputation, or None."""
     if current_graph_task_id is not None and current_graph_task_id() < 0:
-        return False  # not inside a backward pass
-    f: FrameType | None = frame if frame is not None else sys._getframe(1)
+        return None  # not inside a backward pass
+    f = frame
     get = _by_code.get
     while f is not None:
         code = f.f_code
@@ -61,9 +66,17 @@ def in_recomputation(frame: FrameType | None = None) -> bool:
         if hit is None or hit[0] is not code:
             hit = _by_code[id(code)] = (code, recomputes(code))
         if hit[1]:
-            return True
+            return code
         f = f.f_back
-    return False
+    return None
+
+
+def in_graph_free_recomputation() -> bool:
+    """Inside a recomputation whose own graph backward never walks (non-reentrant
+    ``torch.utils.checkpoint``: backward goes on through the original forward's nodes, the recomputed
+    values only fill their saved tensors); a reentrant checkpoint's recomputation is backpropagated."""
+    code = recomputing_code(sys._getframe(1))
+    return code is not None and code.co_name == "recompute_fn"
 
 
 class FullRecomputation:

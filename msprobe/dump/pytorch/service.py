@@ -36,7 +36,7 @@ from msprobe.dump.pytorch.module_backward import on_gradient
 from msprobe.dump.pytorch.modules import ModuleDumper
 from msprobe.dump.pytorch.mutation import call_mutates, written_tensors
 from msprobe.dump.pytorch.nocompile import no_compile
-from msprobe.dump.pytorch.recompute import FullRecomputation, in_recomputation
+from msprobe.dump.pytorch.recompute import FullRecomputation, in_graph_free_recomputation, in_recomputation
 from msprobe.dump.pytorch.stat_batch import StatsBatch
 from msprobe.dump.pytorch.stats import SummaryCache
 from msprobe.dump.pytorch.tensor_io import TensorWriter
@@ -575,6 +575,10 @@ class TorchDumpService:
             return
         for a in unwritten_args:
             if a is t:
+                if in_graph_free_recomputation():
+                    # the tensor is the original forward's, whose own call hooked it already: a second
+                    # hook would give the same gradient a second backward record
+                    return
                 on_gradient(t, functools.partial(self._tensor_hook, name, self.session.loop))
                 return
         # one compile-disabled entry point for every node (a disable wrapper per call is costly)
