@@ -547,9 +547,9 @@ def _rerouted(
     scored = np.array([standard is not None for standard in npu], dtype=bool)
     other = floats & scored & (npu == gpu) & (npu != stds)
     notes = {
-        int(row): f"judged by {scored.value}, the standard both replays scored it by (compare's table "
+        int(row): f"judged by {by.value}, the standard both replays scored it by (compare's table "
         f"routes it to {routed.value})"
-        for row, scored, routed in zip(idx[other], npu[other], stds[other])
+        for row, by, routed in zip(idx[other], npu[other], stds[other])
     }
     stds[other] = npu[other]
     return notes

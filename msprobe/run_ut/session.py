@@ -476,8 +476,8 @@ def _unloaded_conftest(config: pytest.Config) -> Path | None:
     here = Path(config.invocation_params.dir, "conftest.py")
     if not here.is_file():
         return None
-    loaded = {Path(getattr(plugin, "__file__", "") or "") for plugin in config.pluginmanager.get_plugins()}
-    return None if here in loaded or here.resolve() in {p.resolve() for p in loaded if p.name} else here
+    files = (getattr(plugin, "__file__", None) for plugin in config.pluginmanager.get_plugins())
+    return None if here.resolve() in {Path(f).resolve() for f in files if f} else here
 
 
 def _checked_by_caller(config: pytest.Config, root: Path) -> CheckedDumps | None:

@@ -65,12 +65,13 @@ def test_function_mode_stack_push_and_pop_from_below() -> None:
 def test_current_graph_task_id_says_whether_backward_runs() -> None:
     assert tc.current_graph_task_id is not None
     assert tc.current_graph_task_id() < 0
-    inside: list[int] = []
+    assert tc.running_backward() is False
+    inside: list[tuple[int, bool | None]] = []
     x = torch.ones(2, requires_grad=True)
     y = x * 2
-    y.register_hook(lambda g: inside.append(tc.current_graph_task_id()))  # type: ignore[arg-type, func-returns-value]
+    y.register_hook(lambda g: inside.append((tc.current_graph_task_id(), tc.running_backward())))  # type: ignore[arg-type, func-returns-value]
     y.sum().backward()
-    assert inside and inside[0] >= 0
+    assert inside and inside[0][0] >= 0 and inside[0][1] is True
 
 
 def test_will_run_says_which_nodes_the_running_backward_executes() -> None:

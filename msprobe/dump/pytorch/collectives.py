@@ -146,8 +146,7 @@ class PendingWork(_Work):  # type: ignore[misc, valid-type]
 def _in_backward() -> bool:
     """Whether autograd is running a backward in this thread (a DDP communication hook is); True on
     a torch that cannot tell."""
-    task_id = torch_compat.current_graph_task_id
-    return task_id is None or task_id() != -1
+    return torch_compat.running_backward() is not False
 
 
 def _asks_async(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:

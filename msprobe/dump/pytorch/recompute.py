@@ -27,7 +27,7 @@ import sys
 from types import CodeType, FrameType
 from typing import Any
 
-from msprobe.dump.pytorch.torch_compat import current_graph_task_id
+from msprobe.dump.pytorch.torch_compat import running_backward
 
 _CHECKPOINT_FILE = os.path.join("torch", "utils", "checkpoint.py")
 _CHECKPOINT_MODULES = (_CHECKPOINT_FILE, os.path.join("tensor_parallel", "random.py"))  # torch, Megatron
@@ -56,7 +56,7 @@ def in_recomputation(frame: FrameType | None = None) -> bool:
 
 def recomputing_code(frame: FrameType | None) -> CodeType | None:
     """The code of the innermost frame from ``frame`` out that runs a recomputation, or None."""
-    if current_graph_task_id is not None and current_graph_task_id() < 0:
+    if running_backward() is False:
         return None  # not inside a backward pass
     f = frame
     get = _by_code.get

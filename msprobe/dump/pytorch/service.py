@@ -43,10 +43,10 @@ from msprobe.dump.pytorch.tensor_io import TensorWriter
 from msprobe.dump.pytorch.tokens import TokenRange
 from msprobe.dump.pytorch.torch_compat import (
     coalescing_queues,
-    current_graph_task_id,
     pop_function_mode,
     push_function_mode,
     queued_since,
+    running_backward,
     watch_version_counter_resets,
 )
 from msprobe.dump.pytorch.tree import first_tensor, tensors
@@ -138,7 +138,7 @@ class TorchDumpService:
         the model) are not recorded, as its API calls are not."""
         if threading.get_ident() == self._owner_thread:
             return False
-        return current_graph_task_id is None or current_graph_task_id() < 0
+        return not running_backward()
 
     def enter(self) -> bool:
         self.lock.acquire()

@@ -36,6 +36,12 @@ current_graph_task_id: Callable[[], int] | None = getattr(torch._C, "_current_gr
 """The autograd engine's current graph task, negative outside a backward pass (None: unknown)."""
 
 
+def running_backward() -> bool | None:
+    """Whether autograd runs a backward pass in this thread; None on a torch that cannot tell (each
+    caller decides what unknown means for it)."""
+    return None if current_graph_task_id is None else current_graph_task_id() >= 0
+
+
 def push_function_mode(mode: Any) -> None:
     """Push ``mode`` on this thread's function-mode stack without entering it as a context."""
     torch._C._push_on_torch_function_stack(mode)
@@ -70,7 +76,7 @@ _will_engine_execute_node: Callable[[Any], bool] | None = getattr(torch._C, "_wi
 def will_run(node: Any) -> bool:
     """Whether the running backward pass executes autograd ``node`` (what torch's multi-grad hooks
     ask); True outside a backward pass or on a torch without the query."""
-    if _will_engine_execute_node is None or current_graph_task_id is None or current_graph_task_id() < 0:
+    if _will_engine_execute_node is None or not running_backward():
         return True
     try:
         return bool(_will_engine_execute_node(node))
