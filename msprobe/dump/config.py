@@ -228,6 +228,15 @@ def check_dump_path(dump_path: str, where: str = "") -> None:
     if not DUMP_PATH_RE.match(real):
         resolved = "" if real == dump_path else f" (resolved to {real!r})"
         raise _fail(where, f"dump_path {dump_path!r}{resolved} contains characters outside [a-zA-Z0-9_./-]")
+    # a symbolic link to a missing target: realpath resolves it, but creating the folder through it fails
+    part = os.path.abspath(dump_path)
+    while part != os.path.dirname(part):
+        if os.path.islink(part) and not os.path.exists(part):
+            raise _fail(
+                where,
+                f"dump_path {dump_path!r} is not writable: {part} is a symbolic link to a missing target",
+            )
+        part = os.path.dirname(part)
     probe = real
     while not os.path.exists(probe):
         parent = os.path.dirname(probe)
@@ -389,7 +398,7 @@ def build_config(
         raise _fail(where, f"dump_path is invalid, it should be a non-empty string, got {cfg_dump_path!r}")
     check_dump_path(cfg_dump_path, origin(dump_path or None, "dump_path"))
     steps = (
-        parse_index_list(step, "step")
+        parse_index_list(step, "step", "PrecisionDebugger(step=...)")
         if step is not None
         else parse_index_list(raw.get("step", []), "step", where)
     )

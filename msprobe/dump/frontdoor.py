@@ -87,6 +87,20 @@ class FirstModel:
         return False
 
 
+def no_empty_models(model: Any, needed: bool, kind: str) -> Any:
+    """An empty list/tuple of models is no model: ``None`` (nothing hooked, the first-model choice left
+    open), or one line when the level or a ``token_range`` needs a model (``kind``: what to give)."""
+    if isinstance(model, list | tuple) and not model:
+        if needed:
+            raise MsprobeException(
+                INVALID,
+                f"The 'model' parameter is an empty {type(model).__name__}: level L0, mix or a token_range "
+                f"needs at least one {kind}",
+            )
+        return None
+    return model
+
+
 def check_token_range(token_range: Any) -> None:
     """``[start, end]``: two ints (not bools), ``0 <= start <= end``; None means no token range."""
     if token_range is None:

@@ -338,3 +338,18 @@ def test_value_changed_by_a_rule_is_one_warning(
     assert path in line
     for w in words:
         assert w in line
+
+
+def test_step_argument_error_names_the_argument(tmp_path: Path) -> None:
+    path = cfg_file(tmp_path, base(tmp_path, step=[0]))
+    with pytest.raises(MsprobeException) as info:
+        build_config(path, step=["x"])
+    assert "PrecisionDebugger(step=...)" in str(info.value) and "'x'" in str(info.value)
+
+
+def test_dump_path_through_a_dangling_symlink_is_refused_at_construction(tmp_path: Path) -> None:
+    (tmp_path / "link").symlink_to(tmp_path / "missing" / "target")
+    path = cfg_file(tmp_path, base(tmp_path, dump_path=str(tmp_path / "link" / "sub")))
+    with pytest.raises(MsprobeException) as info:
+        build_config(path)
+    assert "symbolic link to a missing target" in str(info.value) and "config.json" in str(info.value)

@@ -221,3 +221,30 @@ def load_dump_debug(rank: Path) -> dict[str, Any]:
     import json
 
     return json.loads((rank / "debug.json").read_text())["data"]
+
+
+@pytest.mark.parametrize(("level", "token_range"), [("L0", None), ("mix", None), ("L1", [0, 1])])
+@pytest.mark.parametrize("empty", [[], ()])
+def test_start_with_an_empty_model_list_is_one_line(
+    debugger: Any, level: str, token_range: list[int] | None, empty: list[Any] | tuple[Any, ...]
+) -> None:
+    """An empty list is no model: where one is needed it is the one-line error (not an IndexError
+    from the token counter, nor a dump that records nothing and ignores the next start's model)."""
+    dbg = debugger(level=level)
+    with pytest.raises(MsprobeException, match="empty") as info:
+        dbg.start(model=empty, token_range=token_range)
+    assert "\n" not in str(info.value)
+
+
+def test_start_with_an_empty_model_list_at_l1_leaves_the_model_open(
+    debugger: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    dbg = debugger(level="L1")
+    net = torch.nn.Linear(2, 2)
+    dbg.start(model=[])
+    dbg.stop()
+    dbg.step()
+    with caplog.at_level("WARNING", logger="msprobe"):
+        dbg.start(model=net)
+        dbg.stop()
+    assert "another model" not in caplog.text

@@ -183,3 +183,27 @@ def test_static_graph_config_keys_are_checked_as_upstream(tmp_path, caplog):
         with pytest.raises(MsprobeException, match=match):
             PrecisionDebugger(config_path=bad)
         PrecisionDebugger._shutdown()
+
+
+@pytest.mark.parametrize(("level", "token_range"), [("L0", None), ("L1", [0, 1])])
+def test_start_with_an_empty_model_list_is_one_line(tmp_path, level, token_range):
+    """An empty list is no model: the one-line error, not an IndexError from the token counter."""
+    d = PrecisionDebugger(dump_path=str(tmp_path / "d"), level=level)
+    with pytest.raises(MsprobeException, match="empty list") as info:
+        d.start([], token_range=token_range)
+    assert "\n" not in str(info.value)
+
+
+def test_dump_folder_that_cannot_be_created_is_one_line(tmp_path, monkeypatch):
+    import errno
+
+    import msprobe.dump.mindspore.debugger as msdbg
+    from msprobe.dump.exceptions import FileCheckException
+
+    def refuse(path):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+
+    monkeypatch.setattr(msdbg, "make_dirs", refuse)
+    with pytest.raises(FileCheckException, match="cannot create the dump folder") as info:
+        PrecisionDebugger(dump_path=str(tmp_path / "d"))
+    assert "\n" not in str(info.value)

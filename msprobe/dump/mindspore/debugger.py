@@ -11,8 +11,16 @@ import mindspore as ms
 from mindspore import nn
 
 from msprobe.dump.config import build_config
-from msprobe.dump.exceptions import MsprobeException
-from msprobe.dump.frontdoor import INVALID, FirstModel, FrontDoor, check_token_range, models_of, user_entry
+from msprobe.dump.exceptions import FileCheckException, MsprobeException
+from msprobe.dump.frontdoor import (
+    INVALID,
+    FirstModel,
+    FrontDoor,
+    check_token_range,
+    models_of,
+    no_empty_models,
+    user_entry,
+)
 from msprobe.dump.mindspore.cells import CellHooks
 from msprobe.dump.mindspore.debug_save import DebugSaver
 from msprobe.dump.mindspore.jit import JitHooks
@@ -90,7 +98,12 @@ class PrecisionDebugger(FrontDoor):
         config = build_config(config_path, task, dump_path, level, step, framework="mindspore")
         # MindSpore: dump_path is made absolute at construction and created at once.
         config = dataclasses.replace(config, dump_path=os.path.abspath(config.dump_path))
-        make_dirs(config.dump_path)
+        try:
+            make_dirs(config.dump_path)
+        except OSError as exc:  # one line, as the PyTorch dump's first start() says it
+            raise FileCheckException(
+                f"cannot create the dump folder {config.dump_path}: {exc.strerror}"
+            ) from None
         self.config = config
         self.service = MsDumpService(config)
         self.cells = CellHooks(self.service)
@@ -117,6 +130,8 @@ class PrecisionDebugger(FrontDoor):
         level = inst.config.level
         _check_mode(level)
         check_token_range(token_range)
+        needed = inst.config.records_modules or token_range is not None
+        model = no_empty_models(model, needed, "mindspore.nn.Cell")
         if model is not None:
             _check_model(model)
         if token_range is not None and model is None:

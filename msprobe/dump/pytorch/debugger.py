@@ -10,7 +10,14 @@ import torch
 
 from msprobe.dump.config import build_config
 from msprobe.dump.exceptions import MsprobeException
-from msprobe.dump.frontdoor import INVALID, FrontDoor, check_token_range, models_of, user_entry
+from msprobe.dump.frontdoor import (
+    INVALID,
+    FrontDoor,
+    check_token_range,
+    models_of,
+    no_empty_models,
+    user_entry,
+)
 from msprobe.dump.pytorch.service import TorchDumpService
 from msprobe.dump.pytorch.torch_compat import dataloader_iter_class
 
@@ -110,6 +117,8 @@ class PrecisionDebugger(FrontDoor):
             return
         check_token_range(token_range)
         model = model if model is not None else inst.model
+        needed = inst.config.records_modules or token_range is not None
+        model = no_empty_models(model, needed, "torch.nn.Module")
         if model is not None:
             _check_model(model)
         if model is None and (inst.config.records_modules or token_range is not None):
