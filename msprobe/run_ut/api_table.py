@@ -23,6 +23,7 @@ from msprobe.run_ut.arg_fixes import (
     as_dtype,
     ascending,
     class_index_target,
+    dtype_limits,
     no_repeats,
     tuple_index,
     zero_dropout,
@@ -197,6 +198,8 @@ ENTRIES: tuple[ApiInfo, ...] = (
     # the device's random mask with the CPU's)
     PLAIN.variant("scaled_dot_product_attention", prepare=zero_probability(4, "dropout_p")),
     PLAIN.variant("multi_head_attention_forward", prepare=zero_probability(10, "dropout_p")),
+    # +-inf replaced by the input dtype's limits, spelled out so that the float64 bench uses them too
+    PLAIN.variant("nan_to_num", aliases=("nan_to_num_",), prepare=dtype_limits((2, "posinf"), (3, "neginf"))),
     # MoE experts: the group ends drawn from statistics, put back in increasing order
     PLAIN.variant("grouped_mm", prepare=ascending("offs")),
     # the dumped torch.linalg names with no torch function of that meaning (torch.cond is control flow;

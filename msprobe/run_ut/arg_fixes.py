@@ -152,3 +152,34 @@ def _names_an_element(tensor_arg: Any, index: list[int]) -> bool:
     if shape is None:
         return True
     return len(index) <= len(shape) and all(-n <= i < n for i, n in zip(index, shape))
+
+
+def dtype_limits(posinf: tuple[int, str], neginf: tuple[int, str]) -> Prepare:
+    """Spell out ``nan_to_num``'s default replacements of ``+inf``/``-inf`` (positional index or
+    keyword ``posinf``, ``neginf``; left out or None): the largest and lowest finite values of the
+    *input's* dtype. Left to the default, the bench raised to float64 puts float64's limits
+    (``±1.8e308``) where a float32 device rightly put float32's (``±3.4e38``): a false error of an
+    exact result. Given explicitly, both sides put the dumped dtype's limits."""
+
+    def prepare(args: list[Any], kwargs: dict[str, Any]) -> None:
+        import torch
+
+        from msprobe.run_ut.arg_values import TensorArg
+
+        arg = args[0] if args else kwargs.get("input", kwargs.get("self"))
+        if not isinstance(arg, TensorArg):
+            return
+        dtype = arg.tensor.dtype
+        if dtype.is_complex:
+            dtype = dtype.to_real()  # nan_to_num replaces the parts' inf by the parts' limits
+        if not dtype.is_floating_point:
+            return
+        info = torch.finfo(dtype)
+        for (index, name), value in ((posinf, float(info.max)), (neginf, float(info.min))):
+            if len(args) > index:
+                if args[index] is None:
+                    args[index] = value
+            elif kwargs.get(name) is None:
+                kwargs[name] = value
+
+    return prepare

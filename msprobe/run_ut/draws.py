@@ -170,11 +170,17 @@ def random_tensor(spec: Mapping[str, Any], gen: torch.Generator) -> torch.Tensor
             lo, hi = finite_range(low, high, dtype)
             tensor = torch.rand(shape, dtype=dtype, generator=gen) * (hi - lo) + lo
     else:
+        low, high = _integer_bounds(low, high, dtype)
         if DISTINCT_ALONG in spec:
-            distinct = distinct_integers(shape, dtype, int(low), int(high), spec[DISTINCT_ALONG], gen)
+            distinct = distinct_integers(shape, dtype, low, high, spec[DISTINCT_ALONG], gen)
             if distinct is not None:
                 return distinct
-        tensor = torch.randint(int(low), int(high) + 1, shape, dtype=dtype, generator=gen)
+        # randint's bound is exclusive and must fit int64: int64's largest value is pinned below
+        top = high + 1 if high < torch.iinfo(torch.int64).max else high
+        if top > low:
+            tensor = torch.randint(low, top, shape, dtype=dtype, generator=gen)
+        else:
+            tensor = torch.full(shape, low, dtype=dtype)
     flat = tensor.reshape(-1)
     if isinstance(high_origin, float) and math.isnan(high_origin):
         if flat.numel() <= 2:
@@ -188,6 +194,15 @@ def random_tensor(spec: Mapping[str, Any], gen: torch.Generator) -> torch.Tensor
         if isinstance(low_origin, float) and math.isinf(low_origin):
             flat[0] = low_origin
     return flat.reshape(shape)
+
+
+def _integer_bounds(low: Any, high: Any, dtype: torch.dtype) -> tuple[int, int]:
+    """Min and Max of an integer tensor, as ints within the dtype's range. 8.1.1's dump (and ours) takes
+    them in float32, which rounds a value near the dtype's limit past it: ``iinfo(int32).max`` is
+    written ``2147483648.0``, ``iinfo(int64).max`` ``9.223372036854776e+18``, one more than the dtype
+    holds, and drawing with that bound fails (8.1.1 skips the API)."""
+    info = torch.iinfo(dtype)
+    return min(max(int(low), info.min), info.max), min(max(int(high), info.min), info.max)
 
 
 def _random_complex(

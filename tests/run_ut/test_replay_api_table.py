@@ -3,6 +3,7 @@ and a new API (function, standard, tolerance) given in one place (a conftest hoo
 
 from __future__ import annotations
 
+import shutil
 from typing import Any
 
 import pytest
@@ -215,3 +216,43 @@ def test_attention_with_dropout_replays_without_it(pytester: pytest.Pytester) ->
     _, rows = run(pytester, data)
     assert rows["Functional.scaled_dot_product_attention.0"][1:3] == ["pass", "pass"]
     assert rows["Functional.scaled_dot_product_attention.1"][1] == "pass"
+
+
+NAN_TO_NUM_FAULT_CONFTEST = """
+import torch
+
+def pytest_msprobe_device_function(api_type, bare_name, function):
+    if api_type == "Torch" and bare_name == "nan_to_num":
+        return lambda x, *a, **k: x.clone()  # leaves inf and NaN in place
+    return None
+"""
+
+
+def test_nan_to_num_replaces_inf_by_the_dumped_dtypes_limits_on_both_sides(pytester: pytest.Pytester) -> None:
+    """``nan_to_num`` puts the largest/lowest finite value of the input's dtype where it finds
+    ``±inf``: ``±3.4e38`` for a float32 device, and ``±1.8e308`` for the float64 bench if left to the
+    default, a false error of an exact result. Both sides get the dumped dtype's limits (positional,
+    keyword, ``Tensor.nan_to_num_``, fp16 and bf16), and a device that leaves inf still fails."""
+    x32 = tensor("torch.float32", [6], float("-inf"), float("inf"))
+    data = {
+        "Torch.nan_to_num.0.forward": forward(x32),
+        "Torch.nan_to_num.1.forward": forward(x32, scalar("float", 0.0), None, scalar("float", -7.0)),
+        "Tensor.nan_to_num_.0.forward": forward(x32, posinf=scalar("float", 1e5)),
+        "Tensor.nan_to_num.0.forward": forward(tensor("torch.float16", [6], float("-inf"), float("inf"))),
+        "Tensor.nan_to_num.1.forward": forward(tensor("torch.bfloat16", [6], float("-inf"), float("inf"))),
+    }
+    _, rows = run(pytester, data)
+    assert {name: row[1] for name, row in rows.items()} == dict.fromkeys(
+        (
+            "Torch.nan_to_num.0",
+            "Torch.nan_to_num.1",
+            "Tensor.nan_to_num_.0",
+            "Tensor.nan_to_num.0",
+            "Tensor.nan_to_num.1",
+        ),
+        "pass",
+    )
+    pytester.makeconftest(NAN_TO_NUM_FAULT_CONFTEST)
+    shutil.rmtree(pytester.path / "out")
+    _, rows = run(pytester, {"Torch.nan_to_num.0.forward": forward(x32)})
+    assert rows["Torch.nan_to_num.0"][1] == "error"

@@ -128,3 +128,22 @@ def test_out_none_is_no_out_call(tmp_path: Path) -> None:
     bwd = {"input": [tensor("torch.float32", [4, 3], -1.0, 1.0)], "output": [None]}
     result = replay(ApiRecord("Functional.normalize.0", 0, fwd, bwd), tmp_path, "cpu")
     assert result.result[1:3] == ["pass", "pass"], result.result
+
+
+@pytest.mark.parametrize(
+    ("dtype", "info"),
+    [("torch.int32", torch.iinfo(torch.int32)), ("torch.int64", torch.iinfo(torch.int64))],
+)
+def test_integer_statistics_at_the_dtypes_limits_are_drawn(dtype: str, info: torch.iinfo) -> None:
+    """The dump writes an integer tensor's Max/Min in float32 (as 8.1.1), which rounds the dtype's
+    largest value one past it (``iinfo(int32).max`` -> ``2147483648.0``); the draw keeps to the
+    dtype's range instead of failing (the API was skipped: "cannot draw ... out of bounds")."""
+    hi, lo = (
+        float(torch.tensor(info.max, dtype=torch.float32)),
+        float(torch.tensor(info.min, dtype=torch.float32)),
+    )
+    t = random_tensor(tensor(dtype, [6], lo, hi), gen())
+    assert t.dtype == getattr(torch, dtype.split(".")[1])
+    assert t[0].item() == info.min and t[-1].item() == info.max
+    const = random_tensor(tensor(dtype, [3], hi, hi), gen())
+    assert const.tolist() == [info.max] * 3
