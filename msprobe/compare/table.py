@@ -104,15 +104,19 @@ def _refuse_formula_names(path: Path, frame: pd.DataFrame) -> None:
     real name starts with its API prefix), so such a row is a hand-made or tampered file: it is named, not
     dropped and not written.
     """
-    found = frame[NAME].str.contains(ac.CSV_INJECTION).to_numpy(dtype=bool)
+    names = frame[NAME]
+    found = (names.str.contains(ac.CSV_INJECTION) | names.str.contains(ac.CONTROL_CHARACTER)).to_numpy(
+        dtype=bool
+    )
     if not found.any():
         return
     first = int(found.argmax())
     line = ac.read_rows_with_lines(path, ac.RUN_UT_DETAILS_HEADER)[1][first]
     more = int(found.sum()) - 1
     others = f" (and {more} more such row{'s' if more > 1 else ''})" if more else ""
+    name = names.iloc[first]
     raise MsprobeError(
-        f"{path}:{line}: API Name {frame[NAME].iloc[first]!r} looks like a spreadsheet formula; "
+        f"{path}:{line}: API Name {name!r} {ac.unsafe_name(name)}; "
         f"refusing to compare it or write it into a CSV{others}"
     )
 

@@ -182,14 +182,17 @@ def read_journal(path: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, A
     construct: dict[str, Any] = {}
     opened: dict[str, Any] = {}
     skipped = 0
-    with open(path, encoding="utf-8", errors="replace") as fh:  # a damaged byte spoils one line only
+    with open(path, "rb") as fh:  # a damaged byte spoils one line only
         if not _held_here(path):
             _wait_for_writer(fh.fileno(), path)
         for line in fh:
-            if not line.endswith("\n"):
+            if not line.endswith(b"\n"):
                 break
             try:
-                _apply(json.loads(line), header, data, stacks, stacked, construct, opened)
+                # every entry is ASCII (json.dumps escapes the rest): a byte beyond is damage, which
+                # decoding it leniently would have turned into a changed record name or value
+                entry = json.loads(line.decode("ascii"))
+                _apply(entry, header, data, stacks, stacked, construct, opened)
             except (ValueError, TypeError, AttributeError, KeyError, RecursionError, OverflowError):
                 skipped += 1  # not one of our entries: a damaged line
     if skipped:

@@ -26,6 +26,20 @@ BLANK = " "
 #: 8.1.1 refuses such API names). A leading TAB or carriage return too: spreadsheets skip it and read
 #: the formula after it (8.1.1 lets those through).
 CSV_INJECTION = re.compile(r"(?:^|;)[\t\r＋－＝％＠+\-=%@]")
+#: A control character (ESC, a newline, ...) in a name: no dump makes one, and printed raw it would
+#: drive the terminal (clear it, forge a summary line) or split a CSV row.
+CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def unsafe_name(name: str) -> str | None:
+    """Why an API name may not be replayed, compared or written into a CSV; None if it is fine."""
+    if CSV_INJECTION.search(name):
+        return "looks like a spreadsheet formula"
+    if CONTROL_CHARACTER.search(name):
+        return "holds a control character"
+    return None
+
+
 FLOAT_PRECISION = 14
 
 # --- Column names (upstream 8.1.1's header cells, byte for byte) -----------------------------------------

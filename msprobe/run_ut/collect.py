@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 
 from msprobe.errors import MsprobeError
+from msprobe.formats.accuracy_csv import CONTROL_CHARACTER, unsafe_name
 from msprobe.formats.record_names import drop_call_index
 from msprobe.run_ut import registry
-from msprobe.run_ut.records import CSV_INJECTION, ApiRecord, read_dump
+from msprobe.run_ut.records import ApiRecord, read_dump
 from msprobe.run_ut.records import DumpFile as ParsedDump
 
 
@@ -81,7 +82,11 @@ class DumpFile(pytest.File):
                 if key in seen:
                     continue
                 seen.add(key)
-            item = ApiItem.from_parent(self, name=record.name, record=record, dump=dump)
+            # a control character in a (broken) record's name is shown escaped in pytest's lines
+            shown = record.name
+            if CONTROL_CHARACTER.search(shown):
+                shown = shown.encode("unicode_escape").decode("ascii")
+            item = ApiItem.from_parent(self, name=shown, record=record, dump=dump)
             reason = self._skip_reason(record, session)
             if reason is not None:
                 item.add_marker(pytest.mark.skip(reason=reason))
@@ -143,8 +148,9 @@ class ApiItem(pytest.Item):
         return function if chosen is None else chosen
 
     def _named(self, text: str) -> str:
-        """One line that starts with the API's name (the scorer's reasons usually already do)."""
-        return text if text.startswith(self.record.name) else f"{self.record.name}: {text}"
+        """One line that starts with the API's name (the scorer's reasons usually already do); the
+        item's name, which shows a control character escaped."""
+        return text if text.startswith(self.record.name) else f"{self.name}: {text}"
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         # an AccuracyWarning is raised only under -W error (or filterwarnings = error): one line too,
@@ -157,7 +163,7 @@ class ApiItem(pytest.Item):
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self) -> tuple[Path, int, str]:
-        return self.path, self.record.index, f"api: {self.record.name}"
+        return self.path, self.record.index, f"api: {self.name}"
 
     def rows(self) -> dict | None:
         """This API's CSV rows as plain data (``result`` None when none may be written), or None."""
@@ -165,7 +171,7 @@ class ApiItem(pytest.Item):
         from msprobe.run_ut.results import payload
 
         dump = str(self.dump.path.resolve())
-        if CSV_INJECTION.search(self.record.name):  # counted in the summary, never written
+        if unsafe_name(self.record.name):  # counted in the summary, never written
             return payload(dump, self.record.name, self.record.index, None, [])
         result = self.stash.get(RESULT_KEY, None)
         if result is None and self.msprobe_skip is not None:

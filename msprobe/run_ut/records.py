@@ -20,7 +20,7 @@ from typing import Any
 
 from msprobe.errors import MsprobeError
 from msprobe.formats import dump_json
-from msprobe.formats.accuracy_csv import CSV_INJECTION
+from msprobe.formats.accuracy_csv import unsafe_name
 from msprobe.formats.dump_json import DEBUG_JSON, DUMP_JSON, TENSOR_DIR
 from msprobe.formats.record_names import replay_api_type, replay_bare_name, replay_grammar_ok
 from msprobe.paths import natural_order, where
@@ -103,8 +103,8 @@ def data_name_problem(name: Any) -> str | None:
 
 
 def _record_problem(name: str, forward: Any, backward: Any) -> str | None:
-    if CSV_INJECTION.search(name):
-        return f"API name {name!r} looks like a spreadsheet formula; refusing to replay or write it"
+    if why := unsafe_name(name):
+        return f"API name {name!r} {why}; refusing to replay or write it"
     if not isinstance(forward, Mapping):
         return "forward record is not a JSON object"
     args, kwargs = forward.get("input_args", []), forward.get("input_kwargs", {})

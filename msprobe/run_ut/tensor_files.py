@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import warnings
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,34 @@ def _refusal(exc: Exception) -> str:
     return type(exc).__name__
 
 
+#: numpy's advice around a refused ``.npy`` (to load it with ``allow_pickle=True``): never passed on.
+NUMPY_ADVICE = ("trust", "unsafely", "pickle.load")
+
+
+def _npy_refusal(exc: Exception) -> str:
+    """Why a ``.npy`` could not be read as a plain array, without numpy's advice to unpickle it."""
+    clauses = [c.strip().rstrip(".") for c in str(exc).replace("\n", " ").split(". ")]
+    kept = [c for c in clauses if c and not any(word in c.lower() for word in NUMPY_ADVICE)]
+    return (kept[0] if kept else type(exc).__name__)[:MAX_REASON]
+
+
+def _compressed_entry(path: Path) -> str | None:
+    """The first compressed entry of a zip-format ``.pt``, None when there is none (or it is no zip:
+    torch.load says what is wrong). torch.save stores every entry uncompressed; a deflated storage of
+    zeros inflates about 1000-fold, so a 40 MB file would be 40 GB in memory before its shape is
+    compared with the record's."""
+    try:
+        if not zipfile.is_zipfile(path):
+            return None
+        with zipfile.ZipFile(path) as archive:
+            for info in archive.infolist():
+                if info.compress_type != zipfile.ZIP_STORED:
+                    return info.filename
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError):
+        return None
+    return None
+
+
 def load_tensor(data_dir: Path, name: str) -> torch.Tensor:
     """Load one saved tensor, refusing paths that leave ``data_dir`` and files that are not tensors."""
     path = data_dir / name
@@ -67,10 +96,15 @@ def load_tensor(data_dir: Path, name: str) -> torch.Tensor:
     if resolved.suffix == ".npy":
         try:
             return torch.from_numpy(np.load(resolved, allow_pickle=False))
-        except ValueError as exc:
-            raise InputError(f"{path}: not a plain numpy array ({exc})") from None
+        except (ValueError, TypeError, EOFError, OSError) as exc:  # TypeError: a dtype torch has not
+            raise InputError(f"{path}: not a plain numpy array ({_npy_refusal(exc)})") from None
     if resolved.suffix != ".pt":
         raise InputError(f"{path}: unsupported tensor file type {resolved.suffix!r} (expected .pt or .npy)")
+    if (entry := _compressed_entry(resolved)) is not None:
+        raise InputError(
+            f"{path}: not a plain tensor file (its entry {entry!r} is compressed, which torch.save never "
+            "writes; refusing to inflate it)"
+        )
     try:
         with warnings.catch_warnings():  # "pickle protocol 4" notes are noise; a refusal raises
             warnings.simplefilter("ignore")

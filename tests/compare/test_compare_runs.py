@@ -198,6 +198,19 @@ def test_a_formula_api_name_is_refused_naming_file_and_line(tmp_path, capsys, si
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    "name", [f"Torch.exp\x1b[2J.0.{F}.0", f"Torch.exp\n5 passed\n.0.{F}.0", f"Torch.a\x00.0.{F}.0"]
+)
+def test_an_api_name_with_a_control_character_is_refused(tmp_path, capsys, name):
+    """No dump makes such a name; printed raw it would drive the terminal or split a row."""
+    bad = write(tmp_path / "bad.csv", [row(f"Torch.a.0.{F}.0"), row(name)])
+    err = _one_line_error(capsys, ["-npu", str(bad), "-gpu", str(bad), "-o", str(tmp_path / "out")])
+    assert err.endswith(
+        f"API Name {name!r} holds a control character; refusing to compare it or write it into a CSV"
+    )
+    assert "\x1b" not in err
+
+
 def test_every_formula_row_is_counted(tmp_path, capsys):
     bad = write(tmp_path / "bad.csv", [row(f"Torch.a.0.{F}.0"), row("=1"), row("=2"), row("@3")])
     err = _one_line_error(capsys, ["-npu", str(bad), "-gpu", str(bad), "-o", str(tmp_path / "out")])

@@ -217,14 +217,16 @@ def test_rebuild_skips_damaged_journal_lines_and_keeps_the_rest(
         '{"n": "z", "s": 3, "f": [null]}',  # frames stack.json's reader would refuse
         '{"c": "Torch.exp.1.forward", "p": 5}',  # a parent that is no record name
     ]
-    raw = "\n".join([good[0], *bad, good[1]]).encode() + b"\n\xff\xfe garbage\n"
+    # a damaged byte inside a name: read leniently it was a record named "Torch.ex\ufffdp.1.forward"
+    flipped = json.dumps({"d": "Torch.exXp.1.forward", "v": {}}).encode().replace(b"X", b"\xe9")
+    raw = "\n".join([good[0], *bad, good[1]]).encode() + b"\n\xff\xfe garbage\n" + flipped + b"\n"
     (tmp_path / JOURNAL_NAME).write_bytes(raw)
     with caplog.at_level("WARNING", logger="msprobe"):
         _header, data, stack, construct = read_journal(str(tmp_path / JOURNAL_NAME))
     assert data == {"Torch.exp.0.forward": {"output": []}}
     assert stack == {}  # nothing half-added by a damaged stack entry
     assert construct == {"Torch.exp.0.forward": None}
-    assert "13 damaged line(s) skipped" in caplog.text
+    assert "14 damaged line(s) skipped" in caplog.text
 
 
 def test_rebuild_keeps_the_records_around_one_too_deep_to_write_again(

@@ -139,6 +139,24 @@ def test_csv_formula_names_are_not_written(pytester: pytest.Pytester, name: str)
     assert read_csv(csv_pair(pytester.path / "out")[0])[1:] == []
 
 
+@pytest.mark.parametrize(
+    "name", ["Torch.exp\x1b[2J\x1b[31m.0.forward", "Torch.exp\n5 passed in 0.1s\n.1.forward"]
+)
+def test_control_characters_in_names_are_refused_and_never_printed_raw(
+    pytester: pytest.Pytester, name: str
+) -> None:
+    """An escape sequence would clear or recolour the terminal, a newline forge a summary line."""
+    data = {name: forward(tensor("torch.float32", [8], -1.0, 1.0))}
+    dump = write_dump(pytester.path / "d", data)
+    result = run(pytester, dump, "-v", "-rA")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*holds a control character*"])
+    assert "\x1b" not in result.stdout.str() and not any(
+        line.startswith("5 passed") for line in result.outlines
+    )
+    assert read_csv(csv_pair(pytester.path / "out")[0])[1:] == []
+
+
 def test_a_refused_global_is_named_without_torchs_advice(tmp_path: Path) -> None:
     torch.save({"f": print}, tmp_path / "global.pt")  # an allowed-globals refusal, not a blocked module
     with pytest.raises(InputError) as exc:
@@ -562,3 +580,52 @@ def test_a_call_that_raised_in_the_model_is_skipped_with_its_own_error(
     result = replay(ApiRecord("Tensor.__and__.0", 0, record, None), tmp_path, "cpu")
     assert result.outcome == "skipped"
     assert result.reason.endswith(f"not implemented for '{named}'"), result.reason
+
+
+def test_a_deflated_pt_is_refused_before_it_is_inflated(tmp_path: Path) -> None:
+    """torch.save never compresses; a deflated storage of zeros grows ~1000-fold in torch.load, before
+    its shape is compared with the record's (a 40 MB file would take 40 GB)."""
+    import io
+    import zipfile
+
+    saved = io.BytesIO()
+    torch.save(torch.zeros(1 << 20), saved)  # 4 MiB of zeros
+    with zipfile.ZipFile(saved) as src, zipfile.ZipFile(tmp_path / "bomb.pt", "w") as out:
+        for info in src.infolist():
+            method = zipfile.ZIP_DEFLATED if "/data/" in info.filename else zipfile.ZIP_STORED
+            out.writestr(info.filename, src.read(info), compress_type=method)
+    assert (tmp_path / "bomb.pt").stat().st_size < 64 << 10
+    refused = r"bomb\.pt: not a plain tensor file \(its entry '.*/data/0' is compressed"
+    with pytest.raises(InputError, match=refused):
+        load_tensor(tmp_path, "bomb.pt")
+    torch.save(torch.ones(2), tmp_path / "ok.pt")  # what torch.save writes still loads
+    assert torch.equal(load_tensor(tmp_path, "ok.pt"), torch.ones(2))
+
+
+@pytest.mark.parametrize(
+    ("array", "why"),
+    [
+        (np.zeros(3, dtype=[("a", "<f4")]), "can't convert np.ndarray of type numpy.void"),
+        (np.array(["a", "b"]), "can't convert np.ndarray of type numpy.str_"),
+        (None, "No data left in file"),
+        (b"not a numpy file", "This file contains pickled (object) data"),
+    ],
+)
+def test_an_npy_that_is_no_plain_array_names_the_file_without_numpys_advice(
+    tmp_path: Path, array: object, why: str
+) -> None:
+    path = tmp_path / "x.npy"
+    if isinstance(array, np.ndarray):
+        np.save(path, array, allow_pickle=False)
+    else:
+        path.write_bytes(array or b"")
+    with pytest.raises(InputError) as exc:
+        ArgBuilder(tmp_path, torch.Generator(), "Torch.exp.0").value(
+            tensor("torch.float32", [3], 0.0, 1.0, data_name="x.npy"), grad_ok=False
+        )
+    message = str(exc.value)
+    # numpy's and torch's own words (``why``) may change between versions: the gist only
+    assert (
+        message.startswith(f"{path}: not a plain numpy array (") and why.split()[0].lower() in message.lower()
+    )
+    assert "trust" not in message and "allow_pickle=`" not in message and "\n" not in message
