@@ -160,3 +160,45 @@ def test_compiler_tracing_is_true_while_dynamo_traces() -> None:
     finally:
         torch._dynamo.reset()
     assert seen == [True, False]
+
+
+class _SavesHidden(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Linear(4, 4)
+        self.b = torch.nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from msprobe.pytorch import PrecisionDebugger
+
+        h = torch.relu(self.a(x))
+        PrecisionDebugger.save(h, "hidden")
+        return self.b(h)
+
+
+def test_save_inside_compiled_forward_is_not_compiled(tmp_path: Path, dynamo_warnings: list[str]) -> None:
+    """``debugger.save`` called from a compiled forward runs eagerly behind one graph break: dynamo
+    neither compiles the recorder (a hundred frames of ours) nor recompiles it every step."""
+    from msprobe.pytorch import PrecisionDebugger
+
+    PrecisionDebugger._shutdown()
+    torch._dynamo.utils.counters.clear()
+    torch.manual_seed(0)
+    net = _SavesHidden()
+    x = torch.randn(3, 4)
+    try:
+        dbg = PrecisionDebugger(dump_path=str(tmp_path), task="statistics", level="debug")
+        model = torch.compile(net, backend="eager")
+        frames = []
+        for _ in range(3):
+            model(x).pow(2).sum().backward()
+            dbg.step()
+            frames.append(_frames_compiled())
+    finally:
+        PrecisionDebugger._shutdown()
+    assert len(set(frames)) == 1 and frames[0] <= 4, frames  # two graphs and their resumptions
+    assert not [m for m in dynamo_warnings if "recompile_limit" in m or "cache_size_limit" in m]
+    for step in range(3):
+        data = json.loads((tmp_path / f"step{step}" / "rank" / "debug.json").read_text())["data"]
+        assert data["hidden.0.debug"]["shape"] == [3, 4]
+        assert data["hidden_grad.0.debug"]["Max"] is not None

@@ -8,12 +8,14 @@ that requires grad filled in when its gradient arrives. Invalid input is a warni
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from msprobe.dump.naming import CallCounter
 from msprobe.dump.pytorch.encode import quiet
+from msprobe.dump.pytorch.nocompile import no_compile
 from msprobe.dump.save_walk import Path, check_savable, nulls, save_ignored, set_at, tensor_leaves
 
 if TYPE_CHECKING:
@@ -28,6 +30,10 @@ class DebugSaver:
         self.counter = CallCounter()
         self.warned_ignored = False
         self._handles: list[Any] = []  # this step's gradient hooks (save_backward)
+        # ``save(variable, name, save_backward=True)``, called from model code that may be compiled:
+        # dynamo must not trace the recorder (it would compile our statistics and recompile them
+        # every step); it breaks the graph here and the call runs eagerly
+        self.save: Callable[..., None] = no_compile(self._save)
 
     def reset_step(self) -> None:
         self.counter.reset()
@@ -37,7 +43,7 @@ class DebugSaver:
         for h in handles:
             h.remove()
 
-    def save(self, variable: Any, name: Any, save_backward: Any = True) -> None:
+    def _save(self, variable: Any, name: Any, save_backward: Any = True) -> None:
         cfg = self.rec.config
         ignored = save_ignored(cfg.task, cfg.level)
         if ignored:
