@@ -371,13 +371,14 @@ def test_markdown_shows_link_and_image_syntax_in_api_names_as_text(tmp_path):
     assert "Torch.!\\[t\\](http://2130706433/x).0" in md and "![t](" not in md
 
 
-def test_markdown_keeps_a_carriage_return_in_an_api_name_inside_its_table_row(tmp_path):
-    """A carriage return ends a Markdown line: inside a name it cut the failing API's row in two."""
-    evil = "Torch.a\rb.0"
-    npu = write(tmp_path / "npu.csv", [row(f"{evil}.{F}.0", cells={"均方根误差": "0.05"})])
-    gpu = write(tmp_path / "gpu.csv", [row(f"{evil}.{F}.0")])
+def test_markdown_keeps_a_carriage_return_in_a_cell_inside_its_table_row(tmp_path):
+    """A carriage return ends a Markdown line: inside a cell (here the shape; an API name holding one
+    is refused) it cut the failing API's row in two."""
+    shape = "(2,\r3)"
+    npu = write(tmp_path / "npu.csv", [row(f"Torch.a.0.{F}.0", cells={"均方根误差": "0.05", "Shape": shape})])
+    gpu = write(tmp_path / "gpu.csv", [row(f"Torch.a.0.{F}.0", cells={"Shape": shape})])
     md = run_compare(npu, gpu, tmp_path / "out", ts="20260101000000").report_md.read_bytes().decode("utf-8")
-    assert "\r" not in md and "| 1 | Torch.a b.0 | error |" in md
+    assert "\r" not in md and "| 1 | Torch.a.0 | error |" in md and "(2, 3) |" in md
 
 
 def test_the_headline_of_a_failing_api_without_details_rows_says_why(tmp_path):
