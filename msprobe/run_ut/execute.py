@@ -4,8 +4,9 @@ Rules of upstream 8.1.1:
 
 * bench upcast: with one float dtype among fp16/bf16/fp32 inputs, fp16/bf16 -> fp32 and fp32 -> fp64;
   with two or more, every one of them -> fp32; fp64 and integer tensors never change;
-* a tensor that required grad is re-leafed on each side as ``(x.requires_grad_() * 1).type_as(x)`` with
-  ``retain_grad()``, so in-place APIs work and its ``.grad`` is read after backward;
+* a tensor that required grad is re-leafed on each side as ``(x.requires_grad_() * 1).type_as(x)``, so
+  in-place APIs work; after backward the ``.grad`` of the leaf ``x`` is read (8.1.1 reads the copy's
+  retained grad, which for an in-place API is the incoming gradient itself: see docs/replay.md);
 * backward runs ``out.backward(grad)`` (or ``out[grad_index]``) and returns the ``.grad`` of every
   tensor of the positional arguments, nested lists flattened, ``None`` where none was needed.
 
@@ -143,11 +144,13 @@ class Side:
             tensor = tensor.to(low)
         tensor = tensor.to(device=self.device, dtype=dtype, copy=True)
         if arg.requires_grad and (tensor.is_floating_point() or tensor.is_complex()):
-            tensor.requires_grad_()
-            tensor = (tensor * 1).type_as(tensor)
-            tensor.retain_grad()
+            leaf = tensor.requires_grad_()
+            tensor = (leaf * 1).type_as(leaf)
             if positional:
-                self.tracked.append(tensor)
+                # the leaf's grad, not a retained grad of the copy: an in-place API (``div_``,
+                # ``__imul__``) rebases the copy onto its own output, whose retained grad is the
+                # incoming gradient itself, on both sides (8.1.1 reads that one)
+                self.tracked.append(leaf)
         elif positional:
             self.tracked.append(None)
         return tensor
