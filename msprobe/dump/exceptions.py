@@ -7,7 +7,7 @@ message: ``str(exc)`` = upstream prefix + the field, the wrong value and the all
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from msprobe.errors import MsprobeError
 
@@ -25,10 +25,19 @@ class MsprobeException(MsprobeError):
         RECURSION_LIMIT_ERROR: "[msprobe] 递归调用超过限制：",
     }
 
-    def __init__(self, code: int, detail: str = "") -> None:
+    def __init__(self, code: int | str, detail: str = "") -> None:
+        if isinstance(code, str):  # a whole message (torch rebuilds a DataLoader worker's error so)
+            self.code, self.detail = -1, code
+            super().__init__(code)
+            return
         self.code = code
         self.detail = detail
         super().__init__(self.PREFIXES.get(code, "[msprobe] ") + detail)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # rebuilt from (code, detail), not from the message: sent to another process (a Pool or
+        # DataLoader worker's error) it keeps its message
+        return (type(self), (self.code, self.detail) if self.code != -1 else (self.detail,))
 
 
 class ScopeException(MsprobeError):
@@ -44,10 +53,17 @@ class ScopeException(MsprobeError):
         ScopeConflict: "[msprobe] Scope and api_list conflict: ",
     }
 
-    def __init__(self, code: int, detail: str = "") -> None:
+    def __init__(self, code: int | str, detail: str = "") -> None:
+        if isinstance(code, str):  # a whole message (torch rebuilds a DataLoader worker's error so)
+            self.code, self.detail = -1, code
+            super().__init__(code)
+            return
         self.code = code
         self.detail = detail
         super().__init__(self.PREFIXES.get(code, "[msprobe] ") + detail)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.code, self.detail) if self.code != -1 else (self.detail,))
 
 
 class FileCheckException(MsprobeError):
@@ -56,3 +72,6 @@ class FileCheckException(MsprobeError):
     def __init__(self, detail: str) -> None:
         self.detail = detail
         super().__init__("[msprobe] 非法文件路径：" + detail)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.detail,))

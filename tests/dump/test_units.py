@@ -624,3 +624,24 @@ def test_storage_index_holds_at_most_limit_keys(puts: list[tuple[int, int]], lim
         index.put(storage, key, key)
         assert index.get(key) == key  # the newest is always kept
     assert sum(index.get(k) is not None for k in {k for _, k in puts}) <= limit
+
+
+def test_dump_errors_keep_their_message_across_processes() -> None:
+    """A Pool worker's error is pickled to the parent; torch rebuilds a DataLoader worker's as
+    ``type(msg)``: either way the message stays (it was ``[msprobe] `` alone)."""
+    import pickle
+
+    from msprobe.dump.exceptions import FileCheckException, MsprobeException, ScopeException
+
+    for exc in (
+        MsprobeException(
+            MsprobeException.INTERFACE_USAGE_ERROR, "PrecisionDebugger instance is not created."
+        ),
+        ScopeException(ScopeException.InvalidScope, "bad scope"),
+        FileCheckException("/x: not writable"),
+    ):
+        back = pickle.loads(pickle.dumps(exc))
+        assert type(back) is type(exc) and str(back) == str(exc) and back.detail == exc.detail
+    rebuilt = MsprobeException("Caught MsprobeException in DataLoader worker process 0.\nOriginal ...")
+    assert str(rebuilt).startswith("Caught MsprobeException in DataLoader worker process 0.")
+    assert str(pickle.loads(pickle.dumps(rebuilt))) == str(rebuilt)

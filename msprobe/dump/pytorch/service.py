@@ -68,6 +68,23 @@ def current_rank() -> int | None:
     return None
 
 
+# In a forked child: whether torch.distributed was initialised when this process was forked (a rank's
+# DataLoader or Pool worker shares its parent's rank, hence its parent's folder).
+_distributed_at_fork = False
+
+
+def _note_fork_in_child() -> None:
+    global _distributed_at_fork
+    try:
+        _distributed_at_fork = current_rank() is not None
+    except Exception:
+        _distributed_at_fork = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_note_fork_in_child)
+
+
 class TorchDumpService:
     """The dump of one process; also the :class:`~msprobe.dump.pytorch.recorder.Recorder` that the
     module and save paths record through."""
@@ -104,6 +121,9 @@ class TorchDumpService:
         self.session.step_reset_hooks.append(self._reset_step)
         self._owner_thread = threading.get_ident()
         self._owner_pid = os.getpid()
+        self._dump_pid = os.getpid()  # the process whose dump this is (a forked child's is not)
+        self._began = False  # this process has opened a dump window (start, or save at debug level)
+        self._child_said = False
         # which capture the level switches on; at mix, API records get a module parent
         self.modules_on, self.apis_on = config.records_modules, config.records_apis
         self.api_parents = self.modules_on and self.apis_on
@@ -156,6 +176,9 @@ class TorchDumpService:
     def start(self, model: Any = None, token_range: tuple[int, int] | None = None) -> bool:
         # Forward calls are recorded in the thread and process that called start(): the function mode
         # is per thread anyway, and a forked DataLoader worker must not write into our files.
+        if self._forked_child():
+            return False
+        self._began = True
         self._owner_thread = threading.get_ident()
         self._owner_pid = os.getpid()
         if self.config.level == "debug":
@@ -186,6 +209,9 @@ class TorchDumpService:
 
     def open_for_save(self) -> bool:
         """debug level: make sure this step's folder and encoder exist (no start() needed)."""
+        if self._forked_child():
+            return False
+        self._began = True
         s = self.session
         if s.finished or not s.step_selected():
             return False
@@ -200,13 +226,47 @@ class TorchDumpService:
         self._open_encoder()
         return True
 
+    def _forked_child(self) -> bool:
+        """A forked child of the dumping process (a DataLoader worker running the user's collate, a
+        Hogwild or Pool worker): its start() or save() would write into its parent's folder, beside
+        its parent and its siblings (and lock their journal), so it records nothing, said once.
+        The dump becomes the child's own where it is the one that trains: a child that initialised
+        torch.distributed itself after the fork (ranks started with the fork start method: its own
+        rank folder), or one forked before its parent dumped anything (the training run in a forked
+        ``multiprocessing.Process``), unless it is a DataLoader worker."""
+        pid = os.getpid()
+        if pid == self._dump_pid:
+            return False
+        own_rank = not _distributed_at_fork and current_rank() is not None
+        if own_rank or (not self._began and torch.utils.data.get_worker_info() is None):
+            self._dump_pid = self._owner_pid = pid
+            s = self.session
+            s.store, s.error_log, s.running = None, None, False  # the parent's, inert here
+            s.rank_known = s.rank_excluded = False
+            self.encoder = self.writer = None
+            return False
+        if not self._child_said:
+            self._child_said = True
+            log.warning(
+                "msprobe: process %d is a forked child of the dumping process %d: it dumps nothing "
+                "(its records would go to its parent's folder); create the debugger in the process "
+                "that trains (spawn start method) to dump it",
+                pid,
+                self._dump_pid,
+            )
+        return True
+
     def stop(self) -> None:
+        if self._forked_child():
+            return
         with self.lock:
             self._pop()
             self._recent_grads = None  # the window is closed: the last backward node's grads are the user's
             self.session.stop()
 
     def step(self) -> None:
+        if self._forked_child():
+            return
         with self.lock:
             self._pop()
             self.session.step()
