@@ -144,7 +144,7 @@ class Side:
             tensor = tensor.to(low)
         tensor = tensor.to(device=self.device, dtype=dtype, copy=True)
         if arg.requires_grad and (tensor.is_floating_point() or tensor.is_complex()):
-            leaf = tensor.requires_grad_()
+            leaf = tensor.detach().requires_grad_()  # a loaded tensor may already require grad
             tensor = (leaf * 1).type_as(leaf)
             if positional:
                 # the leaf's grad, not a retained grad of the copy: an in-place API (``div_``,

@@ -74,3 +74,33 @@ def test_out_of_place_gradients_are_unchanged(tmp_path: Path) -> None:
     g = result.saved["backward.input"]
     grad_x = result.saved["backward.output.bench"][0]
     assert torch.equal(grad_x, g.double() / y.tensor.double())
+
+
+def test_a_tensor_file_saved_with_requires_grad_keeps_its_backward(tmp_path: Path) -> None:
+    """A ``.pt`` holding a leaf that requires grad (``torch.save(param)``, weights_only loads it so):
+    its copy on each side is a non-leaf of the loaded tensor, so the leaf whose ``.grad`` is read must
+    be made from it detached (the backward rows were SKIP 'Bench output is None' and the API passed)."""
+    g = torch.Generator().manual_seed(0)
+    values = {
+        "x.pt": torch.rand(8, 4, generator=g) + 0.5,
+        "y.pt": torch.rand(8, 1, generator=g) + 1.0,
+        "g.pt": torch.rand(8, 4, generator=g) - 0.5,
+    }
+    for name, value in values.items():
+        torch.save(value.requires_grad_(name != "g.pt"), tmp_path / name)
+    record = ApiRecord(
+        "Tensor.div_.0",
+        0,
+        forward(
+            tensor("torch.float32", [8, 4], 0.5, 1.5, requires_grad=True, data_name="x.pt"),
+            tensor("torch.float32", [8, 1], 1.0, 2.0, requires_grad=True, data_name="y.pt"),
+            output=[tensor("torch.float32", [8, 4], 0.25, 1.5)],
+        ),
+        {"input": [tensor("torch.float32", [8, 4], -1.0, 1.0, data_name="g.pt")]},
+    )
+    result = replay(record, tmp_path, "cpu", keep_tensors=True)
+    rows = {r.name: r.status for r in result.details}
+    assert rows["Tensor.div_.0.backward.output.0"] == "pass", result.reason
+    assert rows["Tensor.div_.0.backward.output.1"] == "pass", result.reason
+    grad_x = result.saved["backward.output.bench"][0]
+    assert torch.allclose(grad_x, values["g.pt"].double() / values["y.pt"].detach().double())

@@ -122,7 +122,6 @@ class TorchDumpService:
         self._owner_thread = threading.get_ident()
         self._owner_pid = os.getpid()
         self._dump_pid = os.getpid()  # the process whose dump this is (a forked child's is not)
-        self._began = False  # this process has opened a dump window (start, or save at debug level)
         self._child_said = False
         # which capture the level switches on; at mix, API records get a module parent
         self.modules_on, self.apis_on = config.records_modules, config.records_apis
@@ -178,7 +177,6 @@ class TorchDumpService:
         # is per thread anyway, and a forked DataLoader worker must not write into our files.
         if self._forked_child():
             return False
-        self._began = True
         self._owner_thread = threading.get_ident()
         self._owner_pid = os.getpid()
         if self.config.level == "debug":
@@ -211,7 +209,6 @@ class TorchDumpService:
         """debug level: make sure this step's folder and encoder exist (no start() needed)."""
         if self._forked_child():
             return False
-        self._began = True
         s = self.session
         if s.finished or not s.step_selected():
             return False
@@ -230,15 +227,14 @@ class TorchDumpService:
         """A forked child of the dumping process (a DataLoader worker running the user's collate, a
         Hogwild or Pool worker): its start() or save() would write into its parent's folder, beside
         its parent and its siblings (and lock their journal), so it records nothing, said once.
-        The dump becomes the child's own where it is the one that trains: a child that initialised
-        torch.distributed itself after the fork (ranks started with the fork start method: its own
-        rank folder), or one forked before its parent dumped anything (the training run in a forked
-        ``multiprocessing.Process``), unless it is a DataLoader worker."""
+        A child that initialised torch.distributed itself after the fork (ranks started with the fork
+        start method) has its own rank folder: the dump becomes its own. Any other child dumps nothing,
+        even where its parent has not dumped yet: siblings (Hogwild or Pool workers) would share one
+        folder, overwrite each other's files and wait on each other's journal lock."""
         pid = os.getpid()
         if pid == self._dump_pid:
             return False
-        own_rank = not _distributed_at_fork and current_rank() is not None
-        if own_rank or (not self._began and torch.utils.data.get_worker_info() is None):
+        if not _distributed_at_fork and current_rank() is not None:
             self._dump_pid = self._owner_pid = pid
             s = self.session
             s.store, s.error_log, s.running = None, None, False  # the parent's, inert here
