@@ -114,6 +114,7 @@ class ApiInfo:
     tolerances: Tolerances = field(default_factory=dict)  # per-dtype changes to the standard's numbers
     hint: str = ""  # compare's result-row Message when the forward direction fails
     ties: Ties | None = None  # orders values: equal ones may come out in another order on a device
+    writes_self: bool = False  # returns None: its result is its first argument after the call (x[i] = v)
     skips: tuple[Skip, ...] = ()
 
     def __post_init__(self) -> None:

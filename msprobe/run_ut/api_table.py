@@ -155,7 +155,10 @@ ENTRIES: tuple[ApiInfo, ...] = (
     # writes through index tensors: drawn indices repeat no value (which duplicate's write a device
     # keeps is not defined); ours, 8.1.1 draws them with repeats
     PLAIN.variant(
-        "__setitem__", prepare=tuple_index, prepare_spec=no_repeats((1, "key"), dtypes=INDEX_DTYPES)
+        "__setitem__",
+        prepare=tuple_index,
+        prepare_spec=no_repeats((1, "key"), dtypes=INDEX_DTYPES),
+        writes_self=True,  # compared: x after the write (8.1.1 compares the None it returns)
     ),
     PLAIN.variant(
         "scatter",

@@ -295,12 +295,20 @@ def run_forward(
     *,
     seed: int,
     autocast: torch.dtype | None,
+    writes_self: bool = False,
 ) -> Any:
-    """Build this side's arguments and call ``func``; the raw output (still attached to autograd)."""
+    """Build this side's arguments and call ``func``; the raw output (still attached to autograd).
+
+    ``writes_self``: the API writes into its first argument and returns nothing (``x[i] = v``,
+    ``Tensor.__setitem__``): its result is that argument after the call, so that the write is what is
+    compared (8.1.1 compares the ``None`` it returns: "Bench output is None", a row that always passes).
+    """
     call_args, call_kwargs = side.build(args, kwargs)
     torch.manual_seed(seed)
     with _autocast(side.device, autocast):
         output = func(*call_args, **call_kwargs)
+    if output is None and writes_self and call_args and isinstance(call_args[0], torch.Tensor):
+        return call_args[0]
     if output is NotImplemented:  # an operator (``Tensor.__mul__``) refusing its arguments: no result
         raise TypeError(
             f"{getattr(func, '__name__', func)} returned NotImplemented for the recorded arguments"
@@ -350,9 +358,10 @@ def run_bench(
     seed: int,
     grad_index: int | None,
     forward_outputs: tuple[int, ...] | None,
+    writes_self: bool = False,
 ) -> BenchResult:
     """Forward, then backward from ``grad``, on the CPU bench side."""
-    raw = run_forward(func, side, args, kwargs, seed=seed, autocast=None)
+    raw = run_forward(func, side, args, kwargs, seed=seed, autocast=None, writes_self=writes_self)
     multiple = grad is not None and isinstance(raw, (tuple, list)) and grad_index is None
     grads = None
     if grad is not None and not multiple:

@@ -192,6 +192,7 @@ def replay(
                 seed=seed,
                 grad_index=info.grad_index,
                 forward_outputs=info.forward_outputs,
+                writes_self=info.writes_self,
             )
 
         try:
@@ -216,7 +217,13 @@ def replay(
         device_func = func if device_function is None else device_function(func)
         device_side = execute.Side(device, {}, info.hf32)
         device_raw = execute.run_forward(
-            device_func, device_side, args, kwargs, seed=seed, autocast=plan.autocast_dtype
+            device_func,
+            device_side,
+            args,
+            kwargs,
+            seed=seed,
+            autocast=plan.autocast_dtype,
+            writes_self=info.writes_self,
         )
         bench_output, bench_grads = base.output, base.grads
         device_grads = None

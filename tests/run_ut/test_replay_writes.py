@@ -1,0 +1,51 @@
+"""``x[i] = v`` (``Tensor.__setitem__``) returns None: what it computes is its write into ``x``, which is
+what the replay compares (8.1.1 compares the None: "Bench output is None", a row no device can fail)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from replay_dumps import forward, scalar, tensor
+from test_replay_api_table import details, run
+
+WRONG_WRITE_CONFTEST = """
+import torch
+
+
+def pytest_msprobe_device_function(api_type, bare_name, function):
+    if bare_name != "__setitem__":
+        return None
+
+    def wrong_write(x, key, value):  # writes 1% too much into x, returns None as torch does
+        with torch.no_grad():
+            function(x, key, value * 1.01)
+
+    return wrong_write
+"""
+
+
+def test_a_wrong_write_through_setitem_is_an_error(pytester: pytest.Pytester) -> None:
+    target = tensor("torch.float32", [6, 8], -4.0, 4.0)
+    data = {
+        "Tensor.__setitem__.0.forward": forward(
+            target, scalar("int", 2), tensor("torch.float32", [8], 1.0, 4.0)
+        ),
+        "Tensor.__setitem__.1.forward": forward(
+            target, tensor("torch.int64", [3], 0, 5), tensor("torch.float32", [3, 8], 1.0, 4.0)
+        ),
+    }
+    _, rows = run(pytester, data)
+    assert {name: row[1] for name, row in rows.items()} == {
+        "Tensor.__setitem__.0": "pass",
+        "Tensor.__setitem__.1": "pass",
+    }
+    row = details(pytester)["Tensor.__setitem__.0.forward.output.0"]
+    assert row["Shape"] == "(6, 8)" and row["Status"] == "pass", row  # the written tensor, compared
+    pytester.makeconftest(WRONG_WRITE_CONFTEST)
+    shutil.rmtree(pytester.path / "out")
+    _, rows = run(pytester, data)
+    assert {name: row[1] for name, row in rows.items()} == {
+        "Tensor.__setitem__.0": "error",
+        "Tensor.__setitem__.1": "error",
+    }
