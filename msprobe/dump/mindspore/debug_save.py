@@ -77,8 +77,8 @@ class DebugSaver:
         def hook(grad: Any) -> None:
             svc = self.service
             store = svc.session.store
-            if store is None or svc.encoder is None:
-                return
+            if store is None or svc.encoder is None or svc.foreign_process():
+                return  # (a forked child's backward: the store and the tensor folder are its parent's)
             stem = ".".join([record, *map(str, path)])
             svc.inside = True
             try:

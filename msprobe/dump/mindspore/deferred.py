@@ -110,6 +110,7 @@ class Batch:
         self.put = put
         self.on_error = on_error
         self.queue: list[tuple[str, Any]] = []
+        self.pid = os.getpid()  # a forked child's copy holds its parent's tensors: never read there
 
     def add(self, name: str, record: Any) -> None:
         self.queue.append((name, record))
@@ -120,7 +121,12 @@ class Batch:
         """Write every queued record. A tensor that cannot be read gets null statistics and an error
         log line; nothing is dropped. A read failing with MindSpore's ``RuntimeError`` is the program's
         own failure (an op queued earlier that failed: its error surfaces at the next read, ours): it is
-        raised again once the batch is written, where without msprobe the program's next read raises it."""
+        raised again once the batch is written, where without msprobe the program's next read raises it.
+        In a forked child the queue is its parent's: reading those tensors there waits forever on the
+        parent's op queue (MindSpore's runtime does not survive a fork), and the records are the
+        parent's anyway: nothing is done."""
+        if os.getpid() != self.pid:
+            return
         queue, self.queue = self.queue, []
         program_error: BaseException | None = None
         for name, record in queue:

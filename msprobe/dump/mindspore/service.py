@@ -63,7 +63,8 @@ class MsDumpService:
         self.window_opened: list[Callable[[], None]] = []  # start() opened a dump window
         self.window_closed: list[Callable[[], None]] = []  # stop() or step() closed it
         self.batch = Batch(self._store_put, self._batch_error)
-        self._pid = os.getpid()  # a forked child (a dataset worker) records nothing into our files
+        self._pid = os.getpid()  # the process whose dump this is (a forked child's is not: _forked_child)
+        self._child_said = False
         if config.records_apis:
             self.api_count = self.patcher.patch_families(load_api_list())
         else:
@@ -78,6 +79,10 @@ class MsDumpService:
         counted, and leave the training thread's stacks alone."""
         return self._owner_thread is not None and threading.get_ident() != self._owner_thread
 
+    def foreign_process(self) -> bool:
+        """Not the process whose dump this is (a forked child that did not take the dump over)."""
+        return os.getpid() != self._pid
+
     @property
     def running(self) -> bool:
         return (
@@ -87,7 +92,29 @@ class MsDumpService:
             and not self.foreign_thread()
         )
 
+    def _forked_child(self) -> bool:
+        """A forked child of the dumping process calling the debugger itself (a Hogwild-style worker's
+        start()/stop()/step(), a worker's save()): it would write into its parent's folders (new
+        step folders, tensor files) and read its parent's queued tensors, which hangs in a forked
+        child. It records nothing, said once, also where its parent has not dumped yet: sibling workers
+        would share one folder."""
+        pid = os.getpid()
+        if pid == self._pid:
+            return False
+        if not self._child_said:
+            self._child_said = True
+            log.warning(
+                "msprobe: process %d is a forked child of the dumping process %d: it dumps nothing "
+                "(its records would go to its parent's folder); create the debugger in the process "
+                "that trains to dump it",
+                pid,
+                self._pid,
+            )
+        return True
+
     def start(self) -> bool:
+        if self._forked_child():
+            return False
         with self.lock:
             on = self.session.start(current_rank)
             if on:
@@ -100,6 +127,8 @@ class MsDumpService:
     # A flush raises the program's own error that surfaced at one of our reads (deferred.Batch.flush),
     # after writing the batch: the switch below still happens.
     def stop(self) -> None:
+        if self._forked_child():
+            return
         with self.lock:
             try:
                 self.batch.flush()
@@ -112,6 +141,8 @@ class MsDumpService:
                 self._window_closed()
 
     def step(self) -> None:
+        if self._forked_child():
+            return
         with self.lock:
             try:
                 self.batch.flush()
