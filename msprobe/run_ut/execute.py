@@ -13,7 +13,7 @@ Rules of upstream 8.1.1:
 The torch global RNG is reseeded with the API's seed before each side, so random APIs draw the same
 numbers on the CPU and results never depend on what ran before.
 
-Length (just over 400 lines): the two sides share their rules (upcast, re-leafing, autocast, the
+Length (some 450 lines): the two sides share their rules (upcast, re-leafing, autocast, the
 float32 fallback), which read best beside each other.
 
 Ours (docs/replay.md "Deviations from 8.1.1"): autocast on the CPU too, the autocast input rounding
@@ -63,11 +63,18 @@ class Plan:
     dtype, so autocast rounded its wider float inputs to it; the bench rounds them the same way first
     (then upcasts them as ``bench_dtype`` says for their recorded dtype), so the input cast that the
     user asked for is not counted as the device's error.
+
+    ``grads_in``: the dtype the device computed the gradients of its wider float inputs in, so they
+    are judged in it (:func:`in_computed_dtype`): ``bench_round`` under autocast, and the output's
+    fp16/bf16 for an in-place API writing into such a ``self`` (``bf16.mul_(fp32)``: the incoming
+    gradient is ``self``'s dtype, and torch computes the fp32 operand's gradient from it in that dtype,
+    then widens it), although the bench keeps that operand unrounded.
     """
 
     bench_dtype: dict[torch.dtype, torch.dtype]
     autocast_dtype: torch.dtype | None
     bench_round: torch.dtype | None = None
+    grads_in: torch.dtype | None = None
 
 
 def make_plan(
@@ -109,13 +116,14 @@ def make_plan(
                 autocast = float_out
     if not is_autocast:
         return Plan(mapping, None)
-    computed_low = (
-        info.autocast_casts
-        and not in_place
-        and autocast in (torch.float16, torch.bfloat16)
-        and output_dtype == str(autocast)
+    low_out = autocast in (torch.float16, torch.bfloat16) and output_dtype == str(autocast)
+    computed_low = low_out and info.autocast_casts and not in_place
+    return Plan(
+        mapping,
+        autocast,
+        autocast if computed_low else None,
+        autocast if computed_low or (low_out and in_place) else None,
     )
-    return Plan(mapping, autocast, autocast if computed_low else None)
 
 
 class Side:
@@ -220,16 +228,25 @@ def _autocast(device: str, dtype: torch.dtype | None) -> contextlib.AbstractCont
 
 
 def in_computed_dtype(grads: list[torch.Tensor | None], low: torch.dtype | None) -> list[torch.Tensor | None]:
-    """Device input grads of an autocast call (``Plan.bench_round``) in the dtype they were computed
-    in: autocast's cast of a wider input hands back the low-precision gradient widened, so it is
-    judged (and shown in DEVICE Dtype) as the low dtype (the cast back is exact unless the call used
-    the input twice)."""
+    """Device input grads of an autocast call or of an in-place API on a low-precision ``self``
+    (``Plan.grads_in``) in the dtype they were computed in: autocast's cast of a wider input, and an
+    in-place op's promotion of one, hand back the low-precision gradient widened, so it is judged (and
+    shown in DEVICE Dtype) as the low dtype (the cast back is exact unless the call used the input
+    twice, or the op computed that gradient wider: ``bf16.div_(fp32)``). A gradient with a finite
+    value beyond the low dtype's range was not computed in it (``fp16.div_(fp32)`` computes its
+    operand's gradient in float32): it is judged as it is, not as the ``inf`` its rounding would be."""
     if low is None:
         return grads
-    return [
-        g.to(low) if g is not None and g.is_floating_point() and g.dtype.itemsize > low.itemsize else g
-        for g in grads
-    ]
+    return [_narrowed(g, low) for g in grads]
+
+
+def _narrowed(grad: torch.Tensor | None, low: torch.dtype) -> torch.Tensor | None:
+    if grad is None or not grad.is_floating_point() or grad.dtype.itemsize <= low.itemsize:
+        return grad
+    narrow = grad.to(low)
+    if bool((torch.isinf(narrow) & torch.isfinite(grad)).any()):
+        return grad
+    return narrow
 
 
 def fallback_cast(cast: dict[torch.dtype, torch.dtype]) -> dict[torch.dtype, torch.dtype] | None:

@@ -6,9 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 from replay_dumps import forward, tensor
 
+from msprobe.run_ut import execute, registry
 from msprobe.run_ut.records import ApiRecord
 from msprobe.run_ut.replay import replay
 
@@ -104,3 +106,123 @@ def test_a_tensor_file_saved_with_requires_grad_keeps_its_backward(tmp_path: Pat
     assert rows["Tensor.div_.0.backward.output.1"] == "pass", result.reason
     grad_x = result.saved["backward.output.bench"][0]
     assert torch.allclose(grad_x, values["g.pt"].double() / values["y.pt"].detach().double())
+
+
+# --- a low-precision self with a wider operand ------------------------------------------------------
+
+
+def _mixed(name: str, out_dtype: str) -> ApiRecord:
+    """``bf16 x`` times (or ``*=``) ``fp32 y``, both requiring grad; the incoming gradient in
+    ``out_dtype``."""
+    return ApiRecord(
+        name,
+        0,
+        forward(
+            tensor("torch.bfloat16", [4096], -1.0, 1.0, requires_grad=True),
+            tensor("torch.float32", [4096], -1.0, 1.0, requires_grad=True),
+            output=[tensor(out_dtype, [4096], -1.0, 1.0)],
+        ),
+        {"input": [tensor(out_dtype, [4096], -1.0, 1.0)]},
+    )
+
+
+class _OperandGradTwice(torch.autograd.Function):
+    """The identity, whose gradient is twice the incoming one."""
+
+    @staticmethod
+    def forward(ctx: Any, y: torch.Tensor) -> torch.Tensor:
+        return y.clone()
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        return 2 * g
+
+
+class _OperandGradInBf16(torch.autograd.Function):
+    """The identity, whose gradient is rounded to bfloat16 (and widened back)."""
+
+    @staticmethod
+    def forward(ctx: Any, y: torch.Tensor) -> torch.Tensor:
+        return y.clone()
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        return g.to(torch.bfloat16).to(g.dtype)
+
+
+def _on_operand(fault: Any) -> Any:
+    """A device function running the API with its second argument passed through ``fault``."""
+
+    def device_function(func: Any) -> Any:
+        def faulty(self: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+            return func(self, fault.apply(other))
+
+        return faulty
+
+    return device_function
+
+
+@pytest.mark.parametrize("name", ["Tensor.mul_.0", "Tensor.__imul__.0"])
+def test_the_wider_operands_gradient_of_an_in_place_api_is_judged_in_selfs_dtype(
+    tmp_path: Path, name: str
+) -> None:
+    """``bf16.mul_(fp32)``: the incoming gradient is bf16, and torch computes the fp32 operand's
+    gradient from it in bf16, then widens it. Judged by fp32 thresholds against the float32 bench, that
+    rounding was a backward ``error`` of a faultless device; it is judged (and shown) as bf16."""
+    result = replay(_mixed(name, "torch.bfloat16"), tmp_path, "cpu")
+    rows = {r.name: r for r in result.details}
+    other = rows[f"{name}.backward.output.1"]
+    assert other.device_dtype == "torch.bfloat16"
+    assert other.status != "error", other.message
+    assert result.result[2] != "error", result.reason
+
+
+def test_a_doubled_operand_gradient_of_an_in_place_api_is_still_an_error(tmp_path: Path) -> None:
+    result = replay(
+        _mixed("Tensor.mul_.0", "torch.bfloat16"),
+        tmp_path,
+        "cpu",
+        device_function=_on_operand(_OperandGradTwice),
+    )
+    rows = {r.name: r.status for r in result.details}
+    assert rows["Tensor.mul_.0.backward.output.1"] == "error", result.reason
+    assert rows["Tensor.mul_.0.backward.output.0"] != "error", result.reason
+
+
+def test_the_fp32_operands_gradient_of_an_fp32_output_keeps_fp32_thresholds(tmp_path: Path) -> None:
+    """``bf16 * fp32`` out of place computes in fp32 (an fp32 output and gradient): a device that
+    rounds the fp32 operand's gradient to bf16 is an error, judged as the fp32 it is."""
+    f32, bf16 = torch.float32, torch.bfloat16
+    mul, mul_ = registry.lookup("Tensor", "mul"), registry.lookup("Tensor", "mul_")
+    assert execute.make_plan(mul, {bf16, f32}, "torch.float32").grads_in is None
+    assert execute.make_plan(mul_, {bf16, f32}, "torch.float32", in_place=True).grads_in is None  # fp32 self
+    assert execute.make_plan(mul_, {bf16, f32}, "torch.bfloat16", in_place=True).grads_in == bf16
+    record = _mixed("Tensor.mul.0", "torch.float32")
+    plain = replay(record, tmp_path, "cpu")
+    rows = {r.name: r for r in plain.details}
+    assert rows["Tensor.mul.0.backward.output.1"].device_dtype == "torch.float32"
+    assert rows["Tensor.mul.0.backward.output.1"].status == "pass", plain.reason
+    faulty = replay(record, tmp_path, "cpu", device_function=_on_operand(_OperandGradInBf16))
+    rows = {r.name: r for r in faulty.details}
+    assert rows["Tensor.mul.0.backward.output.1"].status == "error", faulty.reason
+
+
+def test_an_operand_gradient_beyond_selfs_range_is_judged_as_computed(tmp_path: Path) -> None:
+    """``fp16.div_(fp32)`` computes the fp32 operand's gradient (``-g * x / y**2``) in float32: values
+    beyond float16's range are not rounded to the ``inf`` that fp16 would make of them (an error of a
+    faultless device); the gradient is judged as the float32 it is."""
+    record = ApiRecord(
+        "Tensor.div_.0",
+        0,
+        forward(
+            tensor("torch.float16", [256], 1.0, 2.0, requires_grad=True),
+            tensor("torch.float32", [256], 0.002, 0.003, requires_grad=True),
+            output=[tensor("torch.float16", [256], 300.0, 1000.0)],
+        ),
+        {"input": [tensor("torch.float16", [256], 0.5, 1.0)]},
+    )
+    result = replay(record, tmp_path, "cpu")
+    rows = {r.name: r for r in result.details}
+    other = rows["Tensor.div_.0.backward.output.1"]
+    assert other.device_dtype == "torch.float32"
+    assert other.status == "pass", other.message
