@@ -223,7 +223,9 @@ def _judge_benchmark(v: _View) -> _Judged:
     failed = np.zeros(n, dtype=bool)
     worst = _Worst(n)
     for (col, rule), ((x, _), (y, _)) in zip(R.BENCHMARK, parsed):
-        ratio, consistent, note = _inf_nan_ratio(x, y, floor, col)
+        # a metric inf/nan on the GPU only (RMSE squared past float32 in the GPU's replay, a finite
+        # cosine): the NPU's number is no worse, and is not failed for the GPU's overflow
+        ratio, consistent, note = _inf_nan_ratio(x, y, floor, col, v.npu_alone)
         bad = ~consistent | rule.fails(ratio)
         cells[rule.value] = format_floats(ratio)
         assert rule.status is not None

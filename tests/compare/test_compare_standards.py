@@ -475,6 +475,24 @@ def test_an_inf_or_nan_on_the_gpu_only_is_not_counted_against_the_npu(tmp_path):
     assert detail(pair(tmp_path, gpu, npu), name)["比对结果"] == "error"
 
 
+def test_a_benchmark_metric_inf_on_the_gpu_only_is_not_counted_against_the_npu(tmp_path):
+    """The GPU row's RMSE overflowed (its replay squares float32 errors: 8.1.1's nan_to_num bench put
+    float32's max where a bf16 device put bf16's, an error of 1.3e36) while its cosine is a number; the
+    NPU's RMSE is 0. 8.1.1 calls the NPU row an inf/nan mismatch (error, heading the report as
+    infinitely far); the NPU is no worse, so the row passes with a note. An inf on the NPU only stays
+    an error, and 8.1.1's verdict is kept under npu_alone."""
+    name = f"Torch.nan_to_num.1.{F}.0"
+    npu = [row(name, "torch.bfloat16", {"均方根误差": "0", "余弦相似度": "1.0"})]
+    gpu = [row(name, "torch.bfloat16", {"均方根误差": "inf", "余弦相似度": "1.0"})]
+    d = detail(pair(tmp_path, npu, gpu), name)
+    assert (d["比对结果"], d["均方根误差判定结果"]) == ("pass", "pass")
+    assert "均方根误差 inf/nan on the GPU only" in d["Message"]
+    assert np.isnan(d["_severity"])
+    assert result_list(pair(tmp_path, npu, gpu))[0][1] == "pass"
+    assert detail(pair(tmp_path, gpu, npu), name)["比对结果"] == "error"
+    assert detail(pair(tmp_path, npu, gpu, npu_alone=True), name)["比对结果"] == "error"  # 8.1.1's
+
+
 RATES = {"inf/nan错误率": "0", "相对误差错误率": "{v}", "绝对误差错误率": "0"}
 BENCH_COLUMNS = {"小值域错误占比": "0.001", "均方根误差": "{v}", "相对误差最大值": "0.001", "误差均衡性": "0"}
 ULP_COLUMNS = {"ULP误差平均值": "{v}", "ULP误差大于阈值占比": "{v}"}
