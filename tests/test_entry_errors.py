@@ -373,7 +373,8 @@ def test_replay_threads_out_of_range_are_a_usage_error(tmp_path: Path, threads: 
     write_dump(tmp_path / "dump_path" / "step0" / "rank")
     proc = run_pytest("--msprobe-dump=dump_path/step0/rank", f"--msprobe-threads={threads}", cwd=tmp_path)
     assert proc.returncode == 4
-    assert one_line(proc.stderr) == f"ERROR: --msprobe-threads={threads}: must be between 1 and 1024"
+    said = f"ERROR: --msprobe-threads={threads}: must be between 0 (the default: 1) and 1024"
+    assert one_line(proc.stderr) == said
 
 
 def test_a_config_saved_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ import os
 import pickle
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Protocol
 
 from msprobe.dump import encoder_process
@@ -50,6 +51,7 @@ from msprobe.formats.dump_json import (
     stack_json,
     write_rank_files,
 )
+from msprobe.paths import unfinished
 
 DIR_MODE = 0o750
 BATCH_RECORDS = 256
@@ -133,11 +135,18 @@ class RankStore:
                 make_dirs(os.path.join(self.rank_dir, TENSOR_DIR))
             path = os.path.abspath(os.path.join(self.rank_dir, JOURNAL_NAME))  # the helper's cwd may differ
             if holds_records(path):
-                log.warning(
-                    "msprobe: %s: the journal of an earlier run that did not end (never rebuilt) is "
-                    "replaced by this run's",
-                    path,
-                )
+                if unfinished(Path(self.rank_dir)):  # the replay's own test: is dump.json older?
+                    log.warning(
+                        "msprobe: %s: the journal of an earlier run that did not end (never rebuilt) is "
+                        "replaced by this run's",
+                        path,
+                    )
+                else:  # rebuilt: its records are in dump.json, which this run writes over too
+                    log.warning(
+                        "msprobe: %s: the journal of an earlier run that did not end (rebuilt) is "
+                        "replaced by this run's, and so is the dump.json rebuilt from it",
+                        path,
+                    )
             if self.encoder is None:  # locked as the helper locks it: a rebuild waits for this process
                 self.journal = Journal(path, lock=True, fresh=True)
         except OSError as exc:

@@ -89,7 +89,9 @@ class ReplaySession:
         self.jit_compile = bool(opt("msprobe_jit_compile"))
         threads = opt("msprobe_threads")
         if threads is not None and not 0 <= threads <= MAX_THREADS:  # 0: the default, 1
-            raise pytest.UsageError(f"--msprobe-threads={threads}: must be between 1 and {MAX_THREADS}")
+            raise pytest.UsageError(
+                f"--msprobe-threads={threads}: must be between 0 (the default: 1) and {MAX_THREADS}"
+            )
         try:
             ids = tuple(int(i) for i in str(opt("msprobe_device_ids") or "").replace(",", " ").split())
         except ValueError:

@@ -464,3 +464,34 @@ def test_a_rebuild_leaves_a_dump_that_ended_while_it_waited(
     assert (ended / "dump.json").read_text() == "final"
     assert "ended cleanly" in capsys.readouterr().out
     assert list(json.loads((crashed / "dump.json").read_text())["data"]) == ["Torch.exp.0.forward"]
+
+
+def test_a_rerun_says_whether_the_journal_it_replaces_was_rebuilt(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A crashed run's journal stays after ``msprobe rebuild``: a rerun into that step folder must not
+    call it 'never rebuilt' (it was), and says the rebuilt dump.json is written over too."""
+    journal = tmp_path / JOURNAL_NAME
+    journal.write_text('{"h":{"task":"statistics"}}\n{"d":"Torch.old.0.forward","v":{}}\n')
+    old = journal.stat().st_mtime_ns - 10**9
+    os.utime(journal, ns=(old, old))
+    assert rebuild(str(tmp_path)) == 1  # dump.json now newer than the journal: rebuilt
+
+    def rerun() -> str:
+        caplog.clear()
+        store = RankStore(str(tmp_path), {"task": "statistics"})
+        with caplog.at_level("WARNING"):
+            store.open(with_tensor_dir=False)
+        store.put("Torch.new.0.forward", {"output": []})
+        os.utime(tmp_path / "dump.json", ns=(old - 10**9, old - 10**9))  # as a crash would leave it
+        store.write_batch()
+        assert store.journal is not None
+        store.journal.close(remove=False)  # the process 'crashes': the journal stays
+        return caplog.text
+
+    said = rerun()
+    assert "never rebuilt" not in said
+    assert "(rebuilt)" in said and "dump.json rebuilt from it" in said
+    # the same folder crashed again, not rebuilt this time: the warning says so
+    said = rerun()
+    assert "never rebuilt" in said
