@@ -68,13 +68,17 @@ class Plan:
     are judged in it (:func:`in_computed_dtype`): ``bench_round`` under autocast, and the output's
     fp16/bf16 for an in-place API writing into such a ``self`` (``bf16.mul_(fp32)``: the incoming
     gradient is ``self``'s dtype, and torch computes the fp32 operand's gradient from it in that dtype,
-    then widens it), although the bench keeps that operand unrounded.
+    then widens it), although the bench keeps that operand unrounded. ``grads_exact``: the in-place
+    case, where only a gradient holding values of that dtype was computed in it (``mul_``'s); one that
+    does not (``addcmul_``'s, ``div_``'s ``g * t2``, ``-g * x / y**2``: computed from the fp32 operand,
+    in fp32) is judged as it is, at fp32 thresholds, not rounded to pass for the bench's equal.
     """
 
     bench_dtype: dict[torch.dtype, torch.dtype]
     autocast_dtype: torch.dtype | None
     bench_round: torch.dtype | None = None
     grads_in: torch.dtype | None = None
+    grads_exact: bool = False
 
 
 def make_plan(
@@ -123,6 +127,7 @@ def make_plan(
         autocast,
         autocast if computed_low else None,
         autocast if computed_low or (low_out and in_place) else None,
+        not computed_low and low_out and in_place,
     )
 
 
@@ -227,24 +232,30 @@ def _autocast(device: str, dtype: torch.dtype | None) -> contextlib.AbstractCont
     return contextlib.nullcontext()
 
 
-def in_computed_dtype(grads: list[torch.Tensor | None], low: torch.dtype | None) -> list[torch.Tensor | None]:
+def in_computed_dtype(
+    grads: list[torch.Tensor | None], low: torch.dtype | None, exact: bool = False
+) -> list[torch.Tensor | None]:
     """Device input grads of an autocast call or of an in-place API on a low-precision ``self``
     (``Plan.grads_in``) in the dtype they were computed in: autocast's cast of a wider input, and an
     in-place op's promotion of one, hand back the low-precision gradient widened, so it is judged (and
     shown in DEVICE Dtype) as the low dtype (the cast back is exact unless the call used the input
     twice, or the op computed that gradient wider: ``bf16.div_(fp32)``). A gradient with a finite
     value beyond the low dtype's range was not computed in it (``fp16.div_(fp32)`` computes its
-    operand's gradient in float32): it is judged as it is, not as the ``inf`` its rounding would be."""
+    operand's gradient in float32): it is judged as it is, not as the ``inf`` its rounding would be.
+    ``exact`` (``Plan.grads_exact``): only a gradient whose every value is one of the low dtype's is
+    narrowed (computed in it); any other was computed wider and is judged as it is."""
     if low is None:
         return grads
-    return [_narrowed(g, low) for g in grads]
+    return [_narrowed(g, low, exact) for g in grads]
 
 
-def _narrowed(grad: torch.Tensor | None, low: torch.dtype) -> torch.Tensor | None:
+def _narrowed(grad: torch.Tensor | None, low: torch.dtype, exact: bool = False) -> torch.Tensor | None:
     if grad is None or not grad.is_floating_point() or grad.dtype.itemsize <= low.itemsize:
         return grad
     narrow = grad.to(low)
     if bool((torch.isinf(narrow) & torch.isfinite(grad)).any()):
+        return grad
+    if exact and not bool(((narrow.to(grad.dtype) == grad) | torch.isnan(grad)).all()):
         return grad
     return narrow
 
@@ -383,7 +394,21 @@ def run_bench(
     grads = None
     if grad is not None and not multiple:
         grads = run_backward(side, raw, grad, grad_index)
-    return BenchResult(select_outputs(plain(raw), forward_outputs), grads, multiple)
+    output = plain(raw)
+    if writes_self and args and isinstance(args[0], TensorArg):
+        output = _in_written_dtype(output, args[0].tensor.dtype)
+    return BenchResult(select_outputs(output, forward_outputs), grads, multiple)
+
+
+def _in_written_dtype(output: Any, dtype: torch.dtype) -> Any:
+    """A write (``x[i] = v``) computes nothing but the conversion of ``v`` into ``x``'s dtype: the
+    upcast bench's ``x`` holds its values rounded to that dtype (an fp16 ``x[mask] = -1e9`` is ``-inf``
+    on every device), still in the bench's dtype."""
+    if not isinstance(output, torch.Tensor) or not output.is_floating_point() or not dtype.is_floating_point:
+        return output
+    if output.dtype == dtype:
+        return output
+    return output.to(dtype).to(output.dtype)
 
 
 def _larger(a: Any, b: Any) -> Any:

@@ -231,6 +231,7 @@ def replay(
             device_grads = execute.in_computed_dtype(
                 execute.to_cpu(execute.run_backward(device_side, device_raw, grad, info.grad_index)),
                 plan.grads_in,
+                plan.grads_exact,
             )
         device_output = execute.select_outputs(execute.to_cpu(device_raw), info.forward_outputs)
         scored = (bench_output, device_output, bench_grads, device_grads)

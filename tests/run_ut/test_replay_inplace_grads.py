@@ -226,3 +226,50 @@ def test_an_operand_gradient_beyond_selfs_range_is_judged_as_computed(tmp_path: 
     other = rows["Tensor.div_.0.backward.output.1"]
     assert other.device_dtype == "torch.float32"
     assert other.status == "pass", other.message
+
+
+class _AddcmulOperandGradOff(torch.autograd.Function):
+    """``s + value * t1 * t2`` whose gradient for ``t1`` is 0.3% too large (bf16's rounding is 0.4%)."""
+
+    @staticmethod
+    def forward(ctx: Any, s: torch.Tensor, t1: torch.Tensor, t2: torch.Tensor, value: float) -> torch.Tensor:
+        ctx.save_for_backward(t1, t2)
+        ctx.value = value
+        return s + value * t1 * t2
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
+        t1, t2 = ctx.saved_tensors
+        return g, g * t2 * ctx.value * 1.003, g * t1 * ctx.value, None
+
+
+def _faulty_addcmul_(func: Any) -> Any:
+    def addcmul_(self: torch.Tensor, t1: torch.Tensor, t2: torch.Tensor, value: float = 1) -> torch.Tensor:
+        return self.copy_(_AddcmulOperandGradOff.apply(self.clone(), t1, t2, value))
+
+    return addcmul_
+
+
+def test_an_operand_gradient_computed_in_fp32_keeps_fp32_thresholds(tmp_path: Path) -> None:
+    """``bf16.addcmul_(t1, t2)`` with fp32 ``t1``/``t2``: torch computes ``t1``'s gradient ``g * t2 *
+    value`` in float32 (exactly the bench's): rounded to bf16 it gained a bf16 rounding error (a
+    faultless device's ``pass`` became ``Warning``) and a device 0.3% off passed as a ``Warning``."""
+    record = ApiRecord(
+        "Tensor.addcmul_.0",
+        0,
+        forward(
+            tensor("torch.bfloat16", [4096], -1.0, 1.0, requires_grad=True),
+            tensor("torch.float32", [4096], -1.0, 1.0, requires_grad=True),
+            tensor("torch.float32", [4096], -1.0, 1.0, requires_grad=True),
+            value={"type": "float", "value": 0.5},
+            output=[tensor("torch.bfloat16", [4096], -1.0, 1.0)],
+        ),
+        {"input": [tensor("torch.bfloat16", [4096], -1.0, 1.0)]},
+    )
+    result = replay(record, tmp_path, "cpu")
+    rows = {r.name: r for r in result.details}
+    assert rows["Tensor.addcmul_.0.backward.output.1"].device_dtype == "torch.float32"
+    assert rows["Tensor.addcmul_.0.backward.output.1"].status == "pass", result.reason
+    faulty = replay(record, tmp_path, "cpu", device_function=_faulty_addcmul_)
+    rows = {r.name: r for r in faulty.details}
+    assert rows["Tensor.addcmul_.0.backward.output.1"].status == "error", faulty.reason

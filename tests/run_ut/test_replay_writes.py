@@ -4,10 +4,16 @@ what the replay compares (8.1.1 compares the None: "Bench output is None", a row
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
+from typing import Any
 
 import pytest
+import torch
 from replay_dumps import forward, scalar, tensor
 from test_replay_api_table import details, run
+
+from msprobe.run_ut.records import ApiRecord
+from msprobe.run_ut.replay import replay
 
 WRONG_WRITE_CONFTEST = """
 import torch
@@ -49,3 +55,31 @@ def test_a_wrong_write_through_setitem_is_an_error(pytester: pytest.Pytester) ->
         "Tensor.__setitem__.0": "error",
         "Tensor.__setitem__.1": "error",
     }
+
+
+def _write_record(dtype: str, value: float) -> ApiRecord:
+    return ApiRecord(
+        "Tensor.__setitem__.0",
+        0,
+        forward(tensor(dtype, [6, 8], -4.0, 4.0), scalar("int", 2), scalar("float", value), output=[None]),
+        None,
+    )
+
+
+def _wrong_write(func: Any) -> Any:
+    def wrong_write(x: torch.Tensor, key: Any, value: Any) -> None:  # 1% too much, as torch returns None
+        func(x, key, value * 1.01)
+
+    return wrong_write
+
+
+def test_a_write_beyond_the_range_of_x_is_the_inf_every_device_writes(tmp_path: Path) -> None:
+    """An fp16 ``scores[mask] = -1e9`` writes ``-inf`` (torch converts the scalar into fp16 without a
+    word): the upcast bench wrote ``-1e9`` into its float32 copy of ``x``, and a faultless device got
+    an inf/nan ``error``. The bench holds what it wrote rounded to ``x``'s dtype; a wrong write stays
+    an error."""
+    for dtype, value in (("torch.float16", -1e9), ("torch.bfloat16", 0.3), ("torch.float16", 0.3)):
+        result = replay(_write_record(dtype, value), tmp_path, "cpu")
+        assert result.result[1] == "pass", (dtype, value, result.reason)
+        wrong = replay(_write_record(dtype, 2.5), tmp_path, "cpu", device_function=_wrong_write)
+        assert wrong.result[1] == "error", (dtype, wrong.reason)
