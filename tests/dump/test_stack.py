@@ -155,3 +155,29 @@ def test_torch_functions_handing_a_call_to_the_function_mode_are_not_shown_twice
     functions = [f.split(", in ")[1].split(",")[0] for f in frames if "torch" in f.split(",")[0]]
     assert functions[:3] == ["_make_grads", "backward", "backward"], frames  # autograd's, Tensor's
     assert "test_stack.py" in frames[3]
+
+
+def test_call_sites_read_in_generated_code_do_not_grow_callsite_caches_forever(
+    debugger: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Python-level torch function (``F.relu``) called from code generated at run time (a forward
+    exec'd per step): the call-site caches that recover the arguments as written held one entry per
+    generated code object for ever, each with the code's whole disassembly (0.7 MB for a 400-line
+    generated forward), while stack.py's caches are bounded."""
+    import torch
+    import torch.nn.functional as F
+
+    from msprobe.dump.pytorch import callsite
+
+    monkeypatch.setattr(callsite, "MAX_SITES", 50, raising=False)
+    monkeypatch.setattr(callsite, "MAX_DISASSEMBLED", 8, raising=False)
+    dbg = debugger(task="statistics", level="L1", step=[0])
+    dbg.start()
+    x = torch.ones(2)
+    for i in range(120):
+        namespace: dict[str, Any] = {"F": F}
+        exec(compile(f"def gen(x):\n    y = {i}\n    return F.relu(x)\n", f"<gen{i}>", "exec"), namespace)
+        namespace["gen"](x)
+        assert len(callsite._sites) <= 50
+        assert len(callsite._instructions) <= 8
+    dbg.stop()

@@ -19,6 +19,11 @@ from typing import Any
 _CALLS = {"CALL", "CALL_FUNCTION", "CALL_METHOD", "CALL_KW", "CALL_FUNCTION_KW"}
 _sites: dict[tuple[CodeType, int], tuple[int, tuple[str, ...]] | None] = {}
 _instructions: dict[CodeType, list[dis.Instruction]] = {}
+# bounds, as stack.py's: code generated at run time (``exec`` per step, regenerated forwards) would
+# otherwise grow the caches for as long as the process dumps. A disassembly is large (hundreds of
+# bytes per instruction), so few are kept: the call sites found in them stay in ``_sites``.
+MAX_SITES = 100_000
+MAX_DISASSEMBLED = 64
 
 
 def _site(code: CodeType, lasti: int) -> tuple[int, tuple[str, ...]] | None:
@@ -29,6 +34,8 @@ def _site(code: CodeType, lasti: int) -> tuple[int, tuple[str, ...]] | None:
     try:
         ins = _instructions.get(code)
         if ins is None:
+            if len(_instructions) >= MAX_DISASSEMBLED:
+                _instructions.clear()
             ins = _instructions[code] = list(dis.get_instructions(code))
         idx = None
         for i, x in enumerate(ins):
@@ -52,6 +59,8 @@ def _site(code: CodeType, lasti: int) -> tuple[int, tuple[str, ...]] | None:
             result = (argc - len(kwnames), tuple(kwnames))
     except Exception:
         result = None
+    if len(_sites) >= MAX_SITES:
+        _sites.clear()
     _sites[key] = result
     return result
 

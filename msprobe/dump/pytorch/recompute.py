@@ -34,6 +34,7 @@ _CHECKPOINT_MODULES = (_CHECKPOINT_FILE, os.path.join("tensor_parallel", "random
 # id(code) -> (code, recomputes): a code object's hash hashes its constants, its id is a field; the
 # entry holds the code object, so its id is not reused
 _by_code: dict[int, tuple[CodeType, bool]] = {}
+MAX_CODE_OBJECTS = 100_000  # code generated at run time: bounded, as stack.py's caches
 
 
 def recomputes(code: CodeType) -> bool:
@@ -64,6 +65,8 @@ def recomputing_code(frame: FrameType | None) -> CodeType | None:
         code = f.f_code
         hit = get(id(code))
         if hit is None or hit[0] is not code:
+            if len(_by_code) >= MAX_CODE_OBJECTS:
+                _by_code.clear()
             hit = _by_code[id(code)] = (code, recomputes(code))
         if hit[1]:
             return code
