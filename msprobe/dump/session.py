@@ -32,6 +32,17 @@ BANNER = "*" * 60 + "\n" + "msprobe ends successfully.".center(60) + "\n" + "*" 
 RECORD_AT_ONCE: dict[str, Any] = {"batch_records": 1, "batch_seconds": 0.0}
 
 
+def say_forked_child(pid: int, dump_pid: int) -> None:
+    """The one warning of a forked child that reached the debugger: it dumps nothing."""
+    log.warning(
+        "msprobe: process %d is a forked child of the dumping process %d: it dumps nothing "
+        "(its records would go to its parent's folder); create the debugger in the process "
+        "that trains to dump it",
+        pid,
+        dump_pid,
+    )
+
+
 def batching(config: DumpConfig) -> dict[str, Any]:
     """How records reach the journal: in batches of at most ``BATCH_RECORDS`` records or
     ``BATCH_SECONDS``; with ``async_dump``, one batch per step (one transfer of device statistics a

@@ -125,9 +125,9 @@ def make_plan(
     return Plan(
         mapping,
         autocast,
-        autocast if computed_low else None,
-        autocast if computed_low or (low_out and in_place) else None,
-        not computed_low and low_out and in_place,
+        bench_round=autocast if computed_low else None,
+        grads_in=autocast if computed_low or (low_out and in_place) else None,
+        grads_exact=not computed_low and low_out and in_place,
     )
 
 

@@ -22,7 +22,7 @@ from msprobe.dump.mindspore.deferred import IN_PLACE_PREFIXES, Batch, is_inplace
 from msprobe.dump.mindspore.encode import Encoder, TensorSaver
 from msprobe.dump.mindspore.families import BY_PREFIX, ApiKey, Patcher, finish_collective, load_api_list
 from msprobe.dump.mindspore.ms_compat import grad_recording
-from msprobe.dump.session import RECORD_AT_ONCE, DumpSession
+from msprobe.dump.session import RECORD_AT_ONCE, DumpSession, say_forked_child
 from msprobe.dump.stack import capture_stack, clear_frames
 from msprobe.dump.thread_flag import ThreadFlag
 from msprobe.formats.record_names import BACKWARD, FORWARD, api_record_name, module_backward_name
@@ -103,13 +103,7 @@ class MsDumpService:
             return False
         if not self._child_said:
             self._child_said = True
-            log.warning(
-                "msprobe: process %d is a forked child of the dumping process %d: it dumps nothing "
-                "(its records would go to its parent's folder); create the debugger in the process "
-                "that trains to dump it",
-                pid,
-                self._pid,
-            )
+            say_forked_child(pid, self._pid)
         return True
 
     def start(self) -> bool:

@@ -50,7 +50,7 @@ from msprobe.dump.pytorch.torch_compat import (
     watch_version_counter_resets,
 )
 from msprobe.dump.pytorch.tree import first_tensor, tensors
-from msprobe.dump.session import DumpSession
+from msprobe.dump.session import DumpSession, say_forked_child
 from msprobe.dump.stack import capture_stack, clear_frames
 from msprobe.dump.thread_flag import ThreadFlag
 from msprobe.dump.writer import RankStore
@@ -243,13 +243,7 @@ class TorchDumpService:
             return False
         if not self._child_said:
             self._child_said = True
-            log.warning(
-                "msprobe: process %d is a forked child of the dumping process %d: it dumps nothing "
-                "(its records would go to its parent's folder); create the debugger in the process "
-                "that trains (spawn start method) to dump it",
-                pid,
-                self._dump_pid,
-            )
+            say_forked_child(pid, self._dump_pid)
         return True
 
     def stop(self) -> None:
