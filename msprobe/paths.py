@@ -112,10 +112,10 @@ def unfinished(dump: Path) -> list[str]:
     root = dump.parent if dump.is_file() else dump
     depths = ("",) if dump.is_file() else ("", "*/", "*/*/")  # rank folder, step folder, dump root
     journals = [p for depth in depths for p in root.glob(f"{depth}{JOURNAL_NAME}")]
-    return sorted((str(j.parent) for j in journals if _crashed(j.parent / "dump.json", j)), key=natural_order)
+    return sorted((str(j.parent) for j in journals if crashed(j.parent / "dump.json", j)), key=natural_order)
 
 
-def _crashed(dump_json: Path, journal: Path) -> bool:
+def crashed(dump_json: Path, journal: Path) -> bool:
     """The journal is newer than dump.json, or it holds records while dump.json (the empty one a window
     writes as it opens) holds none: ``cp -r`` and ``scp -r`` give both files new times, in the order
     they copy them."""

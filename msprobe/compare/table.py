@@ -72,7 +72,7 @@ def load_details(path: str | os.PathLike[str]) -> DetailsTable:
         # may be a file cut mid-row; the csv reader refuses such a row naming its line.
         ac.read_rows_with_lines(path, ac.RUN_UT_DETAILS_HEADER)
     frame.columns = list(ac.RUN_UT_DETAILS_HEADER)
-    _refuse_formula_names(path, frame)
+    _refuse_unsafe_names(path, frame)
     frame[LINE] = -1
     results, problem = _replay_results(path)
     return DetailsTable(path=path, frame=frame, replay_results=results, replay_results_problem=problem)
@@ -97,26 +97,24 @@ def _replay_results(details: Path) -> tuple[list[list[str]] | None, str]:
         )
 
 
-def _refuse_formula_names(path: Path, frame: pd.DataFrame) -> None:
-    """Refuse a row whose ``API Name`` a spreadsheet would run as a formula (``=...``, ``+...``, ...).
+def _refuse_unsafe_names(path: Path, frame: pd.DataFrame) -> None:
+    """Refuse a row whose ``API Name`` a spreadsheet would run as a formula (``=...``, ``+...``, ...) or
+    that holds a control character (:func:`~msprobe.formats.accuracy_csv.unsafe_name`).
 
     compare copies names into its CSVs; run_ut refuses to replay such a name and never writes one (every
     real name starts with its API prefix), so such a row is a hand-made or tampered file: it is named, not
     dropped and not written.
     """
-    names = frame[NAME]
-    found = (names.str.contains(ac.CSV_INJECTION) | names.str.contains(ac.CONTROL_CHARACTER)).to_numpy(
-        dtype=bool
-    )
-    if not found.any():
+    names = frame[NAME].tolist()
+    unsafe = [(row, why) for row, why in enumerate(map(ac.unsafe_name, names)) if why]
+    if not unsafe:
         return
-    first = int(found.argmax())
+    first, why = unsafe[0]
     line = ac.read_rows_with_lines(path, ac.RUN_UT_DETAILS_HEADER)[1][first]
-    more = int(found.sum()) - 1
+    more = len(unsafe) - 1
     others = f" (and {more} more such row{'s' if more > 1 else ''})" if more else ""
-    name = names.iloc[first]
     raise MsprobeError(
-        f"{path}:{line}: API Name {name!r} {ac.unsafe_name(name)}; "
+        f"{path}:{line}: API Name {names[first]!r} {why}; "
         f"refusing to compare it or write it into a CSV{others}"
     )
 

@@ -12,18 +12,10 @@ from typing import Any, ClassVar
 from msprobe.errors import MsprobeError
 
 
-class MsprobeException(MsprobeError):
-    """Upstream's ``MsprobeException(code, detail)``: ``str()`` = fixed prefix + detail."""
+class _CodedException(MsprobeError):
+    """``Cls(code, detail)``: ``str()`` = the class's fixed prefix for ``code`` + detail."""
 
-    INVALID_PARAM_ERROR = 0
-    INTERFACE_USAGE_ERROR = 1
-    RECURSION_LIMIT_ERROR = 2
-
-    PREFIXES: ClassVar[dict[int, str]] = {
-        INVALID_PARAM_ERROR: "[msprobe] 无效参数：",
-        INTERFACE_USAGE_ERROR: "[msprobe] Invalid interface usage: ",
-        RECURSION_LIMIT_ERROR: "[msprobe] 递归调用超过限制：",
-    }
+    PREFIXES: ClassVar[dict[int, str]] = {}
 
     def __init__(self, code: int | str, detail: str = "") -> None:
         if isinstance(code, str):  # a whole message (torch rebuilds a DataLoader worker's error so)
@@ -40,7 +32,21 @@ class MsprobeException(MsprobeError):
         return (type(self), (self.code, self.detail) if self.code != -1 else (self.detail,))
 
 
-class ScopeException(MsprobeError):
+class MsprobeException(_CodedException):
+    """Upstream's ``MsprobeException(code, detail)``: ``str()`` = fixed prefix + detail."""
+
+    INVALID_PARAM_ERROR = 0
+    INTERFACE_USAGE_ERROR = 1
+    RECURSION_LIMIT_ERROR = 2
+
+    PREFIXES: ClassVar[dict[int, str]] = {
+        INVALID_PARAM_ERROR: "[msprobe] 无效参数：",
+        INTERFACE_USAGE_ERROR: "[msprobe] Invalid interface usage: ",
+        RECURSION_LIMIT_ERROR: "[msprobe] 递归调用超过限制：",
+    }
+
+
+class ScopeException(_CodedException):
     """Upstream's scope/list validation error."""
 
     InvalidScope = 0
@@ -52,18 +58,6 @@ class ScopeException(MsprobeError):
         InvalidApiList: "[msprobe] Invalid api_list: ",
         ScopeConflict: "[msprobe] Scope and api_list conflict: ",
     }
-
-    def __init__(self, code: int | str, detail: str = "") -> None:
-        if isinstance(code, str):  # a whole message (torch rebuilds a DataLoader worker's error so)
-            self.code, self.detail = -1, code
-            super().__init__(code)
-            return
-        self.code = code
-        self.detail = detail
-        super().__init__(self.PREFIXES.get(code, "[msprobe] ") + detail)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.code, self.detail) if self.code != -1 else (self.detail,))
 
 
 class FileCheckException(MsprobeError):

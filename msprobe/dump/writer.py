@@ -51,7 +51,7 @@ from msprobe.formats.dump_json import (
     stack_json,
     write_rank_files,
 )
-from msprobe.paths import unfinished
+from msprobe.paths import crashed
 
 DIR_MODE = 0o750
 BATCH_RECORDS = 256
@@ -135,18 +135,16 @@ class RankStore:
                 make_dirs(os.path.join(self.rank_dir, TENSOR_DIR))
             path = os.path.abspath(os.path.join(self.rank_dir, JOURNAL_NAME))  # the helper's cwd may differ
             if holds_records(path):
-                if unfinished(Path(self.rank_dir)):  # the replay's own test: is dump.json older?
-                    log.warning(
-                        "msprobe: %s: the journal of an earlier run that did not end (never rebuilt) is "
-                        "replaced by this run's",
-                        path,
-                    )
-                else:  # rebuilt: its records are in dump.json, which this run writes over too
-                    log.warning(
-                        "msprobe: %s: the journal of an earlier run that did not end (rebuilt) is "
-                        "replaced by this run's, and so is the dump.json rebuilt from it",
-                        path,
-                    )
+                # the replay's own test: a rebuilt journal's records are in dump.json, which this run
+                # writes over too
+                rebuilt = not crashed(Path(self.rank_dir, DUMP_JSON), Path(path))
+                log.warning(
+                    "msprobe: %s: the journal of an earlier run that did not end (%s) is replaced by this "
+                    "run's%s",
+                    path,
+                    "rebuilt" if rebuilt else "never rebuilt",
+                    ", and so is the dump.json rebuilt from it" if rebuilt else "",
+                )
             if self.encoder is None:  # locked as the helper locks it: a rebuild waits for this process
                 self.journal = Journal(path, lock=True, fresh=True)
         except OSError as exc:

@@ -78,7 +78,11 @@ class Plan:
     autocast_dtype: torch.dtype | None
     bench_round: torch.dtype | None = None
     grads_in: torch.dtype | None = None
-    grads_exact: bool = False
+
+    @property
+    def grads_exact(self) -> bool:
+        """The in-place case of ``grads_in`` (autocast rounded no input: ``bench_round`` is None)."""
+        return self.grads_in is not None and self.bench_round is None
 
 
 def make_plan(
@@ -127,7 +131,6 @@ def make_plan(
         autocast,
         bench_round=autocast if computed_low else None,
         grads_in=autocast if computed_low or (low_out and in_place) else None,
-        grads_exact=not computed_low and low_out and in_place,
     )
 
 

@@ -37,28 +37,22 @@ TORCH_ADVICE = (
 )
 
 
-def _refusal(exc: Exception) -> str:
-    """The first clause of why ``torch.load(weights_only=True)`` refused a file, without torch's advice."""
+def _refusal(exc: Exception, advice: tuple[str, ...] = TORCH_ADVICE) -> str:
+    """The first clause of why a loader refused a file (``torch.load(weights_only=True)``, numpy's
+    ``allow_pickle=False``), without the loader's ``advice`` to load it unsafely."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
     if UNPICKLER_MARKER in text:
         text = text.split(UNPICKLER_MARKER, 1)[1]
     for line in text.splitlines():
         for clause in line.split(". "):
             clause = clause.strip().rstrip(".")
-            if clause and not any(word in clause.lower() for word in TORCH_ADVICE):
+            if clause and not any(word in clause.lower() for word in advice):
                 return clause[:MAX_REASON]
     return type(exc).__name__
 
 
 #: numpy's advice around a refused ``.npy`` (to load it with ``allow_pickle=True``): never passed on.
 NUMPY_ADVICE = ("trust", "unsafely", "pickle.load")
-
-
-def _npy_refusal(exc: Exception) -> str:
-    """Why a ``.npy`` could not be read as a plain array, without numpy's advice to unpickle it."""
-    clauses = [c.strip().rstrip(".") for c in str(exc).replace("\n", " ").split(". ")]
-    kept = [c for c in clauses if c and not any(word in c.lower() for word in NUMPY_ADVICE)]
-    return (kept[0] if kept else type(exc).__name__)[:MAX_REASON]
 
 
 def _compressed_entry(path: Path) -> str | None:
@@ -97,7 +91,7 @@ def load_tensor(data_dir: Path, name: str) -> torch.Tensor:
         try:
             return torch.from_numpy(np.load(resolved, allow_pickle=False))
         except (ValueError, TypeError, EOFError, OSError) as exc:  # TypeError: a dtype torch has not
-            raise InputError(f"{path}: not a plain numpy array ({_npy_refusal(exc)})") from None
+            raise InputError(f"{path}: not a plain numpy array ({_refusal(exc, NUMPY_ADVICE)})") from None
     if resolved.suffix != ".pt":
         raise InputError(f"{path}: unsupported tensor file type {resolved.suffix!r} (expected .pt or .npy)")
     if (entry := _compressed_entry(resolved)) is not None:

@@ -3,6 +3,7 @@ records it), not the incoming gradient: Mixtral's router does ``routing_weights 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -126,40 +127,31 @@ def _mixed(name: str, out_dtype: str) -> ApiRecord:
     )
 
 
-class _OperandGradTwice(torch.autograd.Function):
-    """The identity, whose gradient is twice the incoming one."""
+def _on_operand(gradient: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """A device function running the API with its second argument passed through the identity whose
+    gradient is ``gradient(incoming)``."""
 
-    @staticmethod
-    def forward(ctx: Any, y: torch.Tensor) -> torch.Tensor:
-        return y.clone()
+    class Fault(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, y: torch.Tensor) -> torch.Tensor:
+            return y.clone()
 
-    @staticmethod
-    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
-        return 2 * g
-
-
-class _OperandGradInBf16(torch.autograd.Function):
-    """The identity, whose gradient is rounded to bfloat16 (and widened back)."""
-
-    @staticmethod
-    def forward(ctx: Any, y: torch.Tensor) -> torch.Tensor:
-        return y.clone()
-
-    @staticmethod
-    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
-        return g.to(torch.bfloat16).to(g.dtype)
-
-
-def _on_operand(fault: Any) -> Any:
-    """A device function running the API with its second argument passed through ``fault``."""
+        @staticmethod
+        def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+            return gradient(g)
 
     def device_function(func: Any) -> Any:
         def faulty(self: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
-            return func(self, fault.apply(other))
+            return func(self, Fault.apply(other))
 
         return faulty
 
     return device_function
+
+
+def _rounded_to_bf16(g: torch.Tensor) -> torch.Tensor:
+    """The gradient rounded to bfloat16 and widened back."""
+    return g.to(torch.bfloat16).to(g.dtype)
 
 
 @pytest.mark.parametrize("name", ["Tensor.mul_.0", "Tensor.__imul__.0"])
@@ -182,7 +174,7 @@ def test_a_doubled_operand_gradient_of_an_in_place_api_is_still_an_error(tmp_pat
         _mixed("Tensor.mul_.0", "torch.bfloat16"),
         tmp_path,
         "cpu",
-        device_function=_on_operand(_OperandGradTwice),
+        device_function=_on_operand(lambda g: 2 * g),  # twice the true gradient
     )
     rows = {r.name: r.status for r in result.details}
     assert rows["Tensor.mul_.0.backward.output.1"] == "error", result.reason
@@ -202,7 +194,7 @@ def test_the_fp32_operands_gradient_of_an_fp32_output_keeps_fp32_thresholds(tmp_
     rows = {r.name: r for r in plain.details}
     assert rows["Tensor.mul.0.backward.output.1"].device_dtype == "torch.float32"
     assert rows["Tensor.mul.0.backward.output.1"].status == "pass", plain.reason
-    faulty = replay(record, tmp_path, "cpu", device_function=_on_operand(_OperandGradInBf16))
+    faulty = replay(record, tmp_path, "cpu", device_function=_on_operand(_rounded_to_bf16))
     rows = {r.name: r for r in faulty.details}
     assert rows["Tensor.mul.0.backward.output.1"].status == "error", faulty.reason
 

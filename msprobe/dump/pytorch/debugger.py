@@ -121,7 +121,7 @@ class PrecisionDebugger(FrontDoor):
         model = no_empty_models(model, needed, "torch.nn.Module")
         if model is not None:
             _check_model(model)
-        if model is None and (inst.config.records_modules or token_range is not None):
+        if model is None and needed:
             raise MsprobeException(
                 _INVALID,
                 f"For level {inst.config.level} or non-empty token_range, PrecisionDebugger or start "

@@ -120,8 +120,7 @@ class TorchDumpService:
         self.encoder: Encoder | None = None
         self.session.step_reset_hooks.append(self._reset_step)
         self._owner_thread = threading.get_ident()
-        self._owner_pid = os.getpid()
-        self._dump_pid = os.getpid()  # the process whose dump this is (a forked child's is not)
+        self._owner_pid = os.getpid()  # the process whose dump this is (a forked child's is not)
         self._child_said = False
         # which capture the level switches on; at mix, API records get a module parent
         self.modules_on, self.apis_on = config.records_modules, config.records_apis
@@ -178,7 +177,6 @@ class TorchDumpService:
         if self._forked_child():
             return False
         self._owner_thread = threading.get_ident()
-        self._owner_pid = os.getpid()
         if self.config.level == "debug":
             return False  # level debug records save() calls only
         on = self.session.start(current_rank)
@@ -232,10 +230,10 @@ class TorchDumpService:
         even where its parent has not dumped yet: siblings (Hogwild or Pool workers) would share one
         folder, overwrite each other's files and wait on each other's journal lock."""
         pid = os.getpid()
-        if pid == self._dump_pid:
+        if pid == self._owner_pid:
             return False
         if not _distributed_at_fork and current_rank() is not None:
-            self._dump_pid = self._owner_pid = pid
+            self._owner_pid = pid
             s = self.session
             s.store, s.error_log, s.running = None, None, False  # the parent's, inert here
             s.rank_known = s.rank_excluded = False
@@ -243,7 +241,7 @@ class TorchDumpService:
             return False
         if not self._child_said:
             self._child_said = True
-            say_forked_child(pid, self._dump_pid)
+            say_forked_child(pid, self._owner_pid)
         return True
 
     def stop(self) -> None:
