@@ -14,8 +14,9 @@ from msprobe.paths import missing
 def main(argv: Sequence[str] | None = None, prog: str = "msprobe rebuild") -> int:
     parser = argparse.ArgumentParser(
         prog=prog,
-        description="Rebuild dump.json, stack.json and construct.json from the journal a dump writes "
-        "as it goes (use it after a crash or a kill). PATH may be a dump_path, a step or a rank folder.",
+        description="Rebuild dump.json, stack.json and construct.json (debug.json at level debug) from "
+        "the journal a dump writes as it goes (use it after a crash or a kill). PATH may be a dump_path, "
+        "a step or a rank folder.",
     )
     parser.add_argument("paths", nargs="+", metavar="PATH")
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -32,8 +33,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "msprobe rebuild") -> in
         for rank_dir in rank_dirs:
             n = rebuild(rank_dir)
             if n is None:  # its dump ended cleanly while this rebuild ran (waited for another journal)
-                print(f"{os.path.join(rank_dir, 'dump.json')}: its dump ended cleanly, nothing to rebuild")
+                print(f"{rank_dir}: its dump ended cleanly, nothing to rebuild")
                 continue
             total += n
-            print(f"{os.path.join(rank_dir, 'dump.json')}: {n} records rebuilt")
+            print(f"{rank_dir}: {n} records rebuilt")
     return 0

@@ -20,7 +20,7 @@ from msprobe.dump.filters import RecordFilter
 from msprobe.dump.naming import CallCounter
 from msprobe.dump.writer import BATCH_RECORDS, BATCH_SECONDS, RankStore
 from msprobe.errors import first_line
-from msprobe.formats.dump_json import DEBUG_JSON, DUMP_JSON, TENSOR_DIR
+from msprobe.formats.dump_json import TENSOR_DIR, data_file_of
 
 STEP_BATCH_RECORDS = 1 << 16  # async_dump: a batch per step, up to this many records
 
@@ -120,11 +120,10 @@ class DumpSession:
         first one, the user's setup; at a later step, the disk that failed during the training, it is
         one warning line and None: that step is not dumped and the training goes on."""
         if self.store is None:
-            data_file = DEBUG_JSON if self.config.level == "debug" else DUMP_JSON
             store = RankStore(
                 self.rank_dir(),
                 self.header(),
-                data_file,
+                data_file_of(self.config.level),
                 keep_data=self.config.task != "structure",
                 encoder=encoder_process.shared(),
                 **self.store_batching,

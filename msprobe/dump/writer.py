@@ -47,6 +47,7 @@ from msprobe.dump.journal import (
 from msprobe.formats.dump_json import (
     DUMP_JSON,
     TENSOR_DIR,
+    data_file_of,
     encode_record,
     stack_json,
     write_rank_files,
@@ -137,13 +138,13 @@ class RankStore:
             if holds_records(path):
                 # the replay's own test: a rebuilt journal's records are in dump.json, which this run
                 # writes over too
-                rebuilt = not crashed(Path(self.rank_dir, DUMP_JSON), Path(path))
+                rebuilt = not crashed(Path(self.rank_dir, self.data_file), Path(path))
                 log.warning(
                     "msprobe: %s: the journal of an earlier run that did not end (%s) is replaced by this "
                     "run's%s",
                     path,
                     "rebuilt" if rebuilt else "never rebuilt",
-                    ", and so is the dump.json rebuilt from it" if rebuilt else "",
+                    f", and so is the {self.data_file} rebuilt from it" if rebuilt else "",
                 )
             if self.encoder is None:  # locked as the helper locks it: a rebuild waits for this process
                 self.journal = Journal(path, lock=True, fresh=True)
@@ -352,7 +353,8 @@ class RankStore:
 
 
 def rebuild(rank_dir: str) -> int | None:
-    """Rewrite dump.json/stack.json/construct.json of ``rank_dir`` from its journal.
+    """Rewrite dump.json/stack.json/construct.json of ``rank_dir`` from its journal (debug.json alone for
+    a dump of level debug, as that dump writes it).
 
     Returns the number of data records. The journal is kept (rebuilding twice is harmless). None when
     there is no journal (any more): the dump it belonged to ended cleanly (possibly while the rebuild
@@ -373,7 +375,11 @@ def rebuild(rank_dir: str) -> int | None:
             records.append((k, encode_record(v)))
         except (RecursionError, ValueError, TypeError):  # read back by json.loads, too deep to re-encode
             log.warning("msprobe: %s: record %r cannot be encoded again (damaged?); skipped", path, k)
-    write_rank_files(rank_dir, header, records, stack, construct)
+    data_file = data_file_of(header.get("level"))
+    full = data_file == DUMP_JSON  # as the dump writes it: else the data file alone
+    write_rank_files(
+        rank_dir, header, records, stack if full else None, construct if full else None, data_file
+    )
     return len(records)
 
 

@@ -39,6 +39,12 @@ TENSOR_DIR = "dump_tensor_data"
 FILE_MODE = 0o640
 RECORD_INDENT = 2  # a record's value sits two levels deep: {"data": {name: value}}
 
+
+def data_file_of(level: object) -> str:
+    """The rank folder's data file: debug.json for level debug (``debugger.save``), else dump.json."""
+    return DEBUG_JSON if level == "debug" else DUMP_JSON
+
+
 StackEntry = tuple[list[str], list[str]]  # (record names, frames)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import torch
 
+from msprobe import paths
 from msprobe.cli import main as msprobe_main
 from msprobe.dump.journal import JOURNAL_NAME, read_journal
 from msprobe.dump.writer import BATCH_RECORDS, RankStore, rebuild
@@ -495,3 +496,41 @@ def test_a_rerun_says_whether_the_journal_it_replaces_was_rebuilt(
     # the same folder crashed again, not rebuilt this time: the warning says so
     said = rerun()
     assert "never rebuilt" in said
+
+
+DEBUG_CHILD = textwrap.dedent(
+    """
+    import sys, time, torch
+    from msprobe.pytorch import PrecisionDebugger
+    dbg = PrecisionDebugger(dump_path=sys.argv[1], task="statistics", level="debug")
+    dbg.start()
+    for i in range(int(sys.argv[2])):
+        dbg.save(torch.arange(6.0) + i, f"x{i}")
+    print("done", flush=True)
+    time.sleep(600)
+    """
+)
+
+
+@pytest.mark.slow
+def test_a_crashed_debug_level_dump_is_rebuilt_into_its_debug_json(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Level debug writes debug.json alone: its rebuild must fill that file (it wrote the records into
+    a dump.json beside the empty debug.json), and a rerun's warning must see it was rebuilt."""
+    out = tmp_path / "dump"
+    n = 300
+    kill_when_ready(DEBUG_CHILD, out, n, PYTHONPATH=str(REPO))
+    rank = out / "step0" / "rank"
+    assert msprobe_main(["rebuild", str(out)]) == 0
+    assert sorted(p.name for p in rank.iterdir()) == [JOURNAL_NAME, "debug.json"]
+    doc = json.loads((rank / "debug.json").read_text())
+    names = list(doc["data"])
+    assert names == [f"x{i}.0.debug" for i in range(len(names))] and len(names) > n - BATCH_RECORDS
+    assert doc["data"]["x3.0.debug"]["Max"] == 8.0
+    assert paths.unfinished(out) == []  # rebuilt: replay and others do not send the user to rebuild again
+    store = RankStore(str(rank), {"task": "statistics", "level": "debug"}, "debug.json")
+    with caplog.at_level("WARNING"):
+        store.open(with_tensor_dir=False)
+    assert "(rebuilt)" in caplog.text and "debug.json rebuilt from it" in caplog.text
+    store.close()
