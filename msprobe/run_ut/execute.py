@@ -122,9 +122,9 @@ def make_plan(
                 mapping[autocast] = torch.float64
             else:
                 autocast = float_out
-    if not is_autocast:
-        return Plan(mapping, None)
     low_out = autocast in (torch.float16, torch.bfloat16) and output_dtype == str(autocast)
+    if not is_autocast:  # no autocast; an in-place API on a low self may still have a wider operand
+        return Plan(mapping, None, grads_in=autocast if low_out and in_place else None)  # bf16.mul_(fp64)
     computed_low = low_out and info.autocast_casts and not in_place
     return Plan(
         mapping,

@@ -112,15 +112,15 @@ def test_a_tensor_file_saved_with_requires_grad_keeps_its_backward(tmp_path: Pat
 # --- a low-precision self with a wider operand ------------------------------------------------------
 
 
-def _mixed(name: str, out_dtype: str) -> ApiRecord:
-    """``bf16 x`` times (or ``*=``) ``fp32 y``, both requiring grad; the incoming gradient in
-    ``out_dtype``."""
+def _mixed(name: str, out_dtype: str, operand: str = "torch.float32") -> ApiRecord:
+    """``bf16 x`` times (or ``*=``) ``y`` of dtype ``operand``, both requiring grad; the incoming
+    gradient in ``out_dtype``."""
     return ApiRecord(
         name,
         0,
         forward(
             tensor("torch.bfloat16", [4096], -1.0, 1.0, requires_grad=True),
-            tensor("torch.float32", [4096], -1.0, 1.0, requires_grad=True),
+            tensor(operand, [4096], -1.0, 1.0, requires_grad=True),
             output=[tensor(out_dtype, [4096], -1.0, 1.0)],
         ),
         {"input": [tensor(out_dtype, [4096], -1.0, 1.0)]},
@@ -154,14 +154,16 @@ def _rounded_to_bf16(g: torch.Tensor) -> torch.Tensor:
     return g.to(torch.bfloat16).to(g.dtype)
 
 
+@pytest.mark.parametrize("operand", ["torch.float32", "torch.float64"])
 @pytest.mark.parametrize("name", ["Tensor.mul_.0", "Tensor.__imul__.0"])
 def test_the_wider_operands_gradient_of_an_in_place_api_is_judged_in_selfs_dtype(
-    tmp_path: Path, name: str
+    tmp_path: Path, name: str, operand: str
 ) -> None:
     """``bf16.mul_(fp32)``: the incoming gradient is bf16, and torch computes the fp32 operand's
     gradient from it in bf16, then widens it. Judged by fp32 thresholds against the float32 bench, that
-    rounding was a backward ``error`` of a faultless device; it is judged (and shown) as bf16."""
-    result = replay(_mixed(name, "torch.bfloat16"), tmp_path, "cpu")
+    rounding was a backward ``error`` of a faultless device; it is judged (and shown) as bf16. The same
+    for an fp64 operand (whose plan was not autocast's, so it was never narrowed)."""
+    result = replay(_mixed(name, "torch.bfloat16", operand), tmp_path, "cpu")
     rows = {r.name: r for r in result.details}
     other = rows[f"{name}.backward.output.1"]
     assert other.device_dtype == "torch.bfloat16"
@@ -169,9 +171,12 @@ def test_the_wider_operands_gradient_of_an_in_place_api_is_judged_in_selfs_dtype
     assert result.result[2] != "error", result.reason
 
 
-def test_a_doubled_operand_gradient_of_an_in_place_api_is_still_an_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize("operand", ["torch.float32", "torch.float64"])
+def test_a_doubled_operand_gradient_of_an_in_place_api_is_still_an_error(
+    tmp_path: Path, operand: str
+) -> None:
     result = replay(
-        _mixed("Tensor.mul_.0", "torch.bfloat16"),
+        _mixed("Tensor.mul_.0", "torch.bfloat16", operand),
         tmp_path,
         "cpu",
         device_function=_on_operand(lambda g: 2 * g),  # twice the true gradient
