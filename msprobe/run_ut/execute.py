@@ -201,6 +201,24 @@ class Side:
         return [None if t is None or t.grad is None else _dense(t.grad) for t in self.tracked]
 
 
+def meta_outputs(
+    func: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]
+) -> list[torch.Tensor] | None:
+    """The output tensors ``func`` gives on the meta device (shapes and dtypes, no memory), or None
+    when it cannot run there (no meta kernel, a value-dependent shape): the size a call would
+    allocate, whatever its record claims (``torch.full``, ``repeat`` and ``arange`` take it from
+    scalars)."""
+    try:
+        with torch.no_grad(), torch.device("meta"):
+            meta_args, meta_kwargs = Side("meta", {}, False).build(args, kwargs)
+            out = func(*meta_args, **meta_kwargs)
+    except Exception:  # whatever the meta device refuses: the record's claim is all there is
+        return None
+    if isinstance(out, torch.Tensor):
+        return [out]
+    return [t for t in leaves(out) if isinstance(t, torch.Tensor)] if isinstance(out, (list, tuple)) else []
+
+
 def _dense(t: torch.Tensor) -> torch.Tensor:
     """A sparse or mkldnn result as the dense tensor it stands for: the metrics compare elements."""
     return t.to_dense() if t.layout != torch.strided and not t.is_nested else t

@@ -121,6 +121,17 @@ def check_output_sizes(output: Any, where: str = "output") -> None:
         raise InputError(f"{where}: {exc}") from None
 
 
+def check_computed_sizes(func: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> None:
+    """Refuse (InputError) an API whose outputs, computed on the meta device from the drawn inputs,
+    are too large (:func:`check_output_sizes` trusts the record's shapes, which a damaged or crafted
+    record can understate)."""
+    for i, out in enumerate(execute.meta_outputs(func, args, kwargs) or ()):
+        try:
+            check_size(list(out.shape), out.dtype, output=True)
+        except InputError as exc:
+            raise InputError(f"output[{i}] as computed: {exc}") from None
+
+
 def replay(
     record: ApiRecord,
     data_dir: Any,
@@ -169,6 +180,7 @@ def replay(
             and not registry.recordable(record.api_type, record.bare_name, func)
         ):
             return skipped(name, registry.not_recorded_reason(name, record.api_type))
+        check_computed_sizes(func, args, kwargs)
         backward_message = _backward_message(record, info, args, kwargs)
         grad = None
         if record.backward is not None and backward_message is None:

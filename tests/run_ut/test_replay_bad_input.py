@@ -8,6 +8,7 @@ import subprocess
 import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -455,6 +456,45 @@ def test_an_output_recorded_too_large_to_compute_is_skipped_with_its_size(
     size = {"type": "torch.Size", "value": [1024, 1024]}
     fits = ApiRecord("Torch.full.1", 0, forward(size, {"type": "float", "value": 1.0}, output=[out]), None)
     assert replay(fits, tmp_path, "cpu").outcome == "passed"
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "claimed"),
+    [
+        (
+            "Torch.full.0",
+            [{"type": "torch.Size", "value": [1024, 2048]}, {"type": "float", "value": 1.0}],
+            [[4]],
+        ),
+        (
+            "Torch.full.1",
+            [{"type": "torch.Size", "value": [1024, 2048]}, {"type": "float", "value": 1.0}],
+            [],
+        ),
+        (
+            "Tensor.repeat.0",
+            [
+                tensor("torch.float32", [4, 4], -1.0, 1.0),
+                {"type": "int", "value": 256},
+                {"type": "int", "value": 512},
+            ],
+            [[4, 4]],
+        ),
+    ],
+)
+def test_an_output_understated_by_its_record_is_refused_by_its_computed_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, args: list[Any], claimed: list[list[int]]
+) -> None:
+    """A damaged or crafted record can claim a small output (or none) for a call that allocates a
+    large one: the size is computed on the meta device from the inputs, not taken from the record."""
+    monkeypatch.setenv("MSPROBE_MAX_TENSOR_GB", str(1 / 1024))  # 4 MiB computed
+    outs = [tensor("torch.float32", shape, 1.0, 1.0) for shape in claimed]
+    result = replay(ApiRecord(name, 0, forward(*args, output=outs), None), tmp_path, "cpu")
+    assert result.outcome == "skipped"
+    assert result.reason.endswith(
+        "output[0] as computed: shape [1024, 2048] torch.float32 is 8.0 MiB, more than replay computes as an "
+        "output (4.0 MiB; set MSPROBE_MAX_TENSOR_GB to allow it)"
+    ), result.reason
 
 
 @pytest.mark.parametrize(("where", "given"), [(".", "root"), ("step0", "rank"), (".", "rank")])
