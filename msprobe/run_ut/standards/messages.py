@@ -71,3 +71,12 @@ def noise_floor_pass(bench_max: float, floor: float, error: float, atol: float) 
         f"Bench output is at its noise floor (max |bench| {bench_max:.3g}, noise floor {floor:.3g}) and "
         f"max abs error {error:.3g} is within {atol:g} floors, consider as pass.\n"
     )
+
+
+def correctly_rounded(dtype: str) -> str:
+    """Ours (docs/standards.md "Deviations from 8.1.1"): the device output is the bench rounded to its
+    dtype, element by element."""
+    return (
+        f"Device output equals the bench output rounded to {dtype.removeprefix('torch.')} at every element "
+        "(the closest values the dtype holds), consider as pass.\n"
+    )
