@@ -575,3 +575,138 @@ def test_a_module_returning_a_leaf_under_autograd_grad_leaves_training_alone(
     rank = tmp_path / "dump" / "step0" / "rank"
     assert not (rank / "dump_error_info.log").exists()
     assert name in load_dump(rank)["data"]
+
+
+class _TwoOutputs(torch.autograd.Function):
+    """One autograd node making two outputs (a fused op returning ``(out, aux)``)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return x * 2, x * 3
+
+    @staticmethod
+    def backward(ctx: Any, ga: torch.Tensor, gb: torch.Tensor) -> torch.Tensor:
+        return ga * 2 + gb * 3
+
+
+class _Pair(nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return _TwoOutputs.apply(x)
+
+
+class _UsesFirstOfPair(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.pair = _Pair()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a, _aux = self.pair(self.lin(x))  # the loss never reaches the second output
+        return a.sum()
+
+
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_a_module_whose_node_runs_without_a_gradient_for_one_output_keeps_its_backward(
+    tmp_path: Path, debugger: Any, level: str
+) -> None:
+    # The node that made both outputs runs, with no gradient for the second one (torch's full
+    # backward hooks fire, with grad_output [g, None]); the record must not wait for that gradient.
+    # Under a reentrant checkpoint (HF T5 with use_reentrant=True) a block's pass-through
+    # position bias is such an output, and 3 of T5's 4 blocks lost their backward record.
+    torch.manual_seed(0)
+    model = _UsesFirstOfPair()
+    x = torch.randn(3, 4)
+    dbg = debugger(level=level)
+    dbg.start(model=model)
+    model(x).backward()
+    dbg.stop()
+    dbg.step()
+    data = load_dump(tmp_path / "dump" / "step0" / "rank")["data"]
+    record = data["Module.pair._Pair.backward.0"]
+    assert [g["shape"] for g in record["input"]] == [[3, 4]]  # grad of the first output only
+    assert [g["shape"] for g in record["output"]] == [[3, 4]]
+    assert "Module.lin.Linear.backward.0" in data
+
+
+class _MakesALeaf(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        bias = torch.zeros(4)
+        bias.requires_grad = True  # what T5Attention does under gradient checkpointing
+        return self.lin(x) + bias, bias
+
+
+class _ReentrantBlock(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = _MakesALeaf()
+
+    def forward(self, x: torch.Tensor) -> Any:
+        return torch.utils.checkpoint.checkpoint(self.inner, x, use_reentrant=True)
+
+
+class _UsesBlock(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.block = _ReentrantBlock()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h, bias = self.block(x)
+        return h.sum() + bias.sum()
+
+
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_a_leaf_that_a_reentrant_checkpoint_returns_is_watched_at_its_new_node(
+    tmp_path: Path, debugger: Any, level: str
+) -> None:
+    # The inner module returns a leaf (watched by a hook on the leaf); the checkpoint's Function then
+    # gives that very tensor its node, with no version change: the block's watcher must go on that
+    # node, not on the leaf's hook, which never runs again (T5 blocks under use_reentrant=True).
+    torch.manual_seed(0)
+    model = _UsesBlock()
+    x = torch.randn(3, 4, requires_grad=True)
+    dbg = debugger(level=level)
+    dbg.start(model=model)
+    model(x).backward()
+    dbg.stop()
+    dbg.step()
+    data = load_dump(tmp_path / "dump" / "step0" / "rank")["data"]
+    record = data["Module.block._ReentrantBlock.backward.0"]
+    assert [g["shape"] for g in record["input"]] == [[3, 4], [4]]
+    assert [g["shape"] for g in record["output"]] == [[3, 4]]
+
+
+class _Passthrough(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+
+class _ProbesUnderNoGrad(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.probe = _Passthrough()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.lin(x)
+        with torch.no_grad():
+            self.probe(h)  # returns h, which requires grad, as it is
+        return h.sum()
+
+
+def test_a_module_called_under_no_grad_has_no_backward_record(tmp_path: Path, debugger: Any) -> None:
+    # torch's full backward hooks are not set up under no_grad: such a call has no backward, even
+    # when it returns a tensor that requires grad (the gradient of h is lin's, not probe's)
+    model = _ProbesUnderNoGrad()
+    dbg = debugger(level="L0")
+    dbg.start(model=model)
+    model(torch.randn(2, 4)).backward()
+    dbg.stop()
+    dbg.step()
+    data = load_dump(tmp_path / "dump" / "step0" / "rank")["data"]
+    assert "Module.probe._Passthrough.forward.0" in data
+    assert "Module.probe._Passthrough.backward.0" not in data
+    assert "Module.lin.Linear.backward.0" in data

@@ -281,20 +281,24 @@ _watchers: WeakTensorKeyDictionary = WeakTensorKeyDictionary()
 _leaf_hooks: list[tuple[Any, Any]] = []  # (weakref to the leaf, handle)
 
 
-def on_gradient(t: torch.Tensor, watcher: Callable[[torch.Tensor], None]) -> None:
-    """Call ``watcher`` with ``t``'s next gradient, before the watchers ``t`` already has.
+def on_gradient(t: torch.Tensor, watcher: Callable[[torch.Tensor | None], None]) -> None:
+    """Call ``watcher`` with ``t``'s next gradient, before the watchers ``t`` already has: None when
+    the node that made ``t`` runs but ``t`` gets no gradient (another output of the node does).
 
     A watcher is called once. A leaf (a parameter a module returns) keeps its hook across steps, so
     the hook lets go of the watchers it served, and of itself once the leaf is written (an optimizer
     step). A non-leaf's earlier hook stays: written in place, the tensor's earlier version still gets
     its own gradient there."""
     entry = _watchers.get(t)
-    if entry is None or entry[0] != t._version:
+    # a new version (written in place) or a new node: a leaf made inside a custom Function's forward
+    # and returned by it (T5's position bias under a reentrant checkpoint) is given that Function's
+    # node without a version change, and the hook put on it as a leaf never runs again
+    if entry is None or entry[0] != t._version or entry[3] is not t.grad_fn:
         if entry is not None and t.grad_fn is None:
             entry[2].remove()
-        watchers: list[Callable[[torch.Tensor], None]] = []
+        watchers: list[Callable[[torch.Tensor | None], None]] = []
 
-        def hook(grad: torch.Tensor) -> None:
+        def hook(grad: torch.Tensor | None) -> None:
             served = list(watchers)
             watchers.clear()
             for w in served:
@@ -311,11 +315,14 @@ def on_gradient(t: torch.Tensor, watcher: Callable[[torch.Tensor], None]) -> Non
             nr = t.output_nr
 
             def node_hook(grad_outputs: Any) -> None:
-                if grad_outputs[nr] is not None:
-                    hook(grad_outputs[nr])
+                # None: the node runs but this output gets no gradient (the unused second output of
+                # a custom Function, a reentrant checkpoint's pass-through tensor); the watchers
+                # still hear of it, else a module waiting for every output it will get would wait
+                # for ever and its backward record would be lost
+                hook(grad_outputs[nr])
 
             handle = node.register_prehook(node_hook)
-        entry = (t._version, watchers, handle)
+        entry = (t._version, watchers, handle, node)
         _watchers[t] = entry
     entry[1].insert(0, watcher)
 
@@ -338,8 +345,13 @@ def watch(
     """Watch a module call's backward (see :class:`Capture`); None when no output requires grad.
     ``args``: the call's positional arguments at its end (an input written in place inside the
     module gets no zeros when its gradient is not seen)."""
+    if not torch.is_grad_enabled():
+        # a call under no_grad (a reentrant checkpoint's first pass, a monitoring call) has no
+        # backward, as with torch's full backward hooks, even if it returns a tensor that requires
+        # grad as it is (its input, a leaf): that tensor's gradient is not this call's
+        return None
     outputs = [t for t in tensors(output) if t.requires_grad]
-    if not outputs:  # no_grad forwards make none
+    if not outputs:
         return None
     moved = inputs.moved(args) if inputs is not None and args is not None else frozenset()
     return Capture(outputs, inputs, begin, end, moved)

@@ -632,7 +632,9 @@ class TorchDumpService:
         # one compile-disabled entry point for every node (a disable wrapper per call is costly)
         node.register_hook(functools.partial(self._node_hook, name, self.session.loop))
 
-    def _on_tensor_grad(self, name: str, loop: int, grad: torch.Tensor) -> None:
+    def _on_tensor_grad(self, name: str, loop: int, grad: torch.Tensor | None) -> None:
+        if grad is None:  # the tensor's node ran without a gradient for it: no backward through the call
+            return
         self.on_backward(name, loop, (grad,), (grad,))
 
     def on_backward(self, name: str, loop: int, grad_inputs: Any, grad_outputs: Any) -> None:
