@@ -412,9 +412,18 @@ def write_text_rows(
     write_atomically(Path(path), [text.encode("utf-8-sig")])
 
 
+def temporary_path(path: Path) -> Path:
+    """Where this process writes ``path`` before renaming it into place (see :func:`write_atomically`)."""
+    return path.with_name(f"{path.name}.{os.getpid()}.tmp")
+
+
 def write_atomically(path: Path, chunks: Iterable[bytes]) -> None:
-    """Write ``path`` through ``path.tmp`` and a rename; a failed write (full disk) leaves no ``.tmp``."""
-    tmp = path.with_name(path.name + ".tmp")
+    """Write ``path`` through ``path.{pid}.tmp`` and a rename; a failed write (full disk) leaves no ``.tmp``.
+
+    The temporary name is the process's own: two processes writing one file at once (two resumes of one
+    folder) would otherwise write into one temporary file, and the second rename would find it gone.
+    """
+    tmp = temporary_path(path)
     try:
         with open(tmp, "wb") as fh:
             for chunk in chunks:

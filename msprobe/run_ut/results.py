@@ -13,7 +13,7 @@ Formats: ``msprobe.formats.accuracy_csv`` (headers, ``format_cell``, BOM, blanks
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -215,12 +215,23 @@ class ResultWriter:
         return writer
 
     @classmethod
-    def resume(cls, dump: Path, result_path: Path, order: Mapping[str, int]) -> ResultWriter:
-        """The writer of an interrupted run's files: its finished APIs' rows (see :func:`finished_rows`)."""
+    def resume(
+        cls,
+        dump: Path,
+        result_path: Path,
+        order: Mapping[str, int],
+        check: Callable[[], object] | None = None,
+    ) -> ResultWriter:
+        """The writer of an interrupted run's files: its finished APIs' rows (see :func:`finished_rows`).
+
+        ``check`` (it raises to refuse the file) runs once the file is known to list APIs of ``dump``
+        only, before anything is written."""
         check_resume_file(result_path)
         result, _ = read_appended_rows(result_path, RUN_UT_RESULT_HEADER)
         details, torn_details = read_appended_rows(details_path_for(result_path), RUN_UT_DETAILS_HEADER)
         check_same_dump(result_path, dump, [row[0] for row in result], order)
+        if check is not None:
+            check()
         old_result, old_details = finished_rows(result, details, torn_details)
         writer = cls(dump, result_path, order, old_result, old_details)
         # Rows are appended after these: a torn last row (or the details of an unfinished API) left in

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import zlib
 from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import asdict, dataclass
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from msprobe.errors import MsprobeError, cannot_write
-from msprobe.formats.accuracy_csv import RUN_UT_RESULT_NAME
+from msprobe.formats.accuracy_csv import RUN_UT_RESULT_NAME, temporary_path
 
 _NAME = "accuracy_checking_settings_{ts}.json"
 
@@ -30,6 +31,10 @@ class RunSettings:
     black_list: tuple[str, ...]
     filter_api: bool
     jit_compile: bool
+    #: the replayed dump.json (:func:`dump_fingerprint`); "" in a settings file written without it. Two
+    #: dumps of one model (another step, rank, or the tensor dump of the statistics one) hold the same
+    #: API names, so only their contents tell that a result file was written for the other.
+    dump: str = ""
 
     def differences(self, now: RunSettings) -> list[str]:
         """``routing (--msprobe-routing) 8.1.1 (now 26.x)`` for each setting that differs, in field order."""
@@ -37,8 +42,17 @@ class RunSettings:
         return [
             f"{_LABELS[key]} {_shown(earlier[key])} (now {_shown(current[key])})"
             for key in earlier
-            if earlier[key] != current[key]
+            if earlier[key] != current[key] and not (key == "dump" and "" in (earlier[key], current[key]))
         ]
+
+
+def dump_fingerprint(dump: Path) -> str:
+    """What tells one dump.json from another wherever it lies: its size and the CRC-32 of its bytes."""
+    crc, size = 0, 0
+    with open(dump, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            crc, size = zlib.crc32(chunk, crc), size + len(chunk)
+    return f"dump.json of {size} bytes, crc32 {crc:08x}"
 
 
 _LABELS = {
@@ -48,6 +62,7 @@ _LABELS = {
     "black_list": "black list (--msprobe-config, -config)",
     "filter_api": "--msprobe-filter-api (-f)",
     "jit_compile": "--msprobe-jit-compile (-j)",
+    "dump": "dump (--msprobe-dump, -api_info)",
 }
 """Each setting as the options that give it (pytest's, then ``msprobe run_ut``'s)."""
 
@@ -69,7 +84,7 @@ def settings_path_for(result_path: Path) -> Path:
 
 def write_settings(result_path: Path, settings: RunSettings) -> None:
     path = settings_path_for(result_path)
-    temporary = path.with_name(path.name + ".tmp")
+    temporary = temporary_path(path)  # the process's own: two resumes of one folder write it at once
     try:  # whole or absent: a kill while writing leaves no empty file to refuse at the next resume
         temporary.write_text(json.dumps(asdict(settings), indent=1) + "\n", encoding="utf-8")
         os.replace(temporary, path)
@@ -98,6 +113,7 @@ def read_settings(result_path: Path) -> RunSettings | None:
             black_list=tuple(map(str, doc["black_list"])),
             filter_api=_flag(doc["filter_api"]),
             jit_compile=_flag(doc["jit_compile"]),
+            dump=str(doc.get("dump", "")),
         )
     except (KeyError, TypeError) as exc:
         raise MsprobeError(

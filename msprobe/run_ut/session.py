@@ -12,6 +12,8 @@ path relative to the ``--msprobe-dump`` root (the same on every host that holds 
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 from collections.abc import Generator
 from contextlib import suppress
@@ -35,7 +37,7 @@ from msprobe.run_ut.results import (
     find_resume_file,
     summary_label,
 )
-from msprobe.run_ut.run_settings import RunSettings, check_same_settings, write_settings
+from msprobe.run_ut.run_settings import RunSettings, check_same_settings, dump_fingerprint, write_settings
 
 WARNING_CATEGORY = "accuracy-warning"
 
@@ -201,17 +203,24 @@ class ReplaySession:
                         if resume_path.is_file()
                         else find_resume_file(resume_path / self._out_dir_for(dump).relative_to(self.out_dir))
                     )
+                try:
+                    of_dump = dataclasses.replace(settings, dump=dump_fingerprint(dump))
+                except OSError:  # the collection names what is wrong with the file
+                    of_dump = settings
                 if previous is not None:
                     self.ts = check_resume_file(previous)
-                    if not check_same_settings(previous, settings):
+                    # the options first; the dump once the file is known to list only APIs of this
+                    # one (a file of another model's dump is refused naming those APIs)
+                    if not check_same_settings(previous, dataclasses.replace(of_dump, dump="")):
                         self.startup_warnings.append(
                             f"{previous}: no settings file beside it, so the options of its run are not "
                             "checked against this one's"
                         )
-                    self.writers[dump] = ResultWriter.resume(dump, previous, order)
+                    same_dump = functools.partial(check_same_settings, previous, of_dump)
+                    self.writers[dump] = ResultWriter.resume(dump, previous, order, same_dump)
                 else:
                     self.writers[dump] = ResultWriter.create(dump, self._out_dir_for(dump), self.ts, order)
-                write_settings(self.writers[dump].result_path, settings)
+                write_settings(self.writers[dump].result_path, of_dump)
         except MsprobeError as exc:
             # the other folders' claims, still empty: a later resume of the folder would pick them and
             # refuse them (no details file)

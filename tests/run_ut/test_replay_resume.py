@@ -469,3 +469,76 @@ def test_a_resume_runs_a_broken_record_again_and_fails_as_the_run_did(
     summary = f"msprobe: {result} (1 broken record; kept from the resumed run: 1 pass)"
     assert summary in capsys.readouterr().out
     assert rows_of(tmp_path / "out") == before  # its row written again, once, in its place
+
+
+@pytest.mark.parametrize("which", ["csv", "settings"])
+def test_two_processes_rewriting_one_file_at_once_both_succeed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, which: str
+) -> None:
+    """Two resumes of one folder at once (supported: a row appended twice is kept once) rewrite the
+    same files as they start. Both wrote through one temporary name, ``<file>.tmp``: the second
+    rename found it gone and that run stopped with ``cannot write (No such file or directory)``."""
+    import os
+
+    from msprobe.formats import accuracy_csv
+    from msprobe.run_ut.run_settings import RunSettings, read_settings, write_settings
+
+    result = tmp_path / f"accuracy_checking_result_{TS}.csv"
+    mine = RunSettings("cpu", "8.1.1", (), (), False, False)
+    theirs = RunSettings("cpu", "8.1.1", (), (), True, False)
+    real_replace, real_getpid = os.replace, os.getpid
+    interleaved: list[bool] = []
+
+    def other_process_writes_now() -> None:
+        # the other process, between this one's write of its temporary file and its rename
+        monkeypatch.setattr(os, "getpid", lambda: real_getpid() + 1)
+        try:
+            if which == "csv":
+                accuracy_csv.write_rows(result, RUN_UT_DETAILS_HEADER[:2], [["their", "row"]])
+            else:
+                write_settings(result, theirs)
+        finally:
+            monkeypatch.setattr(os, "getpid", real_getpid)
+
+    def replace(src: object, dst: object) -> None:
+        if not interleaved:
+            interleaved.append(True)
+            other_process_writes_now()
+        real_replace(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "replace", replace)
+    if which == "csv":
+        accuracy_csv.write_rows(result, RUN_UT_DETAILS_HEADER[:2], [["my", "row"]])
+        assert accuracy_csv.read_rows(result, RUN_UT_DETAILS_HEADER[:2]) == [["my", "row"]]
+    else:
+        write_settings(result, mine)
+        assert read_settings(result) == mine
+    assert interleaved and sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")) == []
+
+
+def test_a_resume_from_the_replay_of_another_dump_with_the_same_apis_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two dumps of one model (step0 and step1, two ranks, the statistics and the tensor dump of one
+    step) hold the same API names: resuming one's replay from the other's result file was accepted,
+    and one file held rows of two dumps."""
+    step0 = write_dump(tmp_path / "step0", FAILS_THIRD)
+    step1 = write_dump(
+        tmp_path / "step1",
+        {**FAILS_THIRD, "Torch.cos.0.forward": forward(tensor("torch.float32", [32], -2.0, 2.0))},
+    )
+    assert replay(step0, tmp_path / "out", "-k", "tanh") == 0
+    result, details = csv_pair(tmp_path / "out")
+    before = (result.read_bytes(), details.read_bytes())
+    capsys.readouterr()
+    assert replay(step1, tmp_path / "out", "--msprobe-resume", str(result)) == pytest.ExitCode.USAGE_ERROR
+    said = capsys.readouterr().err
+    assert f"{result} was replayed with dump (--msprobe-dump, -api_info) dump.json of " in said
+    assert (result.read_bytes(), details.read_bytes()) == before
+    # a settings file written without the dump's fingerprint resumes as before
+    settings = settings_path_for(result)
+    doc = json.loads(settings.read_text(encoding="utf-8"))
+    del doc["dump"]
+    settings.write_text(json.dumps(doc), encoding="utf-8")
+    assert replay(step0, tmp_path / "out", "--msprobe-resume", str(result)) == 1  # exp fails, as before
+    assert json.loads(settings.read_text(encoding="utf-8"))["dump"].startswith("dump.json of ")

@@ -202,7 +202,8 @@ def test_an_unwritable_output_is_one_error_line(
 ) -> None:
     monkeypatch.setattr(msprobe.timestamps, "now", lambda: "20260101000000")
     out = pytester.path / "out"
-    (out / "accuracy_checking_result_20260101000000.csv.tmp").mkdir(parents=True)  # the CSV cannot be made
+    # the CSV cannot be made: a folder where this process writes it first
+    (out / f"accuracy_checking_result_20260101000000.csv.{os.getpid()}.tmp").mkdir(parents=True)
     dump = write_dump(pytester.path / "d", FAILS_THIRD)
     result = pytester.runpytest(
         "-p", "no:cacheprovider", "--msprobe-dump", str(dump), "--msprobe-out", str(out)
