@@ -169,3 +169,72 @@ def test_a_write_hidden_by_a_preserved_version_counter_is_seen(
     dbg.step()
     seen = _step_data(tmp_path, 0)["Torch.relu.0.forward"]["input_args"][0]
     assert _stats(seen) == _torch_stats(values)
+
+
+class _TwoLinears(nn.Module):
+    def __init__(self, data_write: bool) -> None:
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.b = nn.Linear(4, 4)
+        self.data_write = data_write
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.a(x)
+        if self.data_write:
+            h.data.mul_(3.0)  # a's output, written through an alias: h's own counter unchanged
+        return self.b(h)
+
+
+@pytest.mark.parametrize("task", ["statistics", "tensor"])
+def test_a_data_alias_write_between_two_modules_is_seen_at_l0(
+    tmp_path: Path, debugger: Any, task: str
+) -> None:
+    """L0 pushes no API tracer: the write must still be seen, or b's input names a's output file."""
+    torch.manual_seed(0)
+    model = _TwoLinears(data_write=True)
+    seen: list[torch.Tensor] = []
+    model.b.register_forward_pre_hook(lambda m, a: seen.append(a[0].detach().clone()))
+    dbg = debugger(level="L0", task=task)
+    dbg.start(model=model)
+    model(torch.randn(2, 4))
+    dbg.stop()
+    dbg.step()
+    data = _step_data(tmp_path, 0)
+    b_in = data["Module.b.Linear.forward.0"]["input_args"][0]
+    assert _stats(b_in) == _torch_stats(seen[0])
+    if task == "tensor":
+        files = tmp_path / "dump" / "step0" / "rank" / "dump_tensor_data"
+        assert torch.equal(torch.load(files / b_in["data_name"], weights_only=True), seen[0])
+
+
+def test_a_fused_optimizer_step_inside_the_window_is_seen_at_l0(tmp_path: Path, debugger: Any) -> None:
+    """A GAN's discriminator: stepped by fused AdamW, then called again in the same window."""
+    torch.manual_seed(0)
+    model = _TwoLinears(data_write=False)
+    opt = torch.optim.AdamW(model.parameters(), lr=0.1, fused=True)
+    dbg = debugger(level="L0", task="tensor")
+    dbg.start(model=model)
+    model(torch.ones(2, 4)).sum().backward()
+    opt.step()
+    model(torch.ones(2, 4))
+    dbg.stop()
+    dbg.step()
+    data = _step_data(tmp_path, 0)
+    second = data["Module.a.Linear.forward.1"]["parameters"]["weight"]
+    assert _stats(second) == _torch_stats(model.a.weight)
+    files = tmp_path / "dump" / "step0" / "rank" / "dump_tensor_data"
+    assert torch.equal(torch.load(files / second["data_name"], weights_only=True), model.a.weight.detach())
+
+
+@pytest.mark.parametrize("level", ["L1", "mix"])
+def test_swap_tensors_works_on_recorded_tensors_after_the_window(debugger: Any, level: str) -> None:
+    """``torch.utils.swap_tensors`` (``Module.to()`` under ``set_swap_module_params_on_conversion``)
+    refuses a tensor with weak references: the dump must not keep any once its window is closed."""
+    model = nn.Linear(4, 4)
+    dbg = debugger(level=level, task="tensor")
+    dbg.start(model=model)
+    model(torch.randn(2, 4)).sum().backward()
+    dbg.stop()
+    torch.utils.swap_tensors(model.weight, nn.Parameter(torch.zeros(4, 4)))
+    dbg.step()
+    assert torch.equal(model.weight.detach(), torch.zeros(4, 4))

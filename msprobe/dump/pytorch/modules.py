@@ -209,6 +209,8 @@ class ModuleDumper:
             if self._off() or (active is not None and not active()) or jit_tracing_state() is not None:
                 pending.append(None)
                 return
+            if not self.forward_stack:
+                self.rec.outermost_call_begins()
             name = f"{prefix}.{FORWARD}.{self.rec.counter.next(prefix + '.' + FORWARD)}"
             self._parents.prune()
             self.rec.filter.begin(name)

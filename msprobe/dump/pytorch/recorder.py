@@ -44,6 +44,11 @@ class Recorder(Protocol):
     lock: Any
     """Held while a record is made (hooks may run in autograd's threads); re-entrant."""
 
+    def outermost_call_begins(self) -> None:
+        """A module call begins with no recorded module call open (writes since the last one may
+        have gone unseen)."""
+        ...
+
     def foreign_thread(self) -> bool:
         """The calling thread is not the one that called ``start()``, nor one running a backward."""
         ...

@@ -296,6 +296,10 @@ class TorchDumpService:
             for owner, attr, _ in self._operators:
                 self.patcher.restore(owner, attr)
             self._mode_pushed = False
+        # The caches are emptied when the next window opens anyway; emptied now, they hold no weak
+        # reference to the user's tensors between windows (torch.utils.swap_tensors, which
+        # Module.to() uses under set_swap_module_params_on_conversion, refuses weakly referenced ones).
+        self._forget_everything()
 
     def _pop_left_mode(self) -> None:
         if self._mode_left_on is not None and threading.get_ident() == self._mode_left_on:
@@ -560,6 +564,14 @@ class TorchDumpService:
         self.cache.clear()
         if self.writer is not None:
             self.writer.forget_all()
+
+    def outermost_call_begins(self) -> None:
+        """At level L0 no API call is seen, so no write between two module calls is: what ran since
+        the last outermost one (an optimizer step, fused ones bumping no version counter; a
+        ``p.data.clamp_()``) may have written what is remembered. Forgotten there, it is summarised
+        and written again; within the call, a module's output stays the next one's input."""
+        if not self.apis_on:
+            self._forget_everything()
 
     def on_untracked_write(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """A call that writes its arguments without bumping their version counters (a fused
