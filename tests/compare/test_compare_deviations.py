@@ -360,6 +360,30 @@ def test_a_damaged_replay_result_csv_is_said_and_its_details_still_compared(tmp_
     )
 
 
+def test_an_api_both_replays_judged_error_without_details_rows_passes(tmp_path):
+    """A dropout judged ``error`` by both replays (its zero-fraction check writes no details row): the
+    NPU is no worse than the GPU, so it passes with a note, as a metric read from the NPU row alone
+    does; a file compared with itself gives no error."""
+    details = [row(f"Torch.a.0.{F}.0")]
+    results = [
+        ["Torch.a.0", "pass", " ", ""],
+        ["Functional.dropout.0", "error", "error", ""],
+        ["Functional.dropout.1", "error", "pass", ""],
+    ]
+    npu = _replay_output(tmp_path / "npu", details, results)
+    gpu = _replay_output(
+        tmp_path / "gpu", details, [*results[:2], ["Functional.dropout.1", "pass", "pass", ""]]
+    )
+    a = analyse(load_details(npu), load_details(gpu))
+    verdicts = {r[0]: r[1:3] for r in result_list(a)}
+    assert verdicts["Functional.dropout.0"] == ["pass", "pass"]
+    assert verdicts["Functional.dropout.1"] == ["error", "pass"]  # the GPU passed it: the NPU is worse
+    message = next(r[3] for r in result_list(a) if r[0] == "Functional.dropout.0")
+    assert message.endswith("NOTE: error in the GPU replay too, NPU no worse: pass.")
+    self_compare = analyse(load_details(npu), load_details(npu))
+    assert all(r[1] != "error" and r[2] != "error" for r in result_list(self_compare))
+
+
 def test_an_api_judged_without_details_rows_keeps_its_replay_verdict_in_place(tmp_path):
     """8.1.1 drops an API whose replay wrote no details row (every dropout) from the compare."""
     details = [row(f"Torch.a.0.{F}.0"), row(f"Torch.c.0.{F}.0")]
@@ -442,3 +466,16 @@ def test_an_interrupted_compare_leaves_no_empty_outputs(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         run_compare(npu, npu, out, ts="20260101000000")
     assert list(out.iterdir()) == []
+
+
+def test_a_one_sided_row_is_not_hidden_by_the_last_row_dtype_rule(tmp_path):
+    """8.1.1's "last judged row float64 -> the API is SKIP" must not swallow a row present on one side
+    only (ours; 8.1.1 drops it): the API stays missing, its Message counts the row, --strict fails."""
+    from msprobe.compare.cli import main
+
+    npu = [row("Torch.sum.0.forward.output.0"), row("Torch.sum.0.backward.output.0", "torch.float64")]
+    gpu = [row("Torch.sum.0.backward.output.0", "torch.float64")]
+    a = pair(tmp_path, npu, gpu)
+    assert result_list(a) == [["Torch.sum.0", "missing", " ", "1 output row(s) present on one side only."]]
+    n, g = write(tmp_path / "n.csv", npu), write(tmp_path / "g.csv", gpu)
+    assert main(["-npu", str(n), "-gpu", str(g), "-o", str(tmp_path / "o"), "--strict"]) == 1

@@ -166,7 +166,8 @@ def _spec_results(details: pd.DataFrame) -> dict[str, tuple[str, str]]:
         groups.setdefault(r["_full"], []).append(r)
     for full, rs in groups.items():
         judged = [r for r in rs if r["_kind"] == "evaluated"]
-        if judged and judged[-1]["_dtype"] in UNSUPPORTED_DTYPES:
+        one_sided = any(r["比对结果"] in ("missing", "mismatch") for r in rs)
+        if judged and judged[-1]["_dtype"] in UNSUPPORTED_DTYPES and not one_sided:
             out[full] = ("SKIP", "SKIP")
             continue
         cells = []

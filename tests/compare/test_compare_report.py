@@ -412,3 +412,22 @@ def test_markdown_shows_a_details_path_as_code_whatever_it_holds(tmp_path):
     md = run_compare(npu, npu, tmp_path / "out").report_md.read_text(encoding="utf-8")
     line = next(line for line in md.splitlines() if line.startswith("NPU details:"))
     assert line == f"NPU details: ``{npu}``  "  # a longer fence: the path's backticks are text
+
+
+def test_markdown_names_the_standard_dtype_and_shape_of_the_worst_row(tmp_path):
+    """The failing-API line's worst metric and its standard, dtype and shape come from one row: here
+    the second output (int64 indices, binary, 501x), not the first error row (float values, RMSE 1.5x)."""
+    name = f"Torch.max.0.{F}"
+    npu = [
+        row(f"{name}.0", cells={"均方根误差": "0.003"}),
+        row(f"{name}.1", "torch.int64", {"二进制一致错误率": "0.5"}, shape="(4,)", bench=False),
+    ]
+    gpu = [
+        row(f"{name}.0", cells={"均方根误差": "0.001"}),
+        row(f"{name}.1", "torch.int64", {"二进制一致错误率": "0"}, shape="(4,)", bench=False),
+    ]
+    out = run_compare(write(tmp_path / "npu.csv", npu), write(tmp_path / "gpu.csv", gpu), tmp_path / "o")
+    line = next(x for x in out.report_md.read_text(encoding="utf-8").splitlines() if x.startswith("| 1 |"))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[5].startswith("binary mismatch rate"), cells
+    assert cells[6:] == ["binary (二进制一致法)", "torch.int64", "torch.int64", "(4,)"], cells

@@ -223,8 +223,9 @@ def render_html(report: Report) -> str:
     parts.append(_more(report.missing_total, len(report.missing)))
     parts.append(f"<h2>Rows whose dtype or shape differ between the sides ({report.flagged_total})</h2>")
     parts.append(
-        "<p class='meta'>Compared all the same, as upstream does; a different dtype on the two sides "
-        "usually means the two runs did not train alike (autocast, a cast, another model config).</p>"
+        "<p class='meta'>A different dtype is compared all the same, as upstream does; a different shape "
+        "is not compared (mismatch). Either usually means the two runs did not train alike (autocast, "
+        "a cast, another model config).</p>"
     )
     flagged = (_cell(n) + _cell(f) for n, f in report.flagged)
     parts.append(_long_table("flagged", ["output", "difference"], flagged, 0))

@@ -52,7 +52,12 @@ def render_markdown(report: Report) -> str:
             "|---:|---|---|---|---:|---|---|---|---|---|",
         ]
         for i, api in enumerate(report.failing[:TOP], start=1):
-            row = next((r for r in api.rows if r.status == "error"), api.rows[0] if api.rows else None)
+            # the row whose metric is the API's worst (the one the "worst metric" cell names), so its
+            # standard, dtype and shape go with that metric; else the first error row
+            row = next(
+                (r for r in api.rows if r.status == "error" and r.severity == api.severity),
+                next((r for r in api.rows if r.status == "error"), api.rows[0] if api.rows else None),
+            )
             facts = (
                 (standard_name(row.standard), row.npu_dtype, row.gpu_dtype, row.npu_shape)
                 if row

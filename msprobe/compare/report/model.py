@@ -87,6 +87,7 @@ class RowInfo:
     metrics: tuple[Metric, ...]
     message: str
     why: str = ""  # one line: why this row got its verdict (:func:`explain.row_reason`)
+    severity: float = math.nan  # how far past its bound the row's worst failing metric is (NaN: none)
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,7 @@ def _row_info(d: Mapping[Hashable, object]) -> RowInfo:
         metrics=metrics,
         message=str(d[MESSAGE]).strip(),
         why=row_reason(str(d[COMPARE_RESULT]), std, str(d["_worst"]), str(d["_plain_message"])),
+        severity=float(d["_severity"]),  # type: ignore[arg-type]
     )
 
 
