@@ -81,9 +81,15 @@ FRAMEWORK_FLAGS = ("-f", "--framework")
 FRAMEWORKS = ("pytorch", "pt", "mindspore", "ms")
 
 
+#: commands that are 8.1.1's PyTorch API pre-check: under ``-f mindspore`` 8.1.1 runs its MindSpore
+#: checker (``run_ut``, ``multi_run_ut``) or its dump compare (``compare``), none of which is here
+PYTORCH_ONLY = ("run_ut", "multi_run_ut", "compare", "api_precision_compare")
+
+
 def _drop_framework(args: list[str]) -> list[str]:
     """Upstream 8.1.1 spells commands ``msprobe -f pytorch run_ut ...``: accept and drop that prefix;
-    a framework not in :data:`FRAMEWORKS` (or none) is one line naming the flag."""
+    a framework not in :data:`FRAMEWORKS` (or none) is one line naming the flag, and so is a
+    MindSpore framework before a command that is PyTorch's only here."""
     if not args:
         return args
     flag, value = args[0], None
@@ -98,6 +104,11 @@ def _drop_framework(args: list[str]) -> list[str]:
         return args
     if value not in FRAMEWORKS:
         raise MsprobeError(f"{flag} {value}: unknown framework ({', '.join(FRAMEWORKS)})")
+    if value in ("mindspore", "ms") and rest and rest[0] in PYTORCH_ONLY:
+        raise MsprobeError(
+            f"{flag} {value} {rest[0]}: not supported: replay and compare here are PyTorch's only "
+            "(8.1.1's MindSpore checker and dump compare are not implemented); use -f pytorch"
+        )
     return rest
 
 

@@ -34,6 +34,16 @@ def test_unknown_framework_is_named_in_one_line(capsys):
     assert "unknown command 'frobnicate'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", ["run_ut", "multi_run_ut", "compare", "api_precision_compare"])
+@pytest.mark.parametrize("prefix", [["-f", "mindspore"], ["--framework", "ms"], ["--framework=mindspore"]])
+def test_mindspore_framework_before_a_pytorch_only_command_is_refused_in_one_line(prefix, command, capsys):
+    # 8.1.1's `msprobe -f mindspore run_ut` is its MindSpore checker: never silently PyTorch's replay
+    assert main([*prefix, command, "-api_info", "dump.json", "-npu", "a", "-gpu", "b"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("msprobe: error: ") and err.count("\n") == 1
+    assert f"{command}: not supported: replay and compare here are PyTorch's only" in err
+
+
 def test_upstream_multi_run_ut_spelling_runs_run_ut(tmp_path, capsys):
     # 8.1.1's scripts call `msprobe -f pytorch multi_run_ut ... -n 8`: the same replay as run_ut
     missing = tmp_path / "nope.json"

@@ -72,6 +72,7 @@ def build_parser(prog: str = "msprobe run_ut") -> argparse.ArgumentParser:
     parser.add_argument(
         "-n",
         "--num_workers",
+        "--num_splits",  # 8.1.1's multi_run_ut spelling
         dest="workers",
         default="0",
         type=_workers,

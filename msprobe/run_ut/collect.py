@@ -130,7 +130,7 @@ class ApiItem(pytest.Item):
         )
         self.stash[RESULT_KEY] = result
         if session.save_error_data:
-            session.save_error(result)
+            session.save_error(result, self.dump.path)
         if result.outcome == "skipped":
             pytest.skip(result.reason)
         if result.outcome == "failed":

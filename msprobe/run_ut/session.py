@@ -161,11 +161,15 @@ class ReplaySession:
         except ValueError:
             return dump.resolve().as_posix()
 
-    def _out_dir_for(self, dump: Path) -> Path:
+    def _sub_folder(self, dump: Path) -> Path:
+        """Where a dump file's outputs go below an output folder: nothing with a single dump file,
+        else its place under the root as given (a rank folder that is a link to elsewhere keeps it)."""
         if len(self.dump_files) == 1:
-            return self.out_dir
-        # its place under the root as given (a rank folder that is a link to elsewhere keeps it)
-        return self.out_dir / self._found[dump].parent.relative_to(self._given_root)
+            return Path()
+        return self._found[dump.resolve()].parent.relative_to(self._given_root)
+
+    def _out_dir_for(self, dump: Path) -> Path:
+        return self.out_dir / self._sub_folder(dump)
 
     def _setup_writers(self, resume: str | None) -> None:
         resume_path = Path(resume).expanduser().resolve() if resume else None
@@ -258,15 +262,17 @@ class ReplaySession:
                 raise pytest.UsageError(str(exc)) from None
         return self._device
 
-    def error_dir(self) -> Path:
+    def error_dir(self, dump: Path) -> Path:
+        """``ut_error_data{ts}`` of one dump file: beside its CSVs (in the dump's sub-folder when
+        there are several, whose API names repeat from step to step and rank to rank)."""
         base = self.run_config.error_data_path or self.out_dir
-        return Path(base) / f"ut_error_data{self.ts}"
+        return Path(base) / self._sub_folder(dump) / f"ut_error_data{self.ts}"
 
-    def save_error(self, result: Any) -> None:
+    def save_error(self, result: Any, dump: Path) -> None:
         from msprobe.run_ut import error_data
 
         if result.saved and error_data.needs_saving(result.result):
-            error_data.save(self.error_dir(), result.name, result.saved)
+            error_data.save(self.error_dir(dump), result.name, result.saved)
         result.saved = {}
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from replay_dumps import csv_pair, forward, read_csv, tensor, write_dump
 
 import msprobe.run_ut.replay
@@ -43,6 +44,16 @@ def test_flags_map_to_pytest_options(tmp_path: Path) -> None:
         assert flag in args
     assert args[args.index("-n") + 1] == "2" and args[args.index("--msprobe-device") + 1] == "cpu"
     assert args[args.index("--msprobe-device-ids") + 1] == "1,0"
+
+
+def test_upstream_num_splits_spelling_is_the_worker_count(tmp_path: Path) -> None:
+    # 8.1.1: `msprobe -f pytorch multi_run_ut ... -n 8` or `--num_splits 8`
+    dump = write_dump(
+        tmp_path / "d", {"Torch.exp.0.forward": forward(tensor("torch.float32", [4], 0.0, 1.0))}
+    )
+    for spelling in (["--num_splits", "2"], ["--num_splits=2"], ["-n", "2"]):
+        args = pytest_args(["-api_info", str(dump / "dump.json"), *spelling])
+        assert args[args.index("-n") + 1] == "2"
 
 
 def test_bad_resume_name_and_missing_dump_are_one_line_errors(
@@ -117,6 +128,25 @@ def test_run_ut_writes_both_csvs_and_saves_error_data(tmp_path: Path) -> None:
         "Torch.exp.0.forward.output.bench.0.pt",
         "Torch.exp.0.forward.output.device.0.pt",
     ]
+
+
+def test_error_data_of_several_dump_files_goes_beside_each_ones_csvs(tmp_path: Path) -> None:
+    """The same API name fails in two steps of a dump root: each step's tensors are kept, in its own
+    ``OUT/<step>/<rank>/ut_error_data{ts}/`` beside its CSVs (one shared folder kept only the last)."""
+    for step, low in (("step0", -1.0), ("step1", -2.0)):
+        data = {"Torch.exp.0.forward": forward(tensor("torch.float16", [64], low, 12.0))}
+        write_dump(tmp_path / "dump" / step / "rank", data)
+    out = tmp_path / "out"
+    args = ["run_ut", "-api_info", str(tmp_path / "dump"), "-o", str(out), "-save_error_data"]
+    assert msprobe_main(args) == 1
+    assert not list(out.glob("ut_error_data*"))
+    inputs = []
+    for step in ("step0", "step1"):
+        folder = out / step / "rank"
+        assert [r[:2] for r in read_csv(csv_pair(folder)[0])[1:]] == [["Torch.exp.0", "error"]]
+        (saved,) = folder.glob("ut_error_data*")
+        inputs.append(torch.load(saved / "Torch.exp.0.forward.input.0.pt", weights_only=True))
+    assert inputs[0].min() == -1.0 and inputs[1].min() == -2.0
 
 
 def test_quiet_still_shows_the_reason_of_a_broken_dump(
