@@ -165,3 +165,19 @@ def test_one_nested_tensor_spoils_no_other_records_statistics(tmp_path: Path, de
     assert data["Torch.tanh.0.forward"]["output"][0]["Max"] == pytest.approx(torch.tanh(x).max().item())
     (nested,) = data["Tensor.relu.0.forward"]["output"]
     assert nested["shape"] == [2, None] and nested["Min"] == 0.0
+
+
+def test_md5_leaves_the_storage_of_a_recorded_tensor_resizable(debugger: Any) -> None:
+    """md5 reads a tensor's bytes without exporting it to numpy, which would mark its storage
+    non-resizable for good: FSDP frees each all-gathered parameter with ``storage.resize_(0)``, and a
+    training that resizes a tensor the dump summarised must run as without the dump."""
+    dbg = debugger(level="L1", statistics={"summary_mode": "md5"})
+    x, param = torch.ones(4), torch.ones(8)
+    dbg.start()
+    torch.relu(x)
+    torch.add(param, 1.0)
+    dbg.stop()
+    x.resize_(100)  # raised "Trying to resize storage that is not resizable"
+    param.untyped_storage().resize_(0)  # FSDP's free_storage
+    assert x.shape == (100,) and param.untyped_storage().size() == 0
+    assert tensor_md5(torch.arange(6.0).view(2, 3).t()) == tensor_md5(torch.tensor([0.0, 3, 1, 4, 2, 5]))

@@ -10,13 +10,13 @@ what is written in it is forgotten with everything else on its storage.
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import weakref
 import zlib
 from collections.abc import Iterable
 from typing import Any
 
-import numpy as np
 import torch
 
 from msprobe.dump.pytorch.storage_index import StorageIndex
@@ -43,13 +43,19 @@ def _crc32(t: torch.Tensor, crc: int) -> int:
     d = t.detach()
     if d.device.type != "cpu":
         d = d.cpu()
-    d = d.resolve_conj().resolve_neg()  # numpy() refuses conj/neg-bit views: the values they stand for
+    d = d.resolve_conj().resolve_neg()  # a conj/neg-bit view: the bytes of the values it stands for
     if d.dtype in (torch.bfloat16,) or (d.dtype.itemsize == 1 and d.dtype.is_floating_point):
         d = d.float()
     elif d.dtype == torch.complex32:  # numpy has no complex32: the same bytes as float16 pairs
         d = d.contiguous().reshape(-1).view(torch.float16)
-    arr = d.contiguous().numpy()
-    return zlib.crc32(arr.reshape(-1).view(np.uint8), crc)  # type: ignore[arg-type]
+    d = d.contiguous()
+    size = d.numel() * d.element_size()
+    if size == 0:
+        return zlib.crc32(b"", crc)
+    # The bytes read in place, not through ``numpy()``: exporting a tensor to numpy marks its storage
+    # non-resizable for good, and the tensor is the caller's (FSDP frees an all-gathered parameter
+    # with ``storage.resize_(0)``, which would then raise in the training).
+    return zlib.crc32((ctypes.c_char * size).from_address(d.data_ptr()), crc)
 
 
 def element_sequence(t: torch.Tensor, memory_order: bool = False) -> tuple[Any, ...] | None:
