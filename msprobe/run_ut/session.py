@@ -119,6 +119,9 @@ class ReplaySession:
             shared_device = getattr(config, "workerinput", {}).get("msprobe", {}).get("device")
             self.device_kind = shared_device or self.requested_device
         self.out_dir = Path(opt("msprobe_out") or ".").expanduser().resolve()
+        resumed = Path(opt("msprobe_resume")).expanduser().resolve() if opt("msprobe_resume") else None
+        # where the CSVs are: a resumed run appends to the earlier run's, wherever --msprobe-out says
+        self._csv_root = self.out_dir if resumed is None else resumed.parent if resumed.is_file() else resumed
         self.worker_input: dict[str, Any] | None = getattr(config, "workerinput", None)
         self._device: str | None = None
         self.writers: dict[Path, ResultWriter] = {}
@@ -264,8 +267,9 @@ class ReplaySession:
 
     def error_dir(self, dump: Path) -> Path:
         """``ut_error_data{ts}`` of one dump file: beside its CSVs (in the dump's sub-folder when
-        there are several, whose API names repeat from step to step and rank to rank)."""
-        base = self.run_config.error_data_path or self.out_dir
+        there are several, whose API names repeat from step to step and rank to rank; a resumed run's
+        beside the earlier run's CSVs it appends to)."""
+        base = self.run_config.error_data_path or self._csv_root
         return Path(base) / self._sub_folder(dump) / f"ut_error_data{self.ts}"
 
     def save_error(self, result: Any, dump: Path) -> None:

@@ -14,6 +14,8 @@ from replay_dumps import csv_pair, forward, read_csv, tensor, write_dump
 import msprobe.run_ut.replay
 import msprobe.run_ut.session  # noqa: F401
 from msprobe.cli import main as msprobe_main
+from msprobe.formats import accuracy_csv
+from msprobe.formats.accuracy_csv import RUN_UT_DETAILS_HEADER, RUN_UT_RESULT_HEADER
 from msprobe.run_ut.cli import pytest_args
 
 
@@ -147,6 +149,31 @@ def test_error_data_of_several_dump_files_goes_beside_each_ones_csvs(tmp_path: P
         (saved,) = folder.glob("ut_error_data*")
         inputs.append(torch.load(saved / "Torch.exp.0.forward.input.0.pt", weights_only=True))
     assert inputs[0].min() == -1.0 and inputs[1].min() == -2.0
+
+
+def test_a_resumed_runs_error_data_goes_beside_the_csvs_it_appends_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``-csv_path`` without ``-o``: the resumed APIs' rows are appended to the earlier run's CSVs, and
+    their error data goes beside them (it went into the current folder, ``-o``'s default)."""
+    data = {f"Torch.exp.{i}.forward": forward(tensor("torch.float16", [64], -1.0, 12.0)) for i in (0, 1)}
+    dump = write_dump(tmp_path / "dump", data)
+    out = tmp_path / "out"
+    assert msprobe_main(["run_ut", "-api_info", str(dump), "-o", str(out), "-save_error_data"]) == 1
+    result, details = csv_pair(out)
+    for csv, header in ((result, RUN_UT_RESULT_HEADER), (details, RUN_UT_DETAILS_HEADER)):
+        # the run 'was killed' before Torch.exp.1 ended
+        rows = accuracy_csv.read_rows(csv, header)
+        accuracy_csv.write_rows(csv, header, [r for r in rows if not r[0].startswith("Torch.exp.1")])
+    (saved,) = out.glob("ut_error_data*")
+    for f in saved.glob("Torch.exp.1.*"):
+        f.unlink()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert msprobe_main(["run_ut", "-api_info", str(dump), "-csv_path", str(result), "-save_error_data"]) == 1
+    assert list(elsewhere.iterdir()) == []
+    assert (saved / "Torch.exp.1.forward.input.0.pt").is_file()
 
 
 def test_quiet_still_shows_the_reason_of_a_broken_dump(
