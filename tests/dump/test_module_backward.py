@@ -577,6 +577,16 @@ def test_a_module_returning_a_leaf_under_autograd_grad_leaves_training_alone(
     assert name in load_dump(rank)["data"]
 
 
+def _one_step(tmp_path: Path, debugger: Any, level: str, model: nn.Module, x: torch.Tensor) -> dict[str, Any]:
+    """The records of one forward and backward of ``model`` on ``x``, dumped at ``level``."""
+    dbg = debugger(level=level)
+    dbg.start(model=model)
+    model(x).backward()
+    dbg.stop()
+    dbg.step()
+    return load_dump(tmp_path / "dump" / "step0" / "rank")["data"]
+
+
 class _TwoOutputs(torch.autograd.Function):
     """One autograd node making two outputs (a fused op returning ``(out, aux)``)."""
 
@@ -614,14 +624,7 @@ def test_a_module_whose_node_runs_without_a_gradient_for_one_output_keeps_its_ba
     # Under a reentrant checkpoint (HF T5 with use_reentrant=True) a block's pass-through
     # position bias is such an output, and 3 of T5's 4 blocks lost their backward record.
     torch.manual_seed(0)
-    model = _UsesFirstOfPair()
-    x = torch.randn(3, 4)
-    dbg = debugger(level=level)
-    dbg.start(model=model)
-    model(x).backward()
-    dbg.stop()
-    dbg.step()
-    data = load_dump(tmp_path / "dump" / "step0" / "rank")["data"]
+    data = _one_step(tmp_path, debugger, level, _UsesFirstOfPair(), torch.randn(3, 4))
     record = data["Module.pair._Pair.backward.0"]
     assert [g["shape"] for g in record["input"]] == [[3, 4]]  # grad of the first output only
     assert [g["shape"] for g in record["output"]] == [[3, 4]]
@@ -666,14 +669,7 @@ def test_a_leaf_that_a_reentrant_checkpoint_returns_is_watched_at_its_new_node(
     # gives that very tensor its node, with no version change: the block's watcher must go on that
     # node, not on the leaf's hook, which never runs again (T5 blocks under use_reentrant=True).
     torch.manual_seed(0)
-    model = _UsesBlock()
-    x = torch.randn(3, 4, requires_grad=True)
-    dbg = debugger(level=level)
-    dbg.start(model=model)
-    model(x).backward()
-    dbg.stop()
-    dbg.step()
-    data = load_dump(tmp_path / "dump" / "step0" / "rank")["data"]
+    data = _one_step(tmp_path, debugger, level, _UsesBlock(), torch.randn(3, 4, requires_grad=True))
     record = data["Module.block._ReentrantBlock.backward.0"]
     assert [g["shape"] for g in record["input"]] == [[3, 4], [4]]
     assert [g["shape"] for g in record["output"]] == [[3, 4]]
@@ -700,13 +696,7 @@ class _ProbesUnderNoGrad(nn.Module):
 def test_a_module_called_under_no_grad_has_no_backward_record(tmp_path: Path, debugger: Any) -> None:
     # torch's full backward hooks are not set up under no_grad: such a call has no backward, even
     # when it returns a tensor that requires grad (the gradient of h is lin's, not probe's)
-    model = _ProbesUnderNoGrad()
-    dbg = debugger(level="L0")
-    dbg.start(model=model)
-    model(torch.randn(2, 4)).backward()
-    dbg.stop()
-    dbg.step()
-    data = load_dump(tmp_path / "dump" / "step0" / "rank")["data"]
+    data = _one_step(tmp_path, debugger, "L0", _ProbesUnderNoGrad(), torch.randn(2, 4))
     assert "Module.probe._Passthrough.forward.0" in data
     assert "Module.probe._Passthrough.backward.0" not in data
     assert "Module.lin.Linear.backward.0" in data
