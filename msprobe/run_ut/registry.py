@@ -90,6 +90,9 @@ class ApiType:
     missing: str = NO_FUNCTION  # SKIP reason when no function is found ({api}, {api_type}, {bare})
     family: str | None = None  # the dump's API family (support_wrap_ops.yaml section) of the type
     namespace: str = ""  # where the dump finds the family's functions
+    # the dump family whose real kernels an NPU device runs: the table's CPU references stand in for
+    # them on CPU and CUDA only (on both sides of an NPU replay a faulty kernel could never fail)
+    kernels: str | None = None
 
 
 @functools.cache
@@ -116,8 +119,8 @@ API_TYPES: Mapping[str, ApiType] = MappingProxyType(
         "VF": ApiType(_namespace("torch._VF"), family="_VF", namespace="torch._VF"),
         "Aten": ApiType(_aten),
         "Distributed": ApiType(None, replayable=False),
-        "NPU": ApiType(None, NPU, missing=NO_REFERENCE),
-        "MindSpeed": ApiType(None, MINDSPEED, missing=NO_REFERENCE),
+        "NPU": ApiType(None, NPU, missing=NO_REFERENCE, kernels="torch_npu"),
+        "MindSpeed": ApiType(None, MINDSPEED, missing=NO_REFERENCE, kernels="mindspeed"),
     }
 )
 
@@ -162,6 +165,21 @@ def resolve(api_type: str, bare: str, info: ApiInfo) -> Callable[..., Any] | Non
         return None
     func = kind.find(bare)
     return func if callable(func) else None
+
+
+def npu_kernel(api_type: str, bare: str) -> Callable[..., Any] | str | None:
+    """What an NPU device runs for an API whose entry has a CPU reference: the fused op's own kernel
+    (torch_npu's, MindSpeed's), found as the dump finds it; a string, the SKIP reason, when this host
+    lacks it; None when the API's type has no kernels (its function runs on every device)."""
+    kind = API_TYPES.get(api_type)
+    if kind is None or kind.kernels is None:
+        return None
+    from msprobe.dump.pytorch.capture import family_function
+
+    func = family_function(kind.kernels, bare)
+    if func is None:
+        return f"no {kind.kernels} kernel {bare} on this host: the NPU device side has nothing to run"
+    return func
 
 
 def recordable(api_type: str, bare: str, func: Any) -> bool:

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from msprobe.dump.api_families import DENY_KEY, FAMILIES, FUNCTION_MODE, PATCH, ApiFamily
+from msprobe.dump.api_families import DENY_KEY, FAMILIES, FUNCTION_MODE, PATCH, ApiFamily, load_api_list
 from msprobe.dump.pytorch.torch_compat import (
     DisableTorchFunction,
     compiler_tracing,
@@ -202,6 +202,24 @@ def _resolve_owner(owner: Any, head: str) -> Any | None:
         if isinstance(exc, KeyboardInterrupt):
             raise
         return None
+
+
+def family_function(family_key: str, record_name: str) -> Callable[..., Any] | None:
+    """The function the dump records as ``record_name`` in the family ``family_key`` (its API-list
+    entry, ``fusion_attention_v2.npu_fusion_attention`` for MindSpeed's), or None when the family or
+    the function does not import here."""
+    family = next((f for f in FAMILIES if f.key == family_key), None)
+    ns = _import_namespace(family) if family is not None else None
+    if family is None or ns is None:
+        return None
+    for dotted in load_api_list().get(family.key, []):
+        head, _, attr = dotted.rpartition(".")
+        if record_api_name(dotted) == record_name:
+            target = _resolve_owner(ns, head)
+            func = getattr(target, attr, None) if target is not None else None
+            if callable(func):
+                return func
+    return None
 
 
 class ApiTracer(TorchFunctionMode):
