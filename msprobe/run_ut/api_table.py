@@ -214,7 +214,7 @@ ENTRIES: tuple[ApiInfo, ...] = (
     ),
     # torch_npu fused ops; grad_index follows 8.1.1's torch_ut_setting.json (only npu_fusion_attention)
     FUSION_ATTENTION.variant("npu_fusion_attention", reference=_npu("attention", "npu_fusion_attention")),
-    NPU.variant("npu_rms_norm", reference=_npu("normalization", "npu_rms_norm")),
+    NPU.variant("npu_rms_norm", autocast_casts=False, reference=_npu("normalization", "npu_rms_norm")),
     NPU.variant("npu_rotary_mul", reference=_npu("rotary", "npu_rotary_mul")),
     NPU.variant("npu_swiglu", reference=_npu("activation", "npu_swiglu")),
     # "fast_gelu": the name upstream's docs use
@@ -223,8 +223,12 @@ ENTRIES: tuple[ApiInfo, ...] = (
     NPU.variant("npu_confusion_transpose", reference=_npu("reorder", "npu_confusion_transpose")),
     NPU.variant("npu_linear", reference=_npu("matmul", "npu_linear")),
     NPU.variant("npu_mish", reference=_npu("activation", "npu_mish")),
-    NPU_FORWARD_ONLY.variant("npu_layer_norm_eval", reference=_npu("normalization", "npu_layer_norm_eval")),
-    NPU_FORWARD_ONLY.variant("npu_group_norm_silu", reference=_npu("normalization", "npu_group_norm_silu")),
+    NPU_FORWARD_ONLY.variant(
+        "npu_layer_norm_eval", autocast_casts=False, reference=_npu("normalization", "npu_layer_norm_eval")
+    ),
+    NPU_FORWARD_ONLY.variant(
+        "npu_group_norm_silu", autocast_casts=False, reference=_npu("normalization", "npu_group_norm_silu")
+    ),
     NPU_FORWARD_ONLY.variant(
         "npu_moe_gating_top_k_softmax", reference=_npu("softmax", "npu_moe_gating_top_k_softmax")
     ),

@@ -398,6 +398,35 @@ def test_a_norm_with_fp32_weights_of_a_bf16_input_is_the_kernels_mixed_form(tmp_
     assert grads["1"].device_dtype == "torch.float32" and grads["2"].device_dtype == "torch.float32"
 
 
+@pytest.mark.parametrize("op", ["npu_rms_norm", "npu_layer_norm_eval", "npu_group_norm_silu"])
+def test_a_fused_npu_norm_with_fp32_weights_keeps_them_on_the_bench(op: str) -> None:
+    """torch_npu's fused norms take a bf16/fp16 input with an fp32 gamma as they are (no autocast lowers
+    a torch_npu kernel): the bench must not round the fp32 weight to bf16 first, as for ``layer_norm``."""
+    f32, bf16 = torch.float32, torch.bfloat16
+    plan = execute.make_plan(registry.lookup("NPU", op), {bf16, f32}, "torch.bfloat16")
+    assert plan.bench_round is None and plan.grads_in is None
+
+
+def test_npu_rms_norm_of_a_bf16_input_with_an_fp32_gamma_is_no_warning(tmp_path: Path) -> None:
+    """A faultless kernel (fp32 gamma, rounded once to bf16) passed as the nearest bf16 of the bench; with
+    the gamma rounded to bf16 on the bench, its error doubled and the row was a ``Warning``."""
+    record = ApiRecord(
+        "NPU.npu_rms_norm.0",
+        0,
+        forward(
+            tensor("torch.bfloat16", [64, 512], -4.0, 4.0),
+            tensor("torch.float32", [512], 0.5, 1.5),
+            output=[
+                tensor("torch.bfloat16", [64, 512], -4.0, 4.0),
+                tensor("torch.float32", [64, 1], 0.1, 1.0),
+            ],
+        ),
+        None,
+    )
+    result = replay(record, tmp_path, "cpu")
+    assert result.result[1] == "pass", [(d.name, d.status, d.message) for d in result.details]
+
+
 def test_an_in_place_op_with_a_wider_operand_is_type_promotion_not_an_autocast_cast() -> None:
     """``bf16.mul_(fp32)``: torch computes in fp32 and rounds once into the bf16 tensor (autocast never
     casts an in-place op), so the bench keeps the fp32 operand unrounded."""
