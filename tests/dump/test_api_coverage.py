@@ -159,3 +159,16 @@ def test_deny_list_has_a_reason_and_spares_upstream_names() -> None:
         family, _, name = entry.partition(".")
         assert reason and name
         assert name not in lists.get(family, [])
+
+
+def test_builtins_sharing_a_c_function_keep_their_own_names(tmp_path: Path) -> None:
+    """``torch.mm == torch.dsmm`` (one C function, two names, and builtins compare by it): a call of
+    ``torch.mm`` is ``Torch.mm``, as upstream records it, not the first equal name of the list."""
+    assert torch.mm == torch.dsmm and torch.mm is not torch.dsmm  # the trap itself
+    table = build_mode_table(load_api_list())
+    assert table[torch.mm] == ("Torch", "mm")
+    assert table[torch.hspmm] == ("Torch", "hspmm")
+    assert table[torch.sspaddmm] == ("Torch", "sspaddmm")
+    assert table[torch.dsmm] == ("Torch", "dsmm")
+    names = _names(tmp_path, lambda: torch.mm(X, X.t()))
+    assert "Torch.mm" in names and "Torch.dsmm" not in names

@@ -159,10 +159,49 @@ def _reports_to_function_modes(fn: Any) -> bool:
     return type(fn) is not types.FunctionType or code is None or "handle_torch_function" in code.co_names
 
 
-def build_mode_table(api_lists: dict[str, list[str]]) -> dict[Any, ApiKey]:
+class FunctionTable:
+    """Function object -> (prefix, api), looked up by identity first, then by equality.
+
+    Builtins compare equal when they share their C function: ``torch.dsmm == torch.mm`` (and
+    ``spmm``, ``hspmm == hsmm``, ``sspaddmm == saddmm``), so a plain dict would record every
+    ``torch.mm`` call under whichever of the equal names was listed first (``Torch.dsmm``). The
+    function mode is handed the very object of the name the call dispatches under (``torch.mm``), so
+    identity decides; equality remains the fallback for objects made afresh on each access."""
+
+    __slots__ = ("_by_eq", "_by_id")
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, tuple[Any, ApiKey]] = {}  # the object is kept: its id stays its own
+        self._by_eq: dict[Any, ApiKey] = {}
+
+    def setdefault(self, fn: Any, key: ApiKey) -> ApiKey:
+        self._by_eq.setdefault(fn, key)  # TypeError for an unhashable object: not a function
+        return self._by_id.setdefault(id(fn), (fn, key))[1]
+
+    def __setitem__(self, fn: Any, key: ApiKey) -> None:
+        self._by_eq[fn] = key
+        self._by_id[id(fn)] = (fn, key)
+
+    def get(self, fn: Any, default: ApiKey | None = None) -> ApiKey | None:
+        entry = self._by_id.get(id(fn))
+        if entry is not None:
+            return entry[1]
+        return self._by_eq.get(fn, default)
+
+    def __getitem__(self, fn: Any) -> ApiKey:
+        key = self.get(fn)
+        if key is None:
+            raise KeyError(fn)
+        return key
+
+    def __contains__(self, fn: Any) -> bool:
+        return self.get(fn) is not None
+
+
+def build_mode_table(api_lists: dict[str, list[str]]) -> FunctionTable:
     """Function object -> (prefix, api) for the function-mode families: every listed name first (the
     first family wins an alias: ``F.conv2d`` is ``torch.conv2d``), then the discovered ones."""
-    table: dict[Any, ApiKey] = {}
+    table = FunctionTable()
     for family, ns in _mode_families():
         for dotted in api_lists.get(family.key, []):
             try:
@@ -175,7 +214,7 @@ def build_mode_table(api_lists: dict[str, list[str]]) -> dict[Any, ApiKey]:
     return table
 
 
-def _add(table: dict[Any, ApiKey], fn: Any, key: ApiKey) -> None:
+def _add(table: FunctionTable, fn: Any, key: ApiKey) -> None:
     try:
         table.setdefault(fn, key)
         original = getattr(fn, "_msprobe_original", None)  # seed_all's dropout replacements
@@ -226,7 +265,7 @@ class ApiTracer(TorchFunctionMode):
     """Routes listed API calls to ``handler``; everything else runs untouched."""
 
     def __init__(
-        self, table: dict[Any, ApiKey], handler: CallHandler, on_write: WriteHandler | None = None
+        self, table: FunctionTable, handler: CallHandler, on_write: WriteHandler | None = None
     ) -> None:
         super().__init__()
         self.table = table
