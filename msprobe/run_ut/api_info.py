@@ -115,6 +115,10 @@ class ApiInfo:
     hint: str = ""  # compare's result-row Message when the forward direction fails
     ties: Ties | None = None  # orders values: equal ones may come out in another order on a device
     writes_self: bool = False  # returns None: its result is its first argument after the call (x[i] = v)
+    # True for a call that picks input values at coordinates it computes (grid_sample's nearest mode):
+    # its bench keeps the device's dtypes, as the kernel computes them (in float64 an exact tie of
+    # float32 arithmetic breaks the other way, and another input value is picked)
+    bench_in_device_dtype: Callable[[list[Any], dict[str, Any]], bool] | None = None
     skips: tuple[Skip, ...] = ()
 
     def __post_init__(self) -> None:

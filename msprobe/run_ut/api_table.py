@@ -20,6 +20,7 @@ from typing import Any
 from msprobe.run_ut.api_info import NO_BACKWARD_DATA, NO_BACKWARD_UT, ApiInfo, Ref, Skip, Standard, Ties
 from msprobe.run_ut.arg_fixes import (
     INDEX_DTYPES,
+    argument_is,
     as_dtype,
     ascending,
     class_index_target,
@@ -205,6 +206,7 @@ ENTRIES: tuple[ApiInfo, ...] = (
     PLAIN.variant("nan_to_num", aliases=("nan_to_num_",), prepare=dtype_limits((2, "posinf"), (3, "neginf"))),
     # MoE experts: the group ends drawn from statistics, put back in increasing order
     PLAIN.variant("grouped_mm", prepare=ascending("offs")),
+    PLAIN.variant("grid_sample", bench_in_device_dtype=argument_is(2, "mode", "nearest")),
     # the dumped torch.linalg names with no torch function of that meaning (torch.cond is control flow;
     # torch.solve, lstsq and matrix_rank are removed). Names torch shares with linalg (norm, svd, qr,
     # cross, ...) call torch's, as upstream: a record does not say which of the two was called.

@@ -29,6 +29,16 @@ zero_dropout = zero_probability(1, "p")
 """``dropout(input, p)`` replayed with p = 0."""
 
 
+def argument_is(index: int, name: str, value: Any) -> Callable[[list[Any], dict[str, Any]], bool]:
+    """Whether the rebuilt argument at positional ``index`` or keyword ``name`` is ``value``."""
+
+    def test(args: list[Any], kwargs: dict[str, Any]) -> bool:
+        given = kwargs[name] if name in kwargs else args[index] if len(args) > index else None
+        return isinstance(given, type(value)) and given == value
+
+    return test
+
+
 def class_index_target(record: dict[str, Any]) -> None:
     """cross_entropy's and nll_loss's target (argument 1): class indices start at 0 (a Min of -100 is
     their ignore_index) and are int64."""

@@ -12,7 +12,7 @@ import pytest
 import torch
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from replay_dumps import forward, tensor
+from replay_dumps import forward, scalar, tensor
 
 from msprobe.run_ut import execute, registry
 from msprobe.run_ut.arg_values import TensorArg
@@ -641,3 +641,41 @@ def test_an_excused_overflow_hides_no_other_error() -> None:
     assert excused[0].status == "SKIP" and excused[0].skips_api
     backward = [DetailsRow("Torch.var_mean.0.backward.output.0", ERROR, "bad grad")]
     assert result_row("Torch.var_mean.0", excused, backward)[:3] == ["Torch.var_mean.0", "SKIP", ERROR]
+
+
+# --- a selection at computed coordinates --------------------------------------------------------------
+
+
+def _grid_sample(mode: str) -> ApiRecord:
+    return ApiRecord(
+        f"Functional.grid_sample.{int(mode == 'bilinear')}",
+        0,
+        forward(
+            tensor("torch.float32", [1, 1, 6, 6], -3.0, 3.0, data_name="x.pt"),
+            tensor("torch.float32", [1, 6, 6, 2], -1.0, 1.0, data_name="grid.pt"),
+            mode=scalar("str", mode),
+            padding_mode=scalar("str", "border"),
+            align_corners=scalar("bool", True),
+            output=[tensor("torch.float32", [1, 1, 6, 6], -3.0, 3.0)],
+        ),
+        None,
+    )
+
+
+def test_nearest_grid_sample_picks_the_pixels_a_float32_kernel_picks(tmp_path: Path) -> None:
+    """An affine grid (a spatial transformer's) puts float32 coordinates exactly on .5, which the
+    kernel rounds to even; raised to float64 they are a hair off .5 and round to the other pixel, so a
+    faultless device was an error. The nearest mode's bench keeps float32; bilinear's still upcasts."""
+    x = torch.randn(1, 1, 6, 6, generator=torch.Generator().manual_seed(0))
+    theta = torch.tensor([[[0.9, 0.1, 0.0], [-0.1, 0.9, 0.1]]])
+    grid = torch.nn.functional.affine_grid(theta, [1, 1, 6, 6], align_corners=False)
+    coords32, coords64 = (grid + 1) / 2 * 5, (grid.double() + 1) / 2 * 5
+    assert bool(((coords32 % 1 == 0.5) & (coords64 % 1 != 0.5)).any())  # the ties this test is about
+    torch.save(x, tmp_path / "x.pt")
+    torch.save(grid, tmp_path / "grid.pt")
+    nearest = replay(_grid_sample("nearest"), tmp_path, "cpu")
+    assert nearest.result[1] == "pass", nearest.reason
+    assert all(r.bench_dtype == "torch.float32" for r in nearest.details)
+    bilinear = replay(_grid_sample("bilinear"), tmp_path, "cpu")
+    assert bilinear.result[1] == "pass", bilinear.reason
+    assert all(r.bench_dtype == "torch.float64" for r in bilinear.details)
