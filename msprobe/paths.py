@@ -13,10 +13,10 @@ import os
 import re
 from pathlib import Path
 
-from msprobe.dump.journal import JOURNAL_NAME
+from msprobe.dump.journal import JOURNAL_NAME, header_of
 from msprobe.dump.journal import holds_records as journal_holds_records
 from msprobe.errors import MsprobeError
-from msprobe.formats.dump_json import DEBUG_JSON, DUMP_JSON
+from msprobe.formats.dump_json import DEBUG_JSON, DUMP_JSON, data_file_of
 from msprobe.formats.dump_json import holds_records as dump_holds_records
 
 #: A missing folder named like these: the siblings of the same kind are suggested. 26.x dumps name
@@ -113,11 +113,16 @@ def unfinished(dump: Path) -> list[str]:
     root = dump.parent if dump.is_file() else dump
     depths = ("",) if dump.is_file() else ("", "*/", "*/*/")  # rank folder, step folder, dump root
     journals = [p for depth in depths for p in root.glob(f"{depth}{JOURNAL_NAME}")]
-    return sorted((str(j.parent) for j in journals if crashed(_data_file(j.parent), j)), key=natural_order)
+    return sorted((str(j.parent) for j in journals if crashed(_data_file(j.parent, j), j)), key=natural_order)
 
 
-def _data_file(rank_dir: Path) -> Path:
-    """dump.json, or debug.json in the folder of a dump of level debug."""
+def _data_file(rank_dir: Path, journal: Path) -> Path:
+    """The data file the journal's dump writes (debug.json at level debug, else dump.json), by the
+    level in its header: a folder may also hold the other file, of an earlier run of another level;
+    without a header, debug.json where it is alone."""
+    header = header_of(journal)
+    if header is not None:
+        return rank_dir / data_file_of(header.get("level"))
     debug = rank_dir / DEBUG_JSON
     return debug if debug.exists() and not (rank_dir / DUMP_JSON).exists() else rank_dir / DUMP_JSON
 

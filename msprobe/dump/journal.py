@@ -92,6 +92,18 @@ def holds_records(path: str | os.PathLike[str]) -> bool:
         return False
 
 
+def header_of(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The header of a journal (its first line), or None when it has none or cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            first = fh.readline()
+        entry = json.loads(first.decode("ascii"))
+    except (OSError, ValueError):
+        return None
+    header = entry.get("h") if isinstance(entry, dict) else None
+    return header if isinstance(header, dict) else None
+
+
 _LOCKED: dict[int, Journal] = {}  # fd -> the journals this process holds locked
 
 

@@ -534,3 +534,27 @@ def test_a_crashed_debug_level_dump_is_rebuilt_into_its_debug_json(
         store.open(with_tensor_dir=False)
     assert "(rebuilt)" in caplog.text and "debug.json rebuilt from it" in caplog.text
     store.close()
+
+
+def test_a_rebuilt_debug_journal_beside_an_earlier_dump_json_is_not_a_crash(tmp_path: Path) -> None:
+    """A folder holding the complete dump.json of an earlier L1 run and the journal of a level-debug
+    run that crashed: once rebuilt into debug.json, the folder is finished (the crash test looked at
+    dump.json, older than the journal, so the replay of that dump.json kept sending the user to
+    ``msprobe rebuild`` however often it ran)."""
+    rank = tmp_path / "step0" / "rank"
+    rank.mkdir(parents=True)
+    l1 = {"task": "statistics", "level": "L1", "framework": "pytorch", "dump_data_dir": None}
+    (rank / "dump.json").write_text(json.dumps({**l1, "data": {"Torch.matmul.0.forward": {}}}))
+    os.utime(rank / "dump.json", ns=(1, 1))  # written before the debug run
+    header = {"task": "statistics", "level": "debug", "framework": "pytorch", "dump_data_dir": None}
+    journal = rank / JOURNAL_NAME
+    journal.write_text(
+        json.dumps({"h": header}) + "\n" + '{"d":"x0.0.debug","v":{"type":"torch.Tensor"}}\n'
+    )
+    (rank / "debug.json").write_text(json.dumps({**header, "data": {}}))
+    os.utime(rank / "debug.json", ns=(2, 2))  # the empty one the debug run wrote as it opened
+    assert paths.unfinished(tmp_path) == [str(rank)]  # crashed: its debug.json holds nothing
+    assert rebuild(str(rank)) == 1
+    assert json.loads((rank / "dump.json").read_text())["data"] == {"Torch.matmul.0.forward": {}}
+    assert paths.unfinished(tmp_path) == []
+    assert paths.unfinished(rank / "dump.json") == []
