@@ -400,5 +400,8 @@ def test_run_ut_workers_must_be_a_count_or_auto(
         msprobe_main(["run_ut", "-api_info", str(dump), "-n", workers])
     assert exc.value.code == 2
     err = capsys.readouterr().err
-    assert f"argument -n/--num_workers: {workers!r}: a number of workers (0: in process) or 'auto'" in err
+    assert (
+        f"argument -n/--num_workers/--num_splits: {workers!r}: a number of workers (0: in process) or 'auto'"
+        in err
+    )
     assert "Traceback" not in err and "pytest" not in err

@@ -548,9 +548,7 @@ def test_a_rebuilt_debug_journal_beside_an_earlier_dump_json_is_not_a_crash(tmp_
     os.utime(rank / "dump.json", ns=(1, 1))  # written before the debug run
     header = {"task": "statistics", "level": "debug", "framework": "pytorch", "dump_data_dir": None}
     journal = rank / JOURNAL_NAME
-    journal.write_text(
-        json.dumps({"h": header}) + "\n" + '{"d":"x0.0.debug","v":{"type":"torch.Tensor"}}\n'
-    )
+    journal.write_text(json.dumps({"h": header}) + "\n" + '{"d":"x0.0.debug","v":{"type":"torch.Tensor"}}\n')
     (rank / "debug.json").write_text(json.dumps({**header, "data": {}}))
     os.utime(rank / "debug.json", ns=(2, 2))  # the empty one the debug run wrote as it opened
     assert paths.unfinished(tmp_path) == [str(rank)]  # crashed: its debug.json holds nothing
