@@ -360,28 +360,16 @@ def test_a_damaged_replay_result_csv_is_said_and_its_details_still_compared(tmp_
     )
 
 
-def test_an_api_both_replays_judged_error_without_details_rows_passes(tmp_path):
-    """A dropout judged ``error`` by both replays (its zero-fraction check writes no details row): the
-    NPU is no worse than the GPU, so it passes with a note, as a metric read from the NPU row alone
-    does; a file compared with itself gives no error."""
+def test_an_api_both_replays_judged_error_without_details_rows_stays_an_error(tmp_path):
+    """A dropout judged ``error`` by both replays (its zero-fraction check writes no details row): no
+    number says the NPU is no worse (one zeroing everything and one a little off are both ``error``),
+    so the NPU replay's verdict stands."""
     details = [row(f"Torch.a.0.{F}.0")]
-    results = [
-        ["Torch.a.0", "pass", " ", ""],
-        ["Functional.dropout.0", "error", "error", ""],
-        ["Functional.dropout.1", "error", "pass", ""],
-    ]
+    results = [["Torch.a.0", "pass", " ", ""], ["Functional.dropout.0", "error", "error", ""]]
     npu = _replay_output(tmp_path / "npu", details, results)
-    gpu = _replay_output(
-        tmp_path / "gpu", details, [*results[:2], ["Functional.dropout.1", "pass", "pass", ""]]
-    )
-    a = analyse(load_details(npu), load_details(gpu))
-    verdicts = {r[0]: r[1:3] for r in result_list(a)}
-    assert verdicts["Functional.dropout.0"] == ["pass", "pass"]
-    assert verdicts["Functional.dropout.1"] == ["error", "pass"]  # the GPU passed it: the NPU is worse
-    message = next(r[3] for r in result_list(a) if r[0] == "Functional.dropout.0")
-    assert message.endswith("NOTE: error in the GPU replay too, NPU no worse: pass.")
-    self_compare = analyse(load_details(npu), load_details(npu))
-    assert all(r[1] != "error" and r[2] != "error" for r in result_list(self_compare))
+    gpu = _replay_output(tmp_path / "gpu", details, results)
+    verdicts = {r[0]: r[1:3] for r in result_list(analyse(load_details(npu), load_details(gpu)))}
+    assert verdicts["Functional.dropout.0"] == ["error", "error"]
 
 
 def test_an_api_judged_without_details_rows_keeps_its_replay_verdict_in_place(tmp_path):
