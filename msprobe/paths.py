@@ -113,13 +113,14 @@ def unfinished(dump: Path) -> list[str]:
     root = dump.parent if dump.is_file() else dump
     depths = ("",) if dump.is_file() else ("", "*/", "*/*/")  # rank folder, step folder, dump root
     journals = [p for depth in depths for p in root.glob(f"{depth}{JOURNAL_NAME}")]
-    return sorted((str(j.parent) for j in journals if crashed(_data_file(j.parent, j), j)), key=natural_order)
+    return sorted((str(j.parent) for j in journals if crashed(journal_data_file(j), j)), key=natural_order)
 
 
-def _data_file(rank_dir: Path, journal: Path) -> Path:
+def journal_data_file(journal: Path) -> Path:
     """The data file the journal's dump writes (debug.json at level debug, else dump.json), by the
     level in its header: a folder may also hold the other file, of an earlier run of another level;
     without a header, debug.json where it is alone."""
+    rank_dir = journal.parent
     header = header_of(journal)
     if header is not None:
         return rank_dir / data_file_of(header.get("level"))

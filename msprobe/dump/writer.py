@@ -52,7 +52,7 @@ from msprobe.formats.dump_json import (
     stack_json,
     write_rank_files,
 )
-from msprobe.paths import crashed
+from msprobe.paths import crashed, journal_data_file
 
 DIR_MODE = 0o750
 BATCH_RECORDS = 256
@@ -138,13 +138,14 @@ class RankStore:
             if holds_records(path):
                 # the replay's own test: a rebuilt journal's records are in dump.json, which this run
                 # writes over too
-                rebuilt = not crashed(Path(self.rank_dir, self.data_file), Path(path))
+                data_file = journal_data_file(Path(path))  # the earlier run's, of its own level
+                rebuilt = not crashed(data_file, Path(path))
                 log.warning(
                     "msprobe: %s: the journal of an earlier run that did not end (%s) is replaced by this "
                     "run's%s",
                     path,
                     "rebuilt" if rebuilt else "never rebuilt",
-                    f", and so is the {self.data_file} rebuilt from it" if rebuilt else "",
+                    f", and so is the {data_file.name} rebuilt from it" if rebuilt else "",
                 )
             if self.encoder is None:  # locked as the helper locks it: a rebuild waits for this process
                 self.journal = Journal(path, lock=True, fresh=True)
