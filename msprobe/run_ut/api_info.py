@@ -109,7 +109,7 @@ class ApiInfo:
     backward_message: str | None = None  # fixed backward SKIP message (None: backward is checked)
     prepare_spec: Callable[[dict[str, Any]], None] | None = None  # tweak the record before building
     prepare: Prepare | None = None  # tweak the rebuilt CPU args before both sides are made
-    prepare_inputs: PrepareInputs | None = None  # fix generated inputs (masks, index tensors, shapes)
+    prepare_inputs: PrepareInputs | None = None  # fix the inputs, drawn or read (masks, index tensors)
     standard: Standard = Standard.BENCHMARK  # scores its float outputs (upstream 8.1.1 routing)
     tolerances: Tolerances = field(default_factory=dict)  # per-dtype changes to the standard's numbers
     hint: str = ""  # compare's result-row Message when the forward direction fails

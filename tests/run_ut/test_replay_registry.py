@@ -89,6 +89,31 @@ def test_fused_prepare_inputs_sees_plain_tensors_and_can_add_one() -> None:
     assert result.result == ["NPU.npu_twice.0", "pass", "pass"]
 
 
+def test_fused_prepare_inputs_runs_on_inputs_read_from_files_too(tmp_path: Any) -> None:
+    """docs/npu_ops.md: prepare_inputs runs on the one set of inputs, drawn or read from .pt files."""
+    seen: list[torch.Tensor] = []
+
+    def prepare_inputs(args: list[Any], kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+        seen.append(args[0])
+        return args, kwargs
+
+    entry = ApiInfo(
+        "npu_twice",
+        types=("NPU",),
+        reference=lambda x: x * 2,
+        prepare_inputs=prepare_inputs,
+        backward_message=registry.NO_BACKWARD_UT,
+    )
+    saved = torch.arange(16, dtype=torch.float32)
+    torch.save(saved, tmp_path / "x.pt")
+    record = ApiRecord(
+        "NPU.npu_twice.0", 0, forward(tensor("torch.float32", [16], 0.0, 15.0, data_name="x.pt")), None
+    )
+    result = replay(record, tmp_path, "cpu", info=entry)
+    assert result.result[:2] == ["NPU.npu_twice.0", "pass"]
+    assert len(seen) == 1 and torch.equal(seen[0], saved)
+
+
 def test_upcast_plan_single_and_mixed_dtypes() -> None:
     plain = registry.lookup("Torch", "add")
     one = execute.make_plan(plain, {torch.float16, torch.int64}, "torch.float16")

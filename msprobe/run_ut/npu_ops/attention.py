@@ -398,8 +398,9 @@ def compressed_mask(sparse_mode: int, device: torch.device | str = "cpu") -> tor
 
 
 def prepare_fusion_attention_inputs(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-    """For inputs generated from statistics: a random ``atten_mask`` under a compressed sparse mode is
-    replaced by the mask the kernel expects (upstream 8.1.1 does this for modes 2/3/4; 6/7/8 likewise)."""
+    """For the inputs, drawn from statistics or read from files: an ``atten_mask`` under a compressed
+    sparse mode is replaced by the mask the kernel expects (upstream 8.1.1 does this for modes 2/3/4;
+    6/7/8 likewise), which a real mask under that mode already is."""
     mode = kwargs.get("sparse_mode", args[SPARSE_MODE_POSITION] if len(args) > SPARSE_MODE_POSITION else 0)
     if mode not in COMPRESSED_MASK_MODES:
         return args, kwargs
