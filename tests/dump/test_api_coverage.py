@@ -161,14 +161,15 @@ def test_deny_list_has_a_reason_and_spares_upstream_names() -> None:
         assert name not in lists.get(family, [])
 
 
-def test_builtins_sharing_a_c_function_keep_their_own_names(tmp_path: Path) -> None:
-    """``torch.mm == torch.dsmm`` (one C function, two names, and builtins compare by it): a call of
-    ``torch.mm`` is ``Torch.mm``, as upstream records it, not the first equal name of the list."""
+def test_builtins_sharing_a_c_function_are_recorded_by_their_operators_name(tmp_path: Path) -> None:
+    """``torch.mm == torch.dsmm`` (one C function, two names, and builtins compare by it): the name
+    table gave every ``torch.mm`` call the first equal name listed, ``Torch.dsmm``. torch hands the
+    function mode the function named after the aten operator for a call of either, so that name wins
+    (a call of the alias ``dsmm`` is recorded as ``Torch.mm`` too)."""
     assert torch.mm == torch.dsmm and torch.mm is not torch.dsmm  # the trap itself
     table = build_mode_table(load_api_list())
-    assert table[torch.mm] == ("Torch", "mm")
-    assert table[torch.hspmm] == ("Torch", "hspmm")
-    assert table[torch.sspaddmm] == ("Torch", "sspaddmm")
-    assert table[torch.dsmm] == ("Torch", "dsmm")
+    for alias, operator in (("dsmm", "mm"), ("spmm", "mm"), ("hsmm", "hspmm"), ("saddmm", "sspaddmm")):
+        assert table[getattr(torch, operator)] == ("Torch", operator)
+        assert table[getattr(torch, alias)] == ("Torch", operator)
     names = _names(tmp_path, lambda: torch.mm(X, X.t()))
     assert "Torch.mm" in names and "Torch.dsmm" not in names

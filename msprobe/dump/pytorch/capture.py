@@ -159,49 +159,10 @@ def _reports_to_function_modes(fn: Any) -> bool:
     return type(fn) is not types.FunctionType or code is None or "handle_torch_function" in code.co_names
 
 
-class FunctionTable:
-    """Function object -> (prefix, api), looked up by identity first, then by equality.
-
-    Builtins compare equal when they share their C function: ``torch.dsmm == torch.mm`` (and
-    ``spmm``, ``hspmm == hsmm``, ``sspaddmm == saddmm``), so a plain dict would record every
-    ``torch.mm`` call under whichever of the equal names was listed first (``Torch.dsmm``). The
-    function mode is handed the very object of the name the call dispatches under (``torch.mm``), so
-    identity decides; equality remains the fallback for objects made afresh on each access."""
-
-    __slots__ = ("_by_eq", "_by_id")
-
-    def __init__(self) -> None:
-        self._by_id: dict[int, tuple[Any, ApiKey]] = {}  # the object is kept: its id stays its own
-        self._by_eq: dict[Any, ApiKey] = {}
-
-    def setdefault(self, fn: Any, key: ApiKey) -> ApiKey:
-        self._by_eq.setdefault(fn, key)  # TypeError for an unhashable object: not a function
-        return self._by_id.setdefault(id(fn), (fn, key))[1]
-
-    def __setitem__(self, fn: Any, key: ApiKey) -> None:
-        self._by_eq[fn] = key
-        self._by_id[id(fn)] = (fn, key)
-
-    def get(self, fn: Any, default: ApiKey | None = None) -> ApiKey | None:
-        entry = self._by_id.get(id(fn))
-        if entry is not None:
-            return entry[1]
-        return self._by_eq.get(fn, default)
-
-    def __getitem__(self, fn: Any) -> ApiKey:
-        key = self.get(fn)
-        if key is None:
-            raise KeyError(fn)
-        return key
-
-    def __contains__(self, fn: Any) -> bool:
-        return self.get(fn) is not None
-
-
-def build_mode_table(api_lists: dict[str, list[str]]) -> FunctionTable:
+def build_mode_table(api_lists: dict[str, list[str]]) -> dict[Any, ApiKey]:
     """Function object -> (prefix, api) for the function-mode families: every listed name first (the
     first family wins an alias: ``F.conv2d`` is ``torch.conv2d``), then the discovered ones."""
-    table = FunctionTable()
+    table: dict[Any, ApiKey] = {}
     for family, ns in _mode_families():
         for dotted in api_lists.get(family.key, []):
             try:
@@ -214,14 +175,25 @@ def build_mode_table(api_lists: dict[str, list[str]]) -> FunctionTable:
     return table
 
 
-def _add(table: FunctionTable, fn: Any, key: ApiKey) -> None:
+def _add(table: dict[Any, ApiKey], fn: Any, key: ApiKey) -> None:
+    """The first name listed for ``fn`` wins, except that builtins bound to one C function compare
+    equal (``torch.dsmm == torch.mm``; ``spmm``, ``hsmm``, ``saddmm`` likewise), and torch hands the
+    function mode the one named after the aten operator for a call of any of them: that name wins."""
     try:
+        known = table.get(fn)
+        if known is not None and known[1] != key[1] and _names_its_operator(fn, key[1]):
+            table[fn] = key
         table.setdefault(fn, key)
         original = getattr(fn, "_msprobe_original", None)  # seed_all's dropout replacements
         if original is not None:
             table.setdefault(original, key)
     except TypeError:
         pass
+
+
+def _names_its_operator(fn: Any, name: str) -> bool:
+    """``name`` is ``fn``'s own name and an aten operator's (``mm``; not its alias ``dsmm``)."""
+    return getattr(fn, "__name__", None) == name and hasattr(torch.ops.aten, name)
 
 
 def _resolve_owner(owner: Any, head: str) -> Any | None:
@@ -265,7 +237,7 @@ class ApiTracer(TorchFunctionMode):
     """Routes listed API calls to ``handler``; everything else runs untouched."""
 
     def __init__(
-        self, table: FunctionTable, handler: CallHandler, on_write: WriteHandler | None = None
+        self, table: dict[Any, ApiKey], handler: CallHandler, on_write: WriteHandler | None = None
     ) -> None:
         super().__init__()
         self.table = table
