@@ -140,12 +140,18 @@ class RankStore:
                 # writes over too
                 data_file = journal_data_file(Path(path))  # the earlier run's, of its own level
                 rebuilt = not crashed(data_file, Path(path))
+                if not rebuilt:
+                    fate = ""
+                elif data_file.name == self.data_file:
+                    fate = f", and so is the {data_file.name} rebuilt from it"
+                else:  # a run of another level writes the other file: the rebuilt one is left as it is
+                    fate = f"; the {data_file.name} rebuilt from it stays"
                 log.warning(
                     "msprobe: %s: the journal of an earlier run that did not end (%s) is replaced by this "
                     "run's%s",
                     path,
                     "rebuilt" if rebuilt else "never rebuilt",
-                    f", and so is the {data_file.name} rebuilt from it" if rebuilt else "",
+                    fate,
                 )
             if self.encoder is None:  # locked as the helper locks it: a rebuild waits for this process
                 self.journal = Journal(path, lock=True, fresh=True)

@@ -116,9 +116,11 @@ class ApiInfo:
     ties: Ties | None = None  # orders values: equal ones may come out in another order on a device
     writes_self: bool = False  # returns None: its result is its first argument after the call (x[i] = v)
     # True for a call that picks input values at coordinates it computes (grid_sample's nearest mode):
-    # its bench keeps the device's dtypes, as the kernel computes them (in float64 an exact tie of
-    # float32 arithmetic breaks the other way, and another input value is picked)
-    bench_in_device_dtype: Callable[[list[Any], dict[str, Any]], bool] | None = None
+    # its bench keeps float32 as the kernel computes in it (in float64 an exact tie of float32
+    # arithmetic breaks the other way, and another input value is picked); fp16/bf16 inputs are still
+    # raised to float32, where the kernels compute their coordinates (CUDA's does; the CPU's bf16 kernel
+    # rounds them to bf16, and its noise floor then excuses a device picking pixels far off)
+    bench_keeps_fp32: Callable[[list[Any], dict[str, Any]], bool] | None = None
     skips: tuple[Skip, ...] = ()
 
     def __post_init__(self) -> None:

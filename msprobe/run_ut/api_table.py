@@ -206,7 +206,7 @@ ENTRIES: tuple[ApiInfo, ...] = (
     PLAIN.variant("nan_to_num", aliases=("nan_to_num_",), prepare=dtype_limits((2, "posinf"), (3, "neginf"))),
     # MoE experts: the group ends drawn from statistics, put back in increasing order
     PLAIN.variant("grouped_mm", prepare=ascending("offs")),
-    PLAIN.variant("grid_sample", bench_in_device_dtype=argument_is(2, "mode", "nearest")),
+    PLAIN.variant("grid_sample", bench_keeps_fp32=argument_is(2, "mode", "nearest")),
     # the dumped torch.linalg names with no torch function of that meaning (torch.cond is control flow;
     # torch.solve, lstsq and matrix_rank are removed). Names torch shares with linalg (norm, svd, qr,
     # cross, ...) call torch's, as upstream: a record does not say which of the two was called.

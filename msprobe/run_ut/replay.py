@@ -195,8 +195,8 @@ def replay(
         while isinstance(first_out, list) and first_out:  # a list output is wrapped: [[a, b]]
             first_out = first_out[0]
         first_out = first_out if isinstance(first_out, dict) else {}
-        if info.bench_in_device_dtype is not None and info.bench_in_device_dtype(args, kwargs):
-            info = replace(info, upcast=False)
+        if info.bench_keeps_fp32 is not None and info.bench_keeps_fp32(args, kwargs):
+            info = replace(info, upcast_fp32=False)
         in_place = in_place_name(replay_op_name(record.api_type, record.bare_name))
         plan = execute.make_plan(info, execute.input_dtypes(args, kwargs), first_out.get("dtype"), in_place)
         cast, note = plan.bench_dtype, ""

@@ -556,3 +556,39 @@ def test_a_rebuilt_debug_journal_beside_an_earlier_dump_json_is_not_a_crash(tmp_
     assert json.loads((rank / "dump.json").read_text())["data"] == {"Torch.matmul.0.forward": {}}
     assert paths.unfinished(tmp_path) == []
     assert paths.unfinished(rank / "dump.json") == []
+
+
+@pytest.mark.parametrize(
+    ("old_level", "old_file", "new_level", "new_file"),
+    [("L1", "dump.json", "debug", "debug.json"), ("debug", "debug.json", "L1", "dump.json")],
+)
+def test_a_rerun_of_another_level_says_the_rebuilt_file_stays(
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    old_level: str,
+    old_file: str,
+    new_level: str,
+    new_file: str,
+) -> None:
+    """A crashed run's journal, rebuilt into its level's file; a rerun of the other level writes the
+    other file: the warning must not say the rebuilt one is written over (it stays, unchanged)."""
+    journal = tmp_path / JOURNAL_NAME
+    journal.write_text(
+        json.dumps({"h": {"task": "statistics", "level": old_level}})
+        + '\n{"d":"Torch.old.0.forward","v":{}}\n'
+    )
+    old = journal.stat().st_mtime_ns - 10**9
+    os.utime(journal, ns=(old, old))
+    assert rebuild(str(tmp_path)) == 1
+    rebuilt = (tmp_path / old_file).read_text()
+    store = RankStore(str(tmp_path), {"task": "statistics", "level": new_level}, new_file)
+    with caplog.at_level("WARNING"):
+        store.open(with_tensor_dir=False)
+    store.put("x.0.debug", {"type": "int", "value": 1})
+    store.close()
+    assert "(rebuilt)" in caplog.text
+    assert (
+        f"and so is the {old_file}" not in caplog.text
+        and f"the {old_file} rebuilt from it stays" in caplog.text
+    )
+    assert (tmp_path / old_file).read_text() == rebuilt

@@ -679,3 +679,44 @@ def test_nearest_grid_sample_picks_the_pixels_a_float32_kernel_picks(tmp_path: P
     bilinear = replay(_grid_sample("bilinear"), tmp_path, "cpu")
     assert bilinear.result[1] == "pass", bilinear.reason
     assert all(r.bench_dtype == "torch.float64" for r in bilinear.details)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_nearest_grid_sample_of_low_precision_still_finds_a_device_picking_other_pixels(
+    tmp_path: Path, dtype: torch.dtype
+) -> None:
+    """fp16/bf16 keep their float32 bench in the nearest mode: the CPU's bf16 kernel rounds each
+    coordinate to bf16 before it picks (CUDA's computes it in float32), and that bench's noise floor
+    excused a device picking pixels 8 to the left as 'within 8 floors'."""
+    name = str(dtype)
+    x = torch.arange(60.0).reshape(1, 1, 1, 60).to(dtype)
+    xs = torch.tensor([-0.69921875, -0.6328125, -0.56640625, -0.498046875, -0.400390625, -0.365234375])
+    torch.save(x, tmp_path / "x.pt")
+    torch.save(torch.stack([xs, torch.zeros(6)], -1).reshape(1, 1, 6, 2).to(dtype), tmp_path / "grid.pt")
+    record = ApiRecord(
+        "Functional.grid_sample.0",
+        0,
+        forward(
+            tensor(name, [1, 1, 1, 60], 0.0, 59.0, data_name="x.pt"),
+            tensor(name, [1, 1, 6, 2], -0.7, 0.0, data_name="grid.pt"),
+            mode=scalar("str", "nearest"),
+            padding_mode=scalar("str", "zeros"),
+            align_corners=scalar("bool", False),
+            output=[tensor(name, [1, 1, 1, 6], 8.0, 19.0)],
+        ),
+        None,
+    )
+
+    def in_float32(func: Any, pixels: int = 0) -> Any:  # a kernel computing coordinates in float32
+        def device(inp: torch.Tensor, grd: torch.Tensor, *a: Any, **k: Any) -> torch.Tensor:
+            g = grd.float().clone()
+            g[..., 0] -= 2 * pixels / inp.shape[-1]
+            return func(inp.float(), g, *a, **k).to(inp.dtype)
+
+        return device
+
+    faultless = replay(record, tmp_path, "cpu", device_function=in_float32)
+    assert faultless.result[1] == "pass", faultless.reason
+    assert all(r.bench_dtype == "torch.float32" for r in faultless.details)
+    faulty = replay(record, tmp_path, "cpu", device_function=lambda f: in_float32(f, 8))
+    assert faulty.result[1] == "error", faulty.details[0].message
