@@ -144,6 +144,11 @@ def test_records_survive_sigkill_and_rebuild(tmp_path, batch, survivors):
     assert len(names) == survivors
     if survivors:
         assert names == ["Functional.abs.0.forward", "Functional.exp.0.forward", "Functional.neg.0.forward"]
+        # each record's call stack with it, the last one's too (stored after its record, it waited
+        # for a next record that never came)
+        with open(out / "step0" / "rank" / "stack.json") as fh:
+            stacked = {n for entry in json.load(fh).values() for n in entry[0]}
+        assert stacked == set(names)
 
 
 @pytest.mark.parametrize(

@@ -303,7 +303,8 @@ class CellHooks:
             if not self.float_input.get(f"{prefix}.{FORWARD}.{index}", True):
                 gi = ()  # no differentiable input: upstream records ``output: []``
             go = grad_output if isinstance(grad_output, tuple) else (grad_output,)
-            svc.put_backward(name, gi, go)
+            # the construct entry first: the record's write takes it along (see Service.finish_forward)
             svc.put_construct(name, module_backward_name(self.parent_of.get(f"{prefix}.{FORWARD}.{index}")))
+            svc.put_backward(name, gi, go)
 
         return hook

@@ -163,8 +163,8 @@ class JitHooks:
                 out = original(executor, *args, **kwargs)
         finally:
             svc.inside = False
+        svc.put_construct(name, parent)  # before the record, whose write takes it along
         svc.finish_forward(
             name, record, out, mode.direction(FORWARD) and svc.check(name) and mode.side("output")
         )
-        svc.put_construct(name, parent)
         return out

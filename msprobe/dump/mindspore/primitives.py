@@ -115,10 +115,10 @@ class PrimitiveHooks:
             svc.inside = False
         if backward:
             out = self._hook_outputs(out, bname, parent, grads_in, grads_out)
+        svc.put_construct(name, parent)  # before the record, whose write takes it along
         svc.finish_forward(
             name, record, out, fwd and not svc.structure_only and svc.check(name) and mode.side("output")
         )
-        svc.put_construct(name, parent)
         return out
 
     def _hook_outputs(
@@ -142,8 +142,8 @@ class PrimitiveHooks:
 
     def _write(self, bname: str, parent: str | None, grads_in: list[Any], grads_out: list[Any]) -> None:
         svc = self.service
+        svc.put_construct(bname, module_backward_name(parent))  # before the record (see finish_forward)
         svc.put_backward(bname, grads_in, grads_out)
-        svc.put_construct(bname, module_backward_name(parent))
 
 
 def _hooked_class(cls: type, hooks: PrimitiveHooks) -> type:

@@ -275,13 +275,15 @@ class MsDumpService:
                     extra(record)
                 except Exception as exc:
                     self.session.record_error("forward_output_data_collect", name, exc)
-            if record is not None:
-                self.put(name, record)
+            # the stack first: where each record is journaled as it is stored, the record's write
+            # takes its stack along (stored after, it waited for the next record, and a kill lost it)
             if record is not None or (self.structure_only and self.check(name)):
                 frames = capture_stack(sys._getframe(1))
                 with self.lock:
                     if self.session.store is store:  # not closed meanwhile by step() from another thread
                         store.put_stack(name, frames)
+            if record is not None:
+                self.put(name, record)
         finally:
             self.inside = False
 
@@ -349,8 +351,8 @@ class MsDumpService:
         except BaseException:
             self.inside = False
             if record is not None:  # 8.1.1 keeps the inputs collected before the call raised
-                self.finish_forward(name, record, None, False)
                 self.put_construct(name, parent)
+                self.finish_forward(name, record, None, False)
             raise
         finally:
             self.inside = False
@@ -358,14 +360,14 @@ class MsDumpService:
         recorded = out
         if family is not None and family.collective:
             out, recorded = finish_collective(family, api, out, args, kwargs)
+        if record is not None or fwd:  # before the record, whose write takes it along (see finish_forward)
+            self.put_construct(name, parent)
         self.finish_forward(
             name,
             record,
             recorded,
             fwd and not self.structure_only and self.check(name) and mode.side("output"),
         )
-        if record is not None or fwd:
-            self.put_construct(name, parent)
         return out
 
     def api_backward(self, name: str, fwd_parent: str | None, gi: Any, go: Any) -> None:
