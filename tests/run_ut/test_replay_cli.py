@@ -11,8 +11,9 @@ import pytest
 import torch
 from replay_dumps import csv_pair, forward, read_csv, tensor, write_dump
 
+import msprobe.run_ut.collect
 import msprobe.run_ut.replay
-import msprobe.run_ut.session  # noqa: F401
+import msprobe.run_ut.session
 from msprobe.cli import main as msprobe_main
 from msprobe.formats import accuracy_csv
 from msprobe.formats.accuracy_csv import RUN_UT_DETAILS_HEADER, RUN_UT_RESULT_HEADER
@@ -209,9 +210,19 @@ def test_a_debug_level_dump_is_named_for_what_it_is(
     )
 
 
-def test_quiet_has_no_accuracy_warning_blocks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # bf16 erf of values in [0, 0.6]: a Warning verdict (see test_replay_plugin).
-    data = {"Torch.erf.0.forward": forward(tensor("torch.bfloat16", [4096], 0.0, 0.6))}
+def test_quiet_has_no_accuracy_warning_blocks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a device one bf16 ulp off everywhere: a Warning verdict on any CPU (see test_replay_plugin)
+    def one_ulp_high(item: Any, function: Any) -> Any:
+        def device(*args: Any, **kwargs: Any) -> Any:
+            out = function(*args, **kwargs)
+            return torch.nextafter(out, torch.tensor(float("inf"), dtype=out.dtype))
+
+        return device
+
+    monkeypatch.setattr(msprobe.run_ut.collect.ApiItem, "_device_function", one_ulp_high)
+    data = {"Torch.erf.0.forward": forward(tensor("torch.bfloat16", [4096], 0.33, 0.47))}
     dump = write_dump(tmp_path / "d", data)
     out = tmp_path / "out"
     assert msprobe_main(["run_ut", "-api_info", str(dump), "-o", str(out), "-q"]) == 0
