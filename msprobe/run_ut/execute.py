@@ -208,9 +208,20 @@ def meta_outputs(
     when it cannot run there (no meta kernel, a value-dependent shape): the size a call would
     allocate, whatever its record claims (``torch.full``, ``repeat`` and ``arange`` take it from
     scalars)."""
+    found: list[bool] = []
+
+    def on_meta(leaf: Any) -> Any:
+        if isinstance(leaf, TensorArg):
+            found.append(True)
+            return torch.empty_like(leaf.tensor, device="meta")
+        return "meta" if isinstance(leaf, DeviceArg) else leaf
+
     try:
-        with torch.no_grad(), torch.device("meta"):
-            meta_args, meta_kwargs = Side("meta", {}, False).build(args, kwargs)
+        meta_args = map_leaves(list(args), on_meta)
+        meta_kwargs = {k: map_leaves(v, on_meta) for k, v in kwargs.items()}
+        # the default device only for a call without tensors (a factory): as a function mode it would
+        # also take every operator a meta kernel is made of through Python
+        with torch.no_grad(), torch.device("meta") if not found else contextlib.nullcontext():
             out = func(*meta_args, **meta_kwargs)
     except Exception:  # whatever the meta device refuses: the record's claim is all there is
         return None
