@@ -171,9 +171,8 @@ def unrowed_results(
     zero-fraction check alone): 8.1.1 leaves them out of the compare. Each keeps the NPU replay's own
     verdict (``SKIP`` when the NPU side has no result CSV), even where the GPU replay says ``error`` too
     (no number tells which side is worse); both replays' verdicts and messages are in its message; an
-    API in one replay only is ``missing``. From the
-    replays' result CSVs (``npu``/``gpu`` rows, padded to four cells; None when absent); ``compared``:
-    the APIs with details rows."""
+    API in one replay only is ``missing``. From the replays' result CSVs (``npu``/``gpu`` rows, padded
+    to four cells; None when absent); ``compared``: the APIs with details rows."""
     sides = {"NPU": {r[0]: r for r in npu or []}, "GPU": {r[0]: r for r in gpu or []}}
     names = [n for n in dict.fromkeys([*sides["NPU"], *sides["GPU"]]) if n not in compared]
     rows = []

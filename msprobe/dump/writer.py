@@ -136,9 +136,9 @@ class RankStore:
                 make_dirs(os.path.join(self.rank_dir, TENSOR_DIR))
             path = os.path.abspath(os.path.join(self.rank_dir, JOURNAL_NAME))  # the helper's cwd may differ
             if holds_records(path):
-                # the replay's own test: a rebuilt journal's records are in dump.json, which this run
-                # writes over too
-                data_file = journal_data_file(Path(path))  # the earlier run's, of its own level
+                # the replay's own test, on the data file the earlier run (of its own level) writes and
+                # a rebuild rewrites: this run writes over it when it writes that file too
+                data_file = journal_data_file(Path(path))
                 rebuilt = not crashed(data_file, Path(path))
                 if not rebuilt:
                     fate = ""

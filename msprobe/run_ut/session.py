@@ -119,7 +119,9 @@ class ReplaySession:
             shared_device = getattr(config, "workerinput", {}).get("msprobe", {}).get("device")
             self.device_kind = shared_device or self.requested_device
         self.out_dir = Path(opt("msprobe_out") or ".").expanduser().resolve()
-        resumed = Path(opt("msprobe_resume")).expanduser().resolve() if opt("msprobe_resume") else None
+        resume = opt("msprobe_resume")
+        self._resume_path = Path(resume).expanduser().resolve() if resume else None
+        resumed = self._resume_path
         # where the CSVs are: a resumed run appends to the earlier run's, wherever --msprobe-out says
         self._csv_root = self.out_dir if resumed is None else resumed.parent if resumed.is_file() else resumed
         self.worker_input: dict[str, Any] | None = getattr(config, "workerinput", None)
@@ -175,7 +177,7 @@ class ReplaySession:
         return self.out_dir / self._sub_folder(dump)
 
     def _setup_writers(self, resume: str | None) -> None:
-        resume_path = Path(resume).expanduser().resolve() if resume else None
+        resume_path = self._resume_path  # ``resume`` as given, for the messages
         if resume_path is not None and not exists(resume_path):
             raise pytest.UsageError(f"--msprobe-resume={resume}: no such result file or folder")
         if resume_path is not None and resume_path.is_file() and len(self.dump_files) > 1:
