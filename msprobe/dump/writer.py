@@ -47,7 +47,6 @@ from msprobe.dump.journal import (
 from msprobe.formats.dump_json import (
     DUMP_JSON,
     TENSOR_DIR,
-    data_file_of,
     encode_record,
     stack_json,
     write_rank_files,
@@ -324,9 +323,7 @@ class RankStore:
         if not self._dirty:
             return
         self._dirty = False
-        full = self.data_file == DUMP_JSON
-        stack = self.stack_json() if full else None
-        construct = self.construct if full else None
+        stack, construct = self.stack_json(), self.construct
         if self.encoder is not None:
             msg = (os.path.abspath(self.rank_dir), self.header, stack, construct, self.data_file)
             try:
@@ -361,7 +358,8 @@ class RankStore:
 
 def rebuild(rank_dir: str) -> int | None:
     """Rewrite dump.json/stack.json/construct.json of ``rank_dir`` from its journal (debug.json alone for
-    a dump of level debug, as that dump writes it).
+    a dump of level debug, as that dump writes it; for a journal whose header is lost, debug.json where
+    it is alone).
 
     Returns the number of data records. The journal is kept (rebuilding twice is harmless). None when
     there is no journal (any more): the dump it belonged to ended cleanly (possibly while the rebuild
@@ -382,11 +380,8 @@ def rebuild(rank_dir: str) -> int | None:
             records.append((k, encode_record(v)))
         except (RecursionError, ValueError, TypeError):  # read back by json.loads, too deep to re-encode
             log.warning("msprobe: %s: record %r cannot be encoded again (damaged?); skipped", path, k)
-    data_file = data_file_of(header.get("level"))
-    full = data_file == DUMP_JSON  # as the dump writes it: else the data file alone
-    write_rank_files(
-        rank_dir, header, records, stack if full else None, construct if full else None, data_file
-    )
+    data_file = journal_data_file(Path(path)).name  # the file the crash check reads
+    write_rank_files(rank_dir, header, records, stack, construct, data_file)
     return len(records)
 
 

@@ -104,8 +104,11 @@ def write_rank_files(
     construct: Mapping[str, Any] | None,
     data_file: str = DUMP_JSON,
 ) -> None:
-    """dump.json (or ``data_file``), then stack.json and construct.json when given."""
+    """dump.json (or ``data_file``), then stack.json and construct.json when given, beside dump.json only
+    (level debug writes its debug.json alone)."""
     write_text(os.path.join(rank_dir, data_file), dump_json_pieces(header, records))
+    if data_file != DUMP_JSON:
+        return
     if stack is not None:
         write_json(os.path.join(rank_dir, STACK_JSON), stack)
     if construct is not None:

@@ -558,6 +558,22 @@ def test_a_rebuilt_debug_journal_beside_an_earlier_dump_json_is_not_a_crash(tmp_
     assert paths.unfinished(rank / "dump.json") == []
 
 
+def test_a_headerless_journal_is_rebuilt_into_the_file_the_crash_check_reads(tmp_path: Path) -> None:
+    """A journal without its header line, beside the empty debug.json of the run that crashed: the crash
+    check reads debug.json, so the rebuild must fill that file (it wrote a dump.json, and the folder
+    stayed unfinished however often it was rebuilt)."""
+    rank = tmp_path / "step0" / "rank"
+    rank.mkdir(parents=True)
+    (rank / "debug.json").write_text(json.dumps({"task": "statistics", "level": "debug", "data": {}}))
+    os.utime(rank / "debug.json", ns=(1, 1))
+    (rank / JOURNAL_NAME).write_text('{"d":"x0.0.debug","v":{"type":"torch.Tensor","Max":1.0}}\n')
+    assert paths.unfinished(tmp_path) == [str(rank)]
+    assert rebuild(str(rank)) == 1
+    assert sorted(p.name for p in rank.iterdir()) == [JOURNAL_NAME, "debug.json"]
+    assert json.loads((rank / "debug.json").read_text())["data"]["x0.0.debug"]["Max"] == 1.0
+    assert paths.unfinished(tmp_path) == []
+
+
 @pytest.mark.parametrize(
     ("old_level", "old_file", "new_level", "new_file"),
     [("L1", "dump.json", "debug", "debug.json"), ("debug", "debug.json", "L1", "dump.json")],
