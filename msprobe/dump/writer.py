@@ -74,7 +74,21 @@ class PendingValues(Protocol):
 
 
 def make_dirs(path: str) -> None:
-    os.makedirs(path, mode=DIR_MODE, exist_ok=True)
+    """``path`` and the folders above it that are missing, each with :data:`DIR_MODE` (``os.makedirs``
+    gives its mode to the last one only)."""
+    missing = []
+    while path and not os.path.isdir(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, DIR_MODE)
+        except FileExistsError:  # made meanwhile (another rank), or a file: the next step says which
+            if not os.path.isdir(folder):
+                raise
 
 
 def _batch_name(pending: list[tuple[str, Any]]) -> str:

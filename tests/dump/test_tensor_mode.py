@@ -160,3 +160,19 @@ def test_quick_start_script_unchanged(tmp_path: Path) -> None:
     assert w[0]["Max"] == x.max().item() and w[0]["Norm"] == x.norm().item()
     assert w[1]["shape"] == [4, 8] and w[1]["Mean"] == lin1.weight.mean().item()
     assert not (tmp_path / "dump_path" / "step0" / "rank" / ".msprobe_journal.jsonl").exists()
+
+
+def test_every_folder_the_dump_makes_has_mode_0750(tmp_path: Path, debugger: Any) -> None:
+    """The dump path, the step folder and the rank folder too (``os.makedirs`` gives the mode to the
+    last folder only: the step folder was 0755)."""
+    old = os.umask(0o022)
+    try:
+        dbg = debugger(task="tensor", dump_path=str(tmp_path / "a" / "dump"))
+        dbg.start()
+        torch.relu(torch.ones(2))
+        dbg.stop()
+    finally:
+        os.umask(old)
+    made = [tmp_path / "a", tmp_path / "a" / "dump", tmp_path / "a" / "dump" / "step0"]
+    made += [made[-1] / "rank", made[-1] / "rank" / "dump_tensor_data"]
+    assert {str(p): oct(p.stat().st_mode & 0o777) for p in made} == {str(p): oct(0o750) for p in made}
