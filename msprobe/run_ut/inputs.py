@@ -149,13 +149,29 @@ class ArgBuilder:
         }
         return args, kwargs
 
-    def grad(self, backward: Mapping[str, Any]) -> torch.Tensor | None:
-        """The gradient that drives backward: the first entry of the backward record's ``input``."""
+    def grad(self, backward: Mapping[str, Any], output: Any = None) -> torch.Tensor | None:
+        """The gradient that drives backward: the first entry of the backward record's ``input``; for a
+        call whose forward ``output`` is one tensor, the one entry there is. (A backward record holds the
+        gradients of the outputs of the autograd node that made the output, and the call may return
+        another output than the node's first: ``linalg.svdvals`` returns the singular values, output 1
+        of the SVD's three, so its record's input is ``[null, grad, null]``.)"""
         inputs = backward.get("input") or []
-        first = inputs[0] if inputs else None
+        at = 0
+        if inputs and not isinstance(inputs[0], Mapping) and _one_tensor(output):
+            held = [i for i, g in enumerate(inputs) if isinstance(g, Mapping)]
+            if len(held) == 1:
+                at = held[0]
+        first = inputs[at] if inputs else None
         if not isinstance(first, Mapping):
             return None
         try:
             return self.tensor(first)
         except InputError as exc:
-            raise InputError(f"{self.owner} backward input[0]: {exc}".lstrip()) from None
+            raise InputError(f"{self.owner} backward input[{at}]: {exc}".lstrip()) from None
+
+
+def _one_tensor(output: Any) -> bool:
+    """Whether a record's forward ``output`` is one tensor (alone, or the one item of its list)."""
+    if isinstance(output, list) and len(output) == 1:
+        output = output[0]
+    return isinstance(output, Mapping) and output.get("type") == "torch.Tensor"

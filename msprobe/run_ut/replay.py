@@ -190,7 +190,7 @@ def replay(
         backward_message = _backward_message(record, info, args, kwargs)
         grad = None
         if record.backward is not None and backward_message is None:
-            grad = builder.grad(record.backward)
+            grad = builder.grad(record.backward, record.forward.get("output"))
         first_out = record.forward.get("output") or [{}]
         while isinstance(first_out, list) and first_out:  # a list output is wrapped: [[a, b]]
             first_out = first_out[0]

@@ -275,6 +275,27 @@ def test_backward_record_without_first_grad_is_not_dropped(pytester: pytest.Pyte
     assert "no gradient" in rows["Torch.tanh.0"][3]
 
 
+def test_the_gradient_of_a_call_returning_another_output_of_its_node_is_found(
+    pytester: pytest.Pytester,
+) -> None:
+    """``linalg.svdvals`` returns output 1 of the SVD's node: its backward record's input is [null,
+    grad, null], and the one gradient there is its output's (it was a SKIP, "no gradient")."""
+    x = tensor("torch.float32", [4, 3], -1.0, 1.0, requires_grad=True)
+    data = {
+        "Torch.svdvals.0.forward": forward(x, output=[tensor("torch.float32", [3], 0.5, 2.0)]),
+        "Torch.svdvals.0.backward": {
+            "input": [None, tensor("torch.float32", [3], -1.0, 1.0), None],
+            "output": [tensor("torch.float32", [4, 3], -1.0, 1.0)],
+        },
+    }
+    dump = write_dump(pytester.path / "d", data)
+    run(pytester, dump).assert_outcomes(passed=1)
+    res, details = csv_pair(pytester.path / "out")
+    assert read_csv(res)[1][:3] == ["Torch.svdvals.0", "pass", "pass"]
+    (row,) = [r for r in read_csv(details)[1:] if r[0] == "Torch.svdvals.0.backward.output.0"]
+    assert row[3] == "(4, 3)"
+
+
 @pytest.mark.parametrize(
     "api, kwargs, out, said",
     [
