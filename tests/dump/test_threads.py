@@ -193,3 +193,49 @@ def test_stop_from_another_thread_says_so_and_the_capture_leaves_at_the_next_cal
     dbg.step()  # the training thread's next call takes the capture off it
     assert not [m for m in function_modes() if type(m).__name__ == "ApiTracer"]
     assert _names(tmp_path) == ["Tensor.exp.0.forward"]
+
+
+class _MaskedRelu(torch.autograd.Function):
+    """A user's custom function whose backward uses tensor operators (patched while dumping)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        return x.clamp(min=0)
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        return g * (x > 0)
+
+
+def test_a_threads_own_backward_neither_appears_in_the_dump_nor_renames_its_records(
+    tmp_path: Path, debugger: Any
+) -> None:
+    """A logging thread runs its own small forward and backward (a custom autograd.Function whose
+    backward calls ``*`` and ``>``) while the training thread dumps: its operators were recorded with
+    the training thread's counters, so the training thread's ``Tensor.__mul__.0`` was the thread's."""
+    torch.manual_seed(0)
+    net, x = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 1)), torch.randn(4, 8)
+    dbg = debugger(level="L1")
+
+    def window() -> None:
+        dbg.start()
+        for _ in range(5):
+            y = net(x)
+            ((y * y).mean() + (y > 0).float().sum()).backward()
+        dbg.stop()
+        dbg.step()
+
+    window()
+    alone = load_dump(tmp_path / "dump" / "step0" / "rank")["data"]
+    w = torch.randn(6, 6, requires_grad=True)
+
+    def own_backward() -> None:
+        _MaskedRelu.apply(w @ w).sum().backward()
+        w.grad = None
+
+    _with_a_thread_running(own_backward, window)
+    with_thread = load_dump(tmp_path / "dump" / "step1" / "rank")["data"]
+    assert list(with_thread) == list(alone) and len(alone) > 40
+    assert with_thread == alone

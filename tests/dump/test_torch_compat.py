@@ -53,10 +53,13 @@ def test_function_mode_stack_push_and_pop_from_below() -> None:
     tc.push_function_mode(ours)
     tc.push_function_mode(users)
     assert tc.function_modes() == [*before, ours, users]
+    assert tc.holds_function_mode(ours) and tc.holds_function_mode(users)
+    assert tc.function_modes() == [*before, ours, users]  # read in place: the stack is unchanged
     torch.ones(1).neg()
     assert users.calls and ours.calls  # both on the stack and dispatched to
     tc.pop_function_mode(ours)  # from below the user's mode, which stays
     assert tc.function_modes() == [*before, users]
+    assert not tc.holds_function_mode(ours)
     tc.pop_function_mode(ours)  # not there: nothing happens
     tc.pop_function_mode(users)
     assert tc.function_modes() == before

@@ -43,6 +43,7 @@ from msprobe.dump.pytorch.tensor_io import TensorWriter
 from msprobe.dump.pytorch.tokens import TokenRange
 from msprobe.dump.pytorch.torch_compat import (
     coalescing_queues,
+    holds_function_mode,
     pop_function_mode,
     push_function_mode,
     queued_since,
@@ -157,6 +158,17 @@ class TorchDumpService:
         if threading.get_ident() == self._owner_thread:
             return False
         return not running_backward()
+
+    def _foreign_call(self, patched: bool) -> bool:
+        """An API call in another thread than start()'s that is not ours to record. A call the function
+        mode hands us runs in a thread carrying the mode (autograd's device threads inherit it). A
+        patched operator (``Tensor.__mul__``) reaches us from any thread: in one running a backward it
+        is ours only if the thread carries our mode too, not where a thread of the user's runs its own
+        backward (a logging thread with a custom ``autograd.Function``), whose calls would take the
+        training thread's record names."""
+        if self.foreign_thread():
+            return True
+        return patched and not holds_function_mode(self.tracer)
 
     def enter(self) -> bool:
         self.lock.acquire()
@@ -349,7 +361,7 @@ class TorchDumpService:
             or not s.running
             or self.encoder is None
             or self.apis_suppressed
-            or (threading.get_ident() != self._owner_thread and self.foreign_thread())
+            or (threading.get_ident() != self._owner_thread and self._foreign_call(as_written))
             or os.getpid() != self._owner_pid
         ):
             return func(*args, **kwargs)

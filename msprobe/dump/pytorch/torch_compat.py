@@ -54,6 +54,15 @@ def function_modes() -> list[Any]:
     return list(_get_current_function_mode_stack())
 
 
+def holds_function_mode(mode: Any) -> bool:
+    """Whether ``mode`` is on this thread's function-mode stack (read in place, nothing popped)."""
+    length = getattr(torch._C, "_len_torch_function_stack", None)
+    at = getattr(torch._C, "_get_function_stack_at", None)
+    if length is None or at is None:
+        return mode in function_modes()
+    return any(at(i) is mode for i in range(length()))
+
+
 def pop_function_mode(mode: Any) -> None:
     """Remove ``mode`` from this thread's mode stack wherever it is (a user mode may sit above it)."""
     if mode not in function_modes():
