@@ -19,6 +19,7 @@ from __future__ import annotations
 import atexit
 import functools
 import logging
+import weakref
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
@@ -60,13 +61,23 @@ def models_of(model: Any) -> list[Any]:
     return list(model) if isinstance(model, list | tuple) else [model]
 
 
+def _weak(obj: Any) -> Callable[[], Any]:
+    """A weak reference to ``obj``, or a strong one where it takes none."""
+    try:
+        return weakref.ref(obj)
+    except TypeError:
+        return lambda: obj
+
+
 class FirstModel:
     """The model the dump hooked at the first window given one: it stays the one, as in 8.1.1. A
     later ``start()`` naming another model is said once (its modules or Cells are not recorded); a
     window without a model (a warm-up step at L1) hooks nothing and leaves the choice open."""
 
     def __init__(self) -> None:
-        self._ids: tuple[int, ...] | None = None
+        # weak references: the dump must not keep the user's model alive, and a model created after
+        # the first one was freed may take its address (an ``id`` would then match)
+        self._refs: tuple[Callable[[], Any], ...] | None = None
         self._said = False
 
     def take(self, model: Any) -> bool:
@@ -74,11 +85,12 @@ class FirstModel:
         ``model`` is another."""
         if model is None:
             return False
-        ids = tuple(id(m) for m in models_of(model))
-        if self._ids is None:
-            self._ids = ids
+        models = models_of(model)
+        if self._refs is None:
+            self._refs = tuple(_weak(m) for m in models)
             return True
-        if ids != self._ids and not self._said:
+        same = len(models) == len(self._refs) and all(r() is m for r, m in zip(self._refs, models))
+        if not same and not self._said:
             self._said = True
             log.warning(
                 "msprobe: start() was given another model than the one hooked at the first dump window; "

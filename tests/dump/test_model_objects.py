@@ -160,3 +160,40 @@ def test_another_model_given_to_a_later_start_is_said_once(
         "msprobe: start() was given another model than the one hooked at the first dump window; as in "
         "8.1.1 that first model stays the one whose modules are recorded, this one's are not"
     ]
+
+
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_a_dropped_model_is_freed_with_its_parameters(tmp_path: Path, debugger: Any, level: str) -> None:
+    """A notebook cell run again or a sweep's next trial drops the model dumped so far: its submodules
+    (and every parameter) were held by the dump for the rest of the process, although stop() took
+    its hooks off."""
+    import gc
+    import weakref
+
+    dbg = debugger(level=level)
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 1))
+    weight = weakref.ref(model[0].weight)
+    dbg.start(model=model)
+    model(torch.randn(2, 4)).sum().backward()
+    dbg.stop()
+    dbg.step()
+    del model
+    gc.collect()
+    assert weight() is None
+
+
+def test_the_first_model_is_known_by_identity_not_by_its_id() -> None:
+    """Held weakly, the first model may be freed and its address handed to a new model: that one is
+    another model all the same (an id match would take it for the first, whose hooks are gone)."""
+    import gc
+
+    from msprobe.dump.frontdoor import FirstModel
+
+    first = FirstModel()
+    a = nn.Linear(2, 2)
+    assert first.take(a)
+    assert first._refs is not None and first._refs[0]() is a
+    del a
+    gc.collect()
+    assert first._refs[0]() is None  # not kept alive by the choice
+    assert not first.take(nn.Linear(2, 2))

@@ -62,8 +62,11 @@ class ModuleDumper:
         self._first_model = FirstModel()
         self.installed = False  # our hooks are on
         self._started = False  # between install() and uninstall(), hooks or not
-        self._hooks: list[tuple[torch.nn.Module, _Hooks]] = []  # what install() puts on (model)
-        self._named: list[tuple[torch.nn.Module, _Hooks]] = []  # module_dump() hooks
+        # what install() puts on (model), and the module_dump() hooks: the modules are held weakly, so
+        # that a model the user dropped (a notebook cell run again, a sweep's next trial) is freed with
+        # its parameters instead of living as long as the process
+        self._hooks: list[tuple[weakref.ref[torch.nn.Module], _Hooks]] = []
+        self._named: list[tuple[weakref.ref[torch.nn.Module], _Hooks]] = []
         self.forward_stack: list[str] = []
         self.backward_stack: list[str] = []
         self.handles: list[Any] = []
@@ -97,13 +100,14 @@ class ModuleDumper:
                     continue
                 if isinstance(module, torch.jit.ScriptModule):  # takes no Python hooks
                     continue
-                self._hooks.append((module, self._make_hooks(module, f"{i}.{name}" if indexed else name)))
+                hooks = self._make_hooks(module, f"{i}.{name}" if indexed else name)
+                self._hooks.append((weakref.ref(module), hooks))
 
     def hook_named(self, module: torch.nn.Module, dump_name: str, active: Active) -> None:
         """``module_dump(module, name)``: a non-recursive hook named by the user, live while ``active()``
         (from now if dumping is on, else from the next ``start()``)."""
         hooks = self._make_hooks(module, dump_name, active)
-        self._named.append((module, hooks))
+        self._named.append((weakref.ref(module), hooks))
         if self.installed:
             self._attach(module, hooks)
         elif self._started:
@@ -111,7 +115,7 @@ class ModuleDumper:
 
     def is_named(self, module: torch.nn.Module) -> bool:
         """Whether ``module_dump()`` hooked this very module (a deep copy of it has inert hooks)."""
-        return any(m is module for m, _ in self._named)
+        return any(ref() is module for ref, _ in self._named)
 
     def install(self) -> None:
         """``start()``: every hook on, with what torch needs meanwhile."""
@@ -120,8 +124,10 @@ class ModuleDumper:
             return
         self.installed = True
         _own_hooks_never_compiled()
-        for module, hooks in (*self._hooks, *self._named):
-            self._attach(module, hooks)
+        for ref, hooks in (*self._hooks, *self._named):
+            module = ref()
+            if module is not None:  # else the user dropped it
+                self._attach(module, hooks)
         if self._hooks and self.rec.config.level == "mix":
             self._parents.install()
         if self.rec.config.data_mode.direction(BACKWARD):
