@@ -239,3 +239,22 @@ def test_debug_saves_forget_what_they_saw_and_leave_no_hook(tmp_path: Path, debu
         rec = json.loads((tmp_path / "dump" / f"step{step}" / "rank" / "debug.json").read_text())
         assert rec["data"]["weight.0.debug"]["Max"] == pytest.approx(truth[step])
     assert not lin.weight._backward_hooks
+
+
+def test_a_parameter_saved_in_each_micro_batch_keeps_each_backwards_gradient(
+    tmp_path: Path, debugger: Any
+) -> None:
+    """Gradient accumulation at level debug: ``save(w)`` in each micro-batch of one step. Each save's
+    gradient hook stayed on the parameter for the whole step, so every later backward rewrote the
+    earlier saves' ``w_grad.k`` records: all of them held the last micro-batch's gradient."""
+    import json
+
+    w = torch.nn.Parameter(torch.ones(4))
+    dbg = debugger(level="debug")
+    for mb in range(3):
+        dbg.save(w, "w")
+        ((mb + 1.0) * w).sum().backward()  # this micro-batch's gradient: mb + 1 everywhere
+    dbg.step()
+    data = json.loads((tmp_path / "dump" / "step0" / "rank" / "debug.json").read_text())["data"]
+    assert [data[f"w_grad.{k}.debug"]["Max"] for k in range(3)] == [1.0, 2.0, 3.0]
+    assert not w._backward_hooks

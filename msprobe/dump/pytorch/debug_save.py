@@ -102,6 +102,10 @@ class DebugSaver:
                     return
                 if enc is None:
                     return
+                # the gradient of the backward that follows this save: a saved parameter is a leaf
+                # that lives on, and a later backward of the step (the next micro-batch, which saves
+                # it again under the next k) must not rewrite this record with its own gradient
+                handle[0].remove()
                 was = self.rec.enter()
                 try:
                     with quiet():
