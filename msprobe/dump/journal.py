@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import stat
 from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
@@ -80,13 +81,14 @@ def _name_parent_line(kind: str, name: str, parent: str | None) -> str:
     return '{"' + kind + '":' + encode_basestring_ascii(name) + ',"p":' + p + "}"
 
 
+_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DATA_LINE_START = b'{"d":'
 
 
 def holds_records(path: str | os.PathLike[str]) -> bool:
     """Whether the journal holds a data record (read up to the first one); False when unreadable."""
     try:
-        with open(path, "rb") as fh:
+        with _open_regular(os.fspath(path)) as fh:
             return any(line.startswith(_DATA_LINE_START) for line in fh)
     except OSError:
         return False
@@ -95,7 +97,7 @@ def holds_records(path: str | os.PathLike[str]) -> bool:
 def header_of(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     """The header of a journal (its first line), or None when it has none or cannot be read."""
     try:
-        with open(path, "rb") as fh:
+        with _open_regular(os.fspath(path)) as fh:
             first = fh.readline()
         entry = json.loads(first.decode("ascii"))
     except (OSError, ValueError):
@@ -118,7 +120,16 @@ class Journal:
         """``fresh``: the journal of a new dump of the folder; what an earlier run left (a crash not
         rebuilt) is dropped, never merged with this run's records."""
         self.path = path
-        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
+        # a link, pipe or device planted at the name is refused (never followed out of the dump folder,
+        # never waited on): O_NONBLOCK opens a pipe at once, and the test below refuses it
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | _NO_FOLLOW | getattr(os, "O_NONBLOCK", 0)
+        if os.path.islink(path):
+            raise NotAJournal(f"{path}: a symbolic link, not a journal; refusing to write it")
+        fd = os.open(path, flags, 0o640)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise NotAJournal(f"{path}: not a regular file (a pipe or a device); refusing to write it")
+        self._fd: int | None = fd
         if lock and fcntl is not None:
             try:
                 fcntl.flock(self._fd, fcntl.LOCK_EX)
@@ -194,7 +205,7 @@ def read_journal(path: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, A
     construct: dict[str, Any] = {}
     opened: dict[str, Any] = {}
     skipped = 0
-    with open(path, "rb") as fh:  # a damaged byte spoils one line only
+    with _open_regular(path) as fh:  # a damaged byte spoils one line only
         if not _held_here(path):
             _wait_for_writer(fh.fileno(), path)
         for line in fh:
@@ -212,6 +223,24 @@ def read_journal(path: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, A
     stack = {str(i): [names, frames] for i, (names, frames) in sorted(stacks.items())}
     _close_named_open_calls(construct, opened)
     return header, data, stack, construct
+
+
+class NotAJournal(OSError):
+    """The journal's name is a link, a pipe, a device or a folder: never read (it may lead out of the
+    dump folder, block forever or never end)."""
+
+
+def _open_regular(path: str) -> Any:
+    """``path`` opened for reading if it is a regular file itself (not a link to one); else
+    :class:`NotAJournal`. Opened without blocking, so a named pipe is refused, not waited on."""
+    if os.path.islink(path):
+        raise NotAJournal(f"{path}: a symbolic link, not a journal; refusing to read it")
+    # O_NOFOLLOW: a link put in its place since; O_NONBLOCK: a named pipe opens (and is refused below)
+    fd = os.open(path, os.O_RDONLY | _NO_FOLLOW | getattr(os, "O_NONBLOCK", 0))
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise NotAJournal(f"{path}: not a regular file (a pipe, a device or a folder); refusing to read it")
+    return os.fdopen(fd, "rb")
 
 
 def _close_named_open_calls(construct: dict[str, Any], opened: dict[str, Any]) -> None:

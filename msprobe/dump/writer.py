@@ -37,6 +37,7 @@ from msprobe.dump.exceptions import FileCheckException
 from msprobe.dump.journal import (
     JOURNAL_NAME,
     Journal,
+    NotAJournal,
     construct_line,
     header_line,
     holds_records,
@@ -44,6 +45,7 @@ from msprobe.dump.journal import (
     read_journal,
     stack_line,
 )
+from msprobe.errors import MsprobeError
 from msprobe.formats.dump_json import (
     DUMP_JSON,
     TENSOR_DIR,
@@ -170,7 +172,7 @@ class RankStore:
                 self.journal = Journal(path, lock=True, fresh=True)
         except OSError as exc:
             raise FileCheckException(
-                f"cannot write the dump folder {self.rank_dir}: {exc.strerror}"
+                f"cannot write the dump folder {self.rank_dir}: {exc.strerror or exc}"
             ) from None
         head = header_line(self.header)
         if self.encoder is not None:
@@ -384,6 +386,8 @@ def rebuild(rank_dir: str) -> int | None:
         header, data, stack, construct = read_journal(path)
     except FileNotFoundError:
         return None
+    except NotAJournal as exc:
+        raise MsprobeError(str(exc)) from None
     if not os.path.exists(path):  # removed while we waited for its writer: the files are final
         return None
     if not header:

@@ -52,7 +52,8 @@ StackEntry = tuple[list[str], list[str]]  # (record names, frames)
 def write_text(path: str, text: str | Iterable[str]) -> None:
     """Write ``text`` (or its pieces, in order) to ``path`` through a temporary file and a rename."""
     tmp = f"{path}.tmp{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    # a link planted at the name is refused, never followed out of the dump folder
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), FILE_MODE)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             if isinstance(text, str):

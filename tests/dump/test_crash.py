@@ -162,6 +162,64 @@ def test_rebuild_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert msprobe_main(["rebuild", str(tmp_path / "missing")]) == 2
 
 
+@pytest.mark.parametrize("kind", ["link", "fifo", "device"])
+def test_rebuild_reads_only_a_journal_that_is_a_regular_file_in_the_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    """A journal that is a link (to a file outside the dump: read; to /dev/zero: a line without end,
+    MemoryError), a named pipe (waited on forever) or a device is refused in one line, and the folder's
+    dump.json is left as it is."""
+    outside = tmp_path / "outside.jsonl"
+    outside.write_text('{"h":{"task":"statistics"}}\n{"d":"Torch.add.0.forward","v":{}}\n')
+    rank = tmp_path / "rank"
+    rank.mkdir()
+    (rank / "dump.json").write_text('{"data": {"kept": 1}}')
+    journal = rank / JOURNAL_NAME
+    if kind == "link":
+        journal.symlink_to(outside)
+    elif kind == "fifo":
+        os.mkfifo(journal)
+    else:
+        journal.symlink_to("/dev/zero")
+    assert msprobe_main(["rebuild", str(rank)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"msprobe: error: {journal}: ") and "refusing to read it" in err and "\n" not in err
+    assert (rank / "dump.json").read_text() == '{"data": {"kept": 1}}'
+
+
+def test_the_crash_check_reads_no_journal_that_is_a_pipe_or_a_link(tmp_path: Path) -> None:
+    """The replay's crash check reads every journal under the dump: a named pipe there was waited on
+    forever, a link to /dev/zero read without end."""
+    pipe = tmp_path / "step0" / "rank0" / JOURNAL_NAME
+    link = tmp_path / "step0" / "rank1" / JOURNAL_NAME
+    for journal in (pipe, link):
+        journal.parent.mkdir(parents=True)
+    os.mkfifo(pipe)
+    link.symlink_to("/dev/zero")
+    for journal in (pipe, link):  # written after them: the dumps ended
+        (journal.parent / "dump.json").write_text('{"data": {}}')
+    for journal in (pipe, link):
+        assert paths.journal_data_file(journal).name == "dump.json"  # no header read
+    assert paths.unfinished(tmp_path) == []
+
+
+def test_the_dump_writes_through_no_link_planted_in_its_folder(tmp_path: Path, debugger: Any) -> None:
+    """Links planted at the names of the journal and of a tensor file, leading out of the dump folder:
+    the file they lead to was truncated and written (the journal: at every run)."""
+    outside = tmp_path / "outside"
+    outside.write_text("precious\n")
+    rank = tmp_path / "dump" / "step0" / "rank"
+    (rank / "dump_tensor_data").mkdir(parents=True)
+    (rank / JOURNAL_NAME).symlink_to(outside)
+    (rank / "dump_tensor_data" / "Torch.relu.0.forward.input.0.pt").symlink_to(outside)
+    dbg = debugger(task="tensor")
+    dbg.start()
+    torch.relu(torch.ones(3))
+    dbg.stop()
+    assert outside.read_text() == "precious\n"
+    assert "Torch.relu.0.forward" in json.loads((rank / "dump.json").read_text())["data"]
+
+
 def test_a_record_that_cannot_be_encoded_is_reported_and_the_batch_written(tmp_path: Path) -> None:
     errors: list[tuple[str, str, str]] = []
     store = _store(tmp_path)

@@ -31,6 +31,7 @@ from msprobe.dump.pytorch.torch_compat import (
 )
 
 FILE_MODE = 0o640
+_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 def _savable(t: torch.Tensor) -> torch.Tensor:
@@ -274,7 +275,8 @@ class TensorWriter:
 
     def _write(self, t: torch.Tensor, path: str) -> None:
         d = _savable(t)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+        # a link planted at the name is refused, never followed out of the dump folder
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NO_FOLLOW, FILE_MODE)
         try:
             with os.fdopen(fd, "wb") as fh:
                 done = False
