@@ -16,12 +16,17 @@ from typing import Any
 
 import torch
 
+from msprobe.errors import first_line
 from msprobe.formats.record_names import data_file_name
 from msprobe.run_ut.arg_values import TensorArg, leaves
 
 
 def _leaves(value: Any) -> Iterator[Any]:
     return (leaf.tensor if isinstance(leaf, TensorArg) else leaf for leaf in leaves(value))
+
+
+class ErrorDataNotSaved(Exception):
+    """One file of ``-save_error_data`` could not be written (its one-line reason names it)."""
 
 
 def needs_saving(result_row: list[Any]) -> bool:
@@ -39,6 +44,11 @@ def save(folder: Path, api: str, saved: dict[str, Any]) -> list[Path]:
         for i, leaf in enumerate(_leaves(value)):
             if isinstance(leaf, torch.Tensor):
                 path = folder / data_file_name(api, part, (i,))
-                torch.save(leaf.detach().cpu().contiguous(), path)
+                try:
+                    torch.save(leaf.detach().cpu().contiguous(), path)
+                except (OSError, RuntimeError) as exc:  # a name over 255 bytes, a full disk: torch's
+                    # RuntimeError ("[enforce fail at inline_container.cc ...]") names no file
+                    reason = first_line(exc).rpartition("strerror: ")[2]
+                    raise ErrorDataNotSaved(f"{path}: cannot save ({reason})") from None
                 written.append(path)
     return written

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import warnings
 from collections.abc import Generator
 from contextlib import suppress
 from pathlib import Path
@@ -278,7 +279,10 @@ class ReplaySession:
         from msprobe.run_ut import error_data
 
         if result.saved and error_data.needs_saving(result.result):
-            error_data.save(self.error_dir(dump), result.name, result.saved)
+            try:
+                error_data.save(self.error_dir(dump), result.name, result.saved)
+            except error_data.ErrorDataNotSaved as exc:  # the verdict stands; its inputs are not saved
+                warnings.warn(UserWarning(f"msprobe: -save_error_data: {exc}"), stacklevel=1)
         result.saved = {}
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:

@@ -7,6 +7,8 @@ tensor; ``.npy`` files are read without pickle. Nothing from the dump is evaluat
 
 from __future__ import annotations
 
+import math
+import os
 import re
 import warnings
 import zipfile
@@ -88,6 +90,8 @@ def load_tensor(data_dir: Path, name: str) -> torch.Tensor:
     if not resolved.is_file():  # a FIFO would block the replay forever, a device never ends
         raise InputError(f"{path}: not a regular file; refusing to read it")
     if resolved.suffix == ".npy":
+        if (claim := _npy_overclaim(resolved)) is not None:
+            raise InputError(f"{path}: not a plain numpy array ({claim}; refusing to allocate it)")
         try:
             return torch.from_numpy(np.load(resolved, allow_pickle=False))
         except (ValueError, TypeError, EOFError, OSError) as exc:  # TypeError: a dtype torch has not
@@ -109,7 +113,33 @@ def load_tensor(data_dir: Path, name: str) -> torch.Tensor:
         ) from None
     if not isinstance(value, torch.Tensor):
         raise InputError(f"{path}: holds a {type(value).__name__}, not a tensor")
+    if value.is_meta:  # its values are nowhere: torch's "Cannot copy out of meta tensor" named no file
+        raise InputError(f"{path}: holds a meta tensor (a shape without values), not a tensor's data")
     return value
+
+
+def _npy_overclaim(path: Path) -> str | None:
+    """Why an ``.npy`` file's header claims more data than the file holds (numpy allocates the claimed
+    array before it finds the file short: a 100-byte file may ask for terabytes); None when it does not,
+    or when the header is for ``np.load`` to refuse."""
+    try:
+        with open(path, "rb") as fh:
+            version = np.lib.format.read_magic(fh)
+            if version == (1, 0):
+                shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
+            elif version == (2, 0):
+                shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
+            else:
+                return None
+            held = os.fstat(fh.fileno()).st_size - fh.tell()
+    except (ValueError, TypeError, EOFError, OSError, SyntaxError):
+        return None
+    if dtype.hasobject:
+        return None
+    claimed = math.prod(shape) * dtype.itemsize
+    if claimed <= held:
+        return None
+    return f"its header claims shape {list(shape)} {dtype} ({claimed} bytes), the file holds {held}"
 
 
 def _record_dtype(text: str) -> str:

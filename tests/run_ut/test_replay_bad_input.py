@@ -669,3 +669,30 @@ def test_an_npy_that_is_no_plain_array_names_the_file_without_numpys_advice(
         message.startswith(f"{path}: not a plain numpy array (") and why.split()[0].lower() in message.lower()
     )
     assert "trust" not in message and "allow_pickle=`" not in message and "\n" not in message
+
+
+def test_a_tensor_file_holding_a_meta_tensor_names_the_file(tmp_path: Path) -> None:
+    """A meta tensor of the recorded shape loaded, then failed in the replay with torch's own words
+    ("Cannot copy out of meta tensor; no data!"), which name neither the file nor the argument."""
+    torch.save(torch.zeros(4, 3, device="meta"), tmp_path / "x.pt")
+    with pytest.raises(InputError, match=r"x\.pt: holds a meta tensor") as exc:
+        load_tensor(tmp_path, "x.pt")
+    assert "\n" not in str(exc.value)
+
+
+def test_an_npy_header_claiming_more_than_the_file_holds_is_refused_before_allocating(
+    tmp_path: Path,
+) -> None:
+    """numpy allocates the array its header claims before it finds the file short: a 200-byte file asked
+    for 11 TiB, and the API was skipped with "Unable to allocate 11.2 TiB ...", naming no file (a
+    claim within the host's memory was allocated in full)."""
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (4, 3, 16, 16000000000), }"
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    (tmp_path / "x.npy").write_bytes(
+        b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode() + b"\0" * 64
+    )
+    with pytest.raises(InputError) as exc:
+        load_tensor(tmp_path, "x.npy")
+    message = str(exc.value)
+    assert message.startswith(f"{tmp_path / 'x.npy'}: not a plain numpy array (its header claims shape ")
+    assert "the file holds 64" in message and "Unable to allocate" not in message

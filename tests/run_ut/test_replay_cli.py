@@ -133,6 +133,22 @@ def test_run_ut_writes_both_csvs_and_saves_error_data(tmp_path: Path) -> None:
     ]
 
 
+def test_error_data_that_cannot_be_written_is_one_warning_line_and_the_verdict_stands(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A record name whose tensor file name passes 255 bytes (or a full disk): torch.save raised inside
+    the item, pytest printed its whole traceback and the item failed, though the API's verdict in the
+    CSVs was its own (here error: exit 1 either way, the verdict row written)."""
+    name = "Torch.exp." + "0" * 240
+    dump = write_dump(tmp_path / "d", {f"{name}.forward": forward(tensor("torch.float16", [64], -1.0, 12.0))})
+    out = tmp_path / "out"
+    assert msprobe_main(["run_ut", "-api_info", str(dump), "-o", str(out), "-save_error_data"]) == 1
+    printed = capsys.readouterr().out
+    assert "Traceback" not in printed and "serialization.py" not in printed and "enforce fail" not in printed
+    assert "-save_error_data: " in printed and "cannot save (File name too long)" in printed
+    assert [r[:2] for r in read_csv(csv_pair(out)[0])[1:]] == [[name, "error"]]
+
+
 def test_error_data_of_several_dump_files_goes_beside_each_ones_csvs(tmp_path: Path) -> None:
     """The same API name fails in two steps of a dump root: each step's tensors are kept, in its own
     ``OUT/<step>/<rank>/ut_error_data{ts}/`` beside its CSVs (one shared folder kept only the last)."""
