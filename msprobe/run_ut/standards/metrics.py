@@ -53,6 +53,11 @@ def finite_mask(bench: Array, device: Array) -> Array:
 # --- legacy chain ---------------------------------------------------------------
 
 
+def _dot(a: Array, b: Array) -> float:
+    """``a . b`` summed in numpy's fixed pairwise order: the same on any number of BLAS threads."""
+    return float(np.add.reduce(a * b))
+
+
 def cosine(bench: Array, device: Array) -> tuple[float | None, bool, str]:
     """Cosine similarity on flattened, max-normalised arrays: (value or None = blank, ok, note).
 
@@ -76,7 +81,10 @@ def cosine(bench: Array, device: Array) -> tuple[float | None, bool, str]:
         if m_b <= tiny:
             return None, False, "bench_zero"
         dn, bn = d / m_d, b / m_b
-        value = float(np.dot(dn, bn) / (np.sqrt(np.dot(dn, dn)) * np.sqrt(np.dot(bn, bn))))
+        # numpy's own pairwise sums, not np.dot: BLAS splits a dot product over its threads (as many
+        # as the host has cores unless OMP_NUM_THREADS / OPENBLAS_NUM_THREADS say otherwise) and
+        # rounds differently with each count, so the cell would depend on the host.
+        value = float(_dot(dn, bn) / (np.sqrt(_dot(dn, dn)) * np.sqrt(_dot(bn, bn))))
     if np.isnan(value):
         return value, False, "nan"
     value = float(np.clip(value, -1.0, 1.0))
