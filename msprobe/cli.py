@@ -68,6 +68,10 @@ def _check_demo(args: Sequence[str]) -> None:
     output_dir(option_value(args, "--out", "msprobe_demo"), "--out", keep=False)
 
 
+#: commands whose ``-v``/``--verbose`` asks for tracebacks; run_ut's ``-v`` is pytest's verbosity, so a
+#: mistake there stays one line with its own exit status
+TRACEBACK_VERBOSE = ("demo", "compare", "api_precision_compare", "rebuild")
+
 #: name -> the checks of its arguments made before its module is imported (none: the module's own).
 PRECHECKS: dict[str, Callable[[Sequence[str]], None]] = {"demo": _check_demo}
 
@@ -163,7 +167,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     if name not in SUBCOMMANDS:
         print(f"msprobe: error: unknown command {name!r}\n{USAGE}", file=sys.stderr)
         return 2
-    verbose = "-v" in rest or "--verbose" in rest
+    verbose = name in TRACEBACK_VERBOSE and ("-v" in rest or "--verbose" in rest)
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s")
     try:
         PRECHECKS.get(name, lambda _: None)(rest)

@@ -59,3 +59,13 @@ def test_usage_names_the_command_as_typed(name, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"usage: msprobe {name} "), err
     assert f"msprobe {name}: error:" in err
+
+
+@pytest.mark.parametrize("command", ["run_ut", "multi_run_ut"])
+@pytest.mark.parametrize("verbose", ["-v", "--verbose"])
+def test_run_ut_verbose_is_pytest_verbosity_not_tracebacks(command, verbose, tmp_path, capsys):
+    # run_ut's -v is `pytest -v`: a path mistake stays the documented one line with exit status 2
+    missing = tmp_path / "nonexist"
+    assert main([command, "-api_info", str(missing), "-o", str(tmp_path / "out"), verbose]) == 2
+    err = capsys.readouterr().err
+    assert err == f"msprobe: error: -api_info {missing}: no such file or folder\n"

@@ -161,6 +161,10 @@ class CompareCommand:
         return 1 if args.strict and (outcome.failed or outcome.warning or unpaired) else 0
 
 
+#: the input flag of 8.1.1's dump compare (``msprobe -f pytorch compare -i compare.json``)
+DUMP_COMPARE_FLAGS = ("-i", "--input_path")
+
+
 def main(argv: Sequence[str] | None = None, prog: str = "msprobe-compare") -> int:
     """``prog``: the command as the user typed it (``msprobe compare`` through the dispatcher)."""
     return run_main(functools.partial(_main, prog=prog), argv)
@@ -175,7 +179,19 @@ def _main(argv: Sequence[str] | None = None, prog: str = "msprobe-compare") -> i
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     command.prepare_parser(parser)
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    given = list(sys.argv[1:] if argv is None else argv)
+    dump_compare = [a for a in given if a in DUMP_COMPARE_FLAGS or a.startswith("--input_path=")]
+    if dump_compare and not any(
+        a.startswith(("-npu", "-gpu", "--npu_csv_path", "--gpu_csv_path")) for a in given
+    ):
+        # 8.1.1's `msprobe -f pytorch compare -i compare.json -o out` compares two dumps: not this command
+        return user_error(
+            MsprobeError(
+                f"{dump_compare[0].split('=', 1)[0]}: 8.1.1's dump compare (compare -i compare.json) is not "
+                f"implemented here; {prog} compares two replays: -npu NPU_DETAILS -gpu GPU_DETAILS"
+            )
+        )
+    args = parser.parse_args(given)
     try:
         return command.run(args)
     except MsprobeError as exc:

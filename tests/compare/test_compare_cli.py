@@ -235,3 +235,15 @@ def test_strict_exits_1_when_an_api_was_compared_on_one_side_only(tmp_path, caps
     assert cli.main([*argv, "-o", str(tmp_path / "cut")]) == 1
     assert " missing" in capsys.readouterr().out.splitlines()[0]
     assert cli.main(["-npu", str(gpu), "-gpu", str(gpu), "--strict", "-o", str(tmp_path / "whole")]) == 0
+
+
+@pytest.mark.parametrize(
+    "flag", [["-i", "compare.json"], ["--input_path", "compare.json"], ["--input_path=c.json"]]
+)
+def test_upstream_dump_compare_spelling_is_named_in_one_line(flag, tmp_path, capsys):
+    # 8.1.1's `msprobe -f pytorch compare -i compare.json -o out` is its dump compare, not this one
+    rc = msprobe_cli.main(["-f", "pytorch", "compare", *flag, "-o", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err.startswith(f"msprobe: error: {flag[0].split('=')[0]}: 8.1.1's dump compare")
+    assert err.count("\n") == 1 and "-npu NPU_DETAILS -gpu GPU_DETAILS" in err
