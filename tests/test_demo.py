@@ -77,3 +77,29 @@ def test_demo_finds_the_fault_it_planted(tmp_path):
     assert sections.apis and sections.apis[0].rsplit(".", 1)[0] == PLANTED_API  # the planted API first
     assert PLANTED_API in proc.stdout  # says what it planted
     assert f"open:     {html}" in proc.stdout  # and which file to open
+
+
+@pytest.mark.parametrize(
+    ("failing", "status"),
+    [
+        ((f"{PLANTED_API}.0",), 0),
+        ((), 1),
+        ((f"{PLANTED_API}.0", "Torch.matmul.0"), 1),
+        (("Tensor.add.0",), 1),
+    ],
+)
+def test_the_demo_fails_when_the_compare_does_not_single_out_the_planted_api(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing: tuple[str, ...], status: int
+) -> None:
+    """The demo's answer is known: it exited 0 (printing "none") when the planted fault was not found,
+    so a check of the main job could not catch the stages going wrong."""
+    import msprobe.compare
+    import msprobe.demo as demo
+    from msprobe.compare.run import CompareOutcome
+
+    monkeypatch.setattr(demo, "dump", lambda root: root)
+    monkeypatch.setattr(demo, "replay", lambda rank_dir, out, workers, plugins=(): out)
+    files = (tmp_path / f"f{i}" for i in range(4))
+    outcome = CompareOutcome(*files, api_counts={}, row_counts={}, flagged=0, failing_apis=failing)
+    monkeypatch.setattr(msprobe.compare, "run_compare", lambda *a, **k: outcome)
+    assert demo.run_demo(tmp_path / "out", 1) == status
