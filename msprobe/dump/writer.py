@@ -277,7 +277,7 @@ class RankStore:
         try:
             self.journal = Journal(os.path.join(self.rank_dir, JOURNAL_NAME), lock=True)
         except OSError as exc:
-            self._report("journal", "", exc)
+            self._report("journal", self.rank_dir, exc)
         if self.journal is not None:
             try:
                 self.journal.append_raw(header_line(self.header))
