@@ -127,7 +127,9 @@ def _npy_overclaim(path: Path) -> str | None:
             version = np.lib.format.read_magic(fh)
             if version == (1, 0):
                 shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
-            elif version == (2, 0):
+            elif version in ((2, 0), (3, 0)):
+                # 3.0 is 2.0 with a utf-8 header (numpy writes it for unicode field names) and np.load
+                # reads it: read as 2.0 (latin-1), its shape and dtype's size are the same
                 shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
             else:
                 return None

@@ -143,3 +143,40 @@ def test_parameter_gradients_are_kept_by_the_filter_when_they_arrive(
     kept = {k: v for k, v in data.items() if k.endswith(".parameters_grad")}
     assert set(kept) == grads
     assert all(g != [None] for v in kept.values() for g in v.values())
+
+
+def test_the_dump_writes_through_no_link_planted_at_a_tensor_file_name(tmp_path: Any) -> None:
+    """A link planted at a tensor file's name (an earlier run's folder reused), leading out of the dump
+    folder: np.save wrote through it and os.chmod changed the mode of the file it leads to. It is an
+    error of its record, as in the PyTorch dump; the dump goes on."""
+    outside = tmp_path / "outside"
+    outside.write_text("precious\n")
+    os.chmod(outside, 0o644)
+    cfg, out = _cfg(tmp_path, task="tensor")
+    data_dir = os.path.join(out, "step0", "rank", "dump_tensor_data")
+    os.makedirs(data_dir)
+    os.symlink(outside, os.path.join(data_dir, "Functional.relu.0.forward.input.0.npy"))
+    dbg = PrecisionDebugger(config_path=cfg)
+    dbg.start()
+    ops.relu(Tensor(np.ones(3, np.float32)))
+    dbg.stop()
+    assert outside.read_text() == "precious\n"
+    assert oct(os.stat(outside).st_mode & 0o777) == oct(0o644)
+    assert "Functional.relu.0.forward" in _read(out, "dump.json")["data"]
+
+
+def test_module_save_writes_through_no_link_planted_at_its_file_name(tmp_path: Any) -> None:
+    import itertools
+
+    from msprobe.dump.mindspore import single_save
+    from msprobe.mindspore import save
+
+    single_save._seq = itertools.count()
+    outside = tmp_path / "outside"
+    outside.write_text("precious\n")
+    folder = tmp_path / "s" / "step0" / "rank0"
+    folder.mkdir(parents=True)
+    (folder / "x_float32_0.npy").symlink_to(outside)
+    with pytest.raises(OSError):
+        save(str(tmp_path / "s"), "x", Tensor(np.ones(2, np.float32)))
+    assert outside.read_text() == "precious\n"

@@ -680,17 +680,19 @@ def test_a_tensor_file_holding_a_meta_tensor_names_the_file(tmp_path: Path) -> N
     assert "\n" not in str(exc.value)
 
 
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_an_npy_header_claiming_more_than_the_file_holds_is_refused_before_allocating(
-    tmp_path: Path,
+    tmp_path: Path, version: int
 ) -> None:
     """numpy allocates the array its header claims before it finds the file short: a 200-byte file asked
     for 11 TiB, and the API was skipped with "Unable to allocate 11.2 TiB ...", naming no file (a
     claim within the host's memory was allocated in full)."""
     header = "{'descr': '<f4', 'fortran_order': False, 'shape': (4, 3, 16, 16000000000), }"
-    header += " " * (63 - (10 + len(header)) % 64) + "\n"
-    (tmp_path / "x.npy").write_bytes(
-        b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode() + b"\0" * 64
-    )
+    # format 1.0 has a 2-byte header length, 2.0 and 3.0 (utf-8 header; np.load reads it) a 4-byte one
+    size = 2 if version == 1 else 4
+    header += " " * (63 - (8 + size + len(header)) % 64) + "\n"
+    magic = b"\x93NUMPY" + bytes([version, 0]) + len(header).to_bytes(size, "little")
+    (tmp_path / "x.npy").write_bytes(magic + header.encode() + b"\0" * 64)
     with pytest.raises(InputError) as exc:
         load_tensor(tmp_path, "x.npy")
     message = str(exc.value)

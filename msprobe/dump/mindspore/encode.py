@@ -24,6 +24,7 @@ log = logging.getLogger("msprobe")
 
 MAX_DEPTH = 50
 _MAX_PATH = 4096
+_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 def _is_dtype(value: Any) -> bool:
@@ -48,8 +49,13 @@ class TensorSaver:
         if len(path) > _MAX_PATH or len(file_name) > 255:
             log.warning("msprobe: tensor file name too long, not saved: %s", file_name)
             return None
-        np.save(path, host_array(data), allow_pickle=False)
-        os.chmod(path, 0o640)
+        # a link planted at the name (an earlier run's folder reused) is refused, never followed out of
+        # the dump folder, as the PyTorch writer refuses it; the mode is set on the file opened, not on
+        # what a name leads to
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NO_FOLLOW, 0o640)
+        with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), 0o640)
+            np.save(fh, host_array(data), allow_pickle=False)
         return file_name
 
 

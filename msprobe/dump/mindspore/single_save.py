@@ -38,7 +38,11 @@ def _write(folder: str, stem: str, tensor: Any) -> None:
     data = host_array(tensor.asnumpy())
     make_dirs(folder)
     path = os.path.join(folder, f"{stem}_{data.dtype.name}_{next(_seq)}.npy")
-    np.save(path, data, allow_pickle=False)
+    # a link planted at the name is refused, never followed out of the folder (as the dump's own
+    # files); the mode is what np.save(path) gave
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o666)
+    with os.fdopen(fd, "wb") as fh:
+        np.save(fh, data, allow_pickle=False)
 
 
 def _leaves(value: Any, stem: str) -> list[tuple[str, Any]]:
