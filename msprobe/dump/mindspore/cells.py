@@ -9,6 +9,7 @@ outputs) and ``Parameter.register_hook`` for the parameter gradients. The model 
 from __future__ import annotations
 
 import sys
+import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -74,7 +75,8 @@ class CellHooks:
         self.float_input: dict[str, bool] = {}  # forward record -> had a floating-point tensor argument
         self.handles: list[Any] = []  # the cells' hooks
         self.param_handles: list[Any] = []  # the parameters' gradient hooks
-        self._cells: list[tuple[str, Any]] = []
+        # the hooked Cells, held weakly: a net the user dropped is freed with its parameters
+        self._cells: list[tuple[str, weakref.ref[Any]]] = []
         # (Cell prefix, id(parameter)): a Parameter shared by two Cells (tied weights) gets a hook per Cell,
         # so both Cells' parameters_grad records get its gradient (as 8.1.1 and the PyTorch dump)
         self._param_hooked: set[tuple[str, int]] = set()
@@ -92,12 +94,15 @@ class CellHooks:
 
     def register(self, model: Any) -> int:
         make_cell_backward_hooks_copyable()
-        self._cells = walk(model)
+        self._cells = [(prefix, weakref.ref(cell)) for prefix, cell in walk(model)]
         self._hook_cells()
         return len(self._cells)
 
     def _hook_cells(self) -> None:
-        for prefix, cell in self._cells:
+        for prefix, ref in self._cells:
+            cell = ref()
+            if cell is None:  # the user dropped the net
+                continue
             self.handles.append(cell.register_forward_pre_hook(self._pre(prefix)))
             # always_call: the hook also runs when the forward raises, so the Cell leaves the stack
             self.handles.append(
