@@ -270,3 +270,18 @@ def test_parameter_gradients_are_kept_by_the_filter_when_they_arrive(
     assert sorted(kept) == sorted(grads)
     for name, value in kept.items():
         assert all(g != [None] for g in value.values()), name
+
+
+@pytest.mark.parametrize("level", ["L1", "mix"])
+def test_output_only_data_mode_keeps_is_recompute_in_api_records(
+    tmp_path: Path, debugger: Any, level: str
+) -> None:
+    """Every forward record, API or module, says ``is_recompute`` (docs/dump.md "Recomputation"; 8.1.1
+    sets it on the output side too): ``data_mode: ["output"]`` keeps it with the output."""
+    _dump(tmp_path, debugger, level=level, **_section(data_mode=["output"]))
+    data = load_dump(tmp_path / RANK)["data"]
+    forward = {n: r for n, r in data.items() if n.endswith(".forward") or ".forward." in n}
+    assert "Functional.linear.0.forward" in forward
+    for name, record in forward.items():
+        assert "input_args" not in record, name
+        assert record.get("is_recompute") is False, (name, list(record))

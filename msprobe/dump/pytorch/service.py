@@ -519,6 +519,7 @@ class TorchDumpService:
             return out
         frames = capture_stack(sys._getframe(1), _SKIP_FILES, getattr(func, "__code__", None))
         kept = {} if record is None else record
+        recomputed = in_recomputation() if record is None else False
 
         def finish(arrived: bool) -> None:
             was = self.enter()
@@ -527,6 +528,8 @@ class TorchDumpService:
                     self._forget_collective(shown)  # written since the call
                     with quiet():
                         kept["output"] = encoder.output(shown, name)
+                    if record is None:
+                        kept["is_recompute"] = recomputed
                 elif out_ok:
                     not_waited = collectives.NotWaitedError()
                     self.session.record_error("forward_output_data_collect", name, not_waited)
@@ -623,8 +626,10 @@ class TorchDumpService:
             try:
                 with quiet():
                     encoded = self.encoder.output(out if shown is None else shown, name)
-                record = {} if record is None else record
-                record["output"] = encoded
+                if record is None:  # data_mode without inputs: the record still says is_recompute
+                    record = {"output": encoded, "is_recompute": in_recomputation()}
+                else:
+                    record["output"] = encoded
             except Exception as exc:
                 s.record_error("forward_output_data_collect", name, exc)
         self._store_call(store, name, func, record, sys._getframe(1))
