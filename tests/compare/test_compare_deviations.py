@@ -316,6 +316,36 @@ def test_an_inf_or_nan_only_the_npu_produces_fails_from_replay_to_compare(
     assert "ERROR: inf/nan on the NPU only" in d["Message"]
 
 
+@pytest.mark.parametrize(
+    ("api", "dtype", "bench", "gpu_out", "npu_out"),
+    [
+        # binary: the GPU one ulp off at element 1 (rate 0.5), the NPU NaN there (rate 0.5 too)
+        ("Functional.relu.0", "float16", [1.0, 0.3], [1.0, 0.30029296875], [1.0, NAN]),
+        # thousandth: bf16 holds 257 as 256 (双千 0.5 on the GPU), the NPU overflows there (0.5 too)
+        ("Functional.conv2d.0", "bfloat16", [1.0, 257.0], [1.0, 256.0], [1.0, INF]),
+    ],
+)
+def test_an_npu_only_inf_or_nan_is_not_excused_by_an_equally_saturated_gpu_metric(
+    tmp_path: Path, api: str, dtype: str, bench: list[float], gpu_out: list[float], npu_out: list[float]
+) -> None:
+    """The "GPU no better" excuse of an NPU-alone metric must not pass an inf/NaN the NPU alone
+    produces: binary rate and 双千 count it like any wrong element, so a GPU already off there
+    scores the same."""
+    torch = pytest.importorskip("torch")
+    from msprobe.run_ut.standards import compare_outputs
+
+    b = torch.tensor(bench, dtype=torch.float32)
+    rows = {}
+    for side, values in (("npu", npu_out), ("gpu", gpu_out)):
+        out = torch.tensor(values, dtype=getattr(torch, dtype))
+        (judged,) = compare_outputs(api, "forward", b, out)
+        rows[side] = write(tmp_path / f"{side}.csv", [[ac.format_cell(c) for c in judged.cells()]])
+    a = analyse(load_details(rows["npu"]), load_details(rows["gpu"]))
+    d = detail(a, f"{api}.forward.output.0")
+    assert d["比对结果"] == "error", d["Message"]
+    assert "past its bound on the GPU too" not in d["Message"]
+
+
 def _replay_output(folder: Path, details: list[list[str]], results: list[list[str]]) -> Path:
     """A replay's output folder: its details CSV and, beside it, its result CSV."""
     folder.mkdir()
