@@ -49,11 +49,16 @@ StackEntry = tuple[list[str], list[str]]  # (record names, frames)
 
 
 # -- writing ---------------------------------------------------------------------------------------------
+def create_file(path: str, mode: int = FILE_MODE) -> int:
+    """A descriptor of ``path`` opened for writing, created with ``mode`` or emptied. A link found at
+    the name is refused (``OSError``, ELOOP), never followed: it could lead out of the dump folder."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), mode)
+
+
 def write_text(path: str, text: str | Iterable[str]) -> None:
     """Write ``text`` (or its pieces, in order) to ``path`` through a temporary file and a rename."""
     tmp = f"{path}.tmp{os.getpid()}"
-    # a link planted at the name is refused, never followed out of the dump folder
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), FILE_MODE)
+    fd = create_file(tmp)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             if isinstance(text, str):

@@ -17,6 +17,7 @@ import numpy as np
 
 from msprobe.dump.mindspore.deferred import Pending
 from msprobe.dump.mindspore.stats import array_stats, host_array, tensor_summary
+from msprobe.formats.dump_json import create_file
 from msprobe.formats.jsonfmt import Summary
 from msprobe.formats.record_names import file_safe
 
@@ -24,7 +25,6 @@ log = logging.getLogger("msprobe")
 
 MAX_DEPTH = 50
 _MAX_PATH = 4096
-_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 def _is_dtype(value: Any) -> bool:
@@ -49,11 +49,9 @@ class TensorSaver:
         if len(path) > _MAX_PATH or len(file_name) > 255:
             log.warning("msprobe: tensor file name too long, not saved: %s", file_name)
             return None
-        # a link planted at the name (an earlier run's folder reused) is refused, never followed out of
-        # the dump folder, as the PyTorch writer refuses it; the mode is set on the file opened, not on
-        # what a name leads to
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NO_FOLLOW, 0o640)
-        with os.fdopen(fd, "wb") as fh:
+        # the mode is set on the file opened (an earlier run's file keeps its own), never on what a
+        # link at the name leads to: create_file refuses links
+        with os.fdopen(create_file(path, 0o640), "wb") as fh:
             os.fchmod(fh.fileno(), 0o640)
             np.save(fh, host_array(data), allow_pickle=False)
         return file_name

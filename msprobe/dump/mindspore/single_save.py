@@ -21,6 +21,7 @@ from msprobe.dump.mindspore.backward import hook_backward
 from msprobe.dump.mindspore.service import current_rank
 from msprobe.dump.mindspore.stats import host_array
 from msprobe.dump.writer import make_dirs
+from msprobe.formats.dump_json import create_file
 
 _seq = itertools.count()
 
@@ -38,10 +39,7 @@ def _write(folder: str, stem: str, tensor: Any) -> None:
     data = host_array(tensor.asnumpy())
     make_dirs(folder)
     path = os.path.join(folder, f"{stem}_{data.dtype.name}_{next(_seq)}.npy")
-    # a link planted at the name is refused, never followed out of the folder (as the dump's own
-    # files); the mode is what np.save(path) gave
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o666)
-    with os.fdopen(fd, "wb") as fh:
+    with os.fdopen(create_file(path, 0o666), "wb") as fh:  # the mode np.save(path) gives
         np.save(fh, data, allow_pickle=False)
 
 

@@ -29,9 +29,9 @@ from msprobe.dump.pytorch.torch_compat import (
     storage_alignment,
     storage_persistent_id,
 )
+from msprobe.formats.dump_json import create_file
 
 FILE_MODE = 0o640
-_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 def _savable(t: torch.Tensor) -> torch.Tensor:
@@ -275,8 +275,7 @@ class TensorWriter:
 
     def _write(self, t: torch.Tensor, path: str) -> None:
         d = _savable(t)
-        # a link planted at the name is refused, never followed out of the dump folder
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NO_FOLLOW, FILE_MODE)
+        fd = create_file(path, FILE_MODE)
         try:
             with os.fdopen(fd, "wb") as fh:
                 done = False
