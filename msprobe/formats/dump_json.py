@@ -20,8 +20,10 @@ forward and backward records for replay follows upstream's rules (:func:`api_cal
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,9 +52,21 @@ StackEntry = tuple[list[str], list[str]]  # (record names, frames)
 
 # -- writing ---------------------------------------------------------------------------------------------
 def create_file(path: str, mode: int = FILE_MODE) -> int:
-    """A descriptor of ``path`` opened for writing, created with ``mode`` or emptied. A link found at
-    the name is refused (``OSError``, ELOOP), never followed: it could lead out of the dump folder."""
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), mode)
+    """A descriptor of ``path`` opened for writing, created with ``mode`` or emptied. What an earlier
+    run or another user may have left at the name is refused with an ``OSError``: a link (ELOOP: never
+    followed out of the dump folder), a named pipe or a device (never waited on: O_NONBLOCK opens a
+    pipe at once, or fails with ENXIO when nothing reads it)."""
+    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    fd = os.open(path, flags, mode)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a pipe or a device); refusing to write it", path)
+        os.ftruncate(fd, 0)  # after the check: a device is never truncated
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def write_text(path: str, text: str | Iterable[str]) -> None:

@@ -666,3 +666,35 @@ def test_a_rerun_of_another_level_says_the_rebuilt_file_stays(
         and f"the {old_file} rebuilt from it stays" in caplog.text
     )
     assert (tmp_path / old_file).read_text() == rebuilt
+
+
+PIPE_WORKER = textwrap.dedent(
+    """
+    import json, os, sys, torch
+    from msprobe.pytorch import PrecisionDebugger
+    dbg = PrecisionDebugger(config_path=sys.argv[1])
+    dbg.start()
+    torch.relu(torch.ones(3))
+    dbg.stop()
+    """
+)
+
+
+def test_the_dump_waits_on_no_pipe_planted_at_a_tensor_file_name(tmp_path: Path) -> None:
+    """A named pipe planted at a tensor file's name (as a link is): opening it to write waited for a
+    reader for ever, so stop() never returned. It is refused, an error of its record."""
+    rank = tmp_path / "dump" / "step0" / "rank"
+    (rank / "dump_tensor_data").mkdir(parents=True)
+    os.mkfifo(rank / "dump_tensor_data" / "Torch.relu.0.forward.input.0.pt")
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"task": "tensor", "dump_path": str(tmp_path / "dump"), "level": "L1"}))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", PIPE_WORKER, str(cfg)], env=env, capture_output=True, text=True, timeout=60
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the dump waited on the pipe planted at a tensor file's name")
+    assert done.returncode == 0, done.stderr
+    assert "Torch.relu.0.forward" in json.loads((rank / "dump.json").read_text())["data"]
+    assert "Torch.relu.0.forward" in (rank / "dump_error_info.log").read_text()

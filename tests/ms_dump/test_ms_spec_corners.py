@@ -180,3 +180,61 @@ def test_module_save_writes_through_no_link_planted_at_its_file_name(tmp_path: A
     with pytest.raises(OSError):
         save(str(tmp_path / "s"), "x", Tensor(np.ones(2, np.float32)))
     assert outside.read_text() == "precious\n"
+
+
+def test_module_save_waits_on_no_pipe_planted_at_its_file_name(tmp_path: Any) -> None:
+    """A named pipe at save()'s file name: opening it to write waited for a reader for ever."""
+    import itertools
+    import signal
+
+    from msprobe.dump.mindspore import single_save
+    from msprobe.mindspore import save
+
+    single_save._seq = itertools.count()
+    folder = tmp_path / "s" / "step0" / "rank0"
+    folder.mkdir(parents=True)
+    os.mkfifo(folder / "x_float32_0.npy")
+
+    def waited(signum: int, frame: Any) -> None:
+        raise TimeoutError("save() waited on the pipe planted at its file name")
+
+    old = signal.signal(signal.SIGALRM, waited)
+    signal.alarm(20)
+    try:
+        with pytest.raises(OSError) as exc:
+            save(str(tmp_path / "s"), "x", Tensor(np.ones(2, np.float32)))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert not isinstance(exc.value, TimeoutError)
+
+
+def test_the_dump_waits_on_no_pipe_planted_at_a_tensor_file_name(tmp_path: Any) -> None:
+    """A named pipe at a tensor file's name: the dump (its helper process) waited on it for ever and
+    stop() never returned. It is refused, an error of its record, as a link there is."""
+    import subprocess
+    import sys
+
+    cfg, out = _cfg(tmp_path, task="tensor")
+    data_dir = os.path.join(out, "step0", "rank", "dump_tensor_data")
+    os.makedirs(data_dir)
+    os.mkfifo(os.path.join(data_dir, "Functional.relu.0.forward.input.0.npy"))
+    code = (
+        "import sys, numpy as np\n"
+        "from mindspore import Tensor, ops\n"
+        "from msprobe.mindspore import PrecisionDebugger\n"
+        "dbg = PrecisionDebugger(config_path=sys.argv[1])\n"
+        "dbg.start()\n"
+        "ops.relu(Tensor(np.ones(3, np.float32)))\n"
+        "dbg.stop()\n"
+    )
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=repo)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code, cfg], env=env, capture_output=True, text=True, timeout=60
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the dump waited on the pipe planted at a tensor file's name")
+    assert done.returncode == 0, done.stderr
+    assert "Functional.relu.0.forward" in _read(out, "dump.json")["data"]
