@@ -486,3 +486,43 @@ def test_a_collective_inside_another_c10d_function_records_its_own_arguments(tmp
             assert record["input_args"][0]["type"] == "torch.Tensor", record["input_args"]
             assert "src" not in record["input_kwargs"]
             assert record["input_args"][0]["shape"] == record["output"][0]["shape"]
+
+
+OUTPUT_ONLY_WORKER = textwrap.dedent(
+    """
+    import sys, torch, torch.distributed as dist
+    import torch.utils.checkpoint as cp
+    from msprobe.pytorch import PrecisionDebugger
+    rank = int(sys.argv[1])
+    dbg = PrecisionDebugger(config_path=sys.argv[2])
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    x = torch.full((3,), float(rank + 1))
+
+    def block(h):
+        y = torch.tanh(h).clone()
+        dist.all_reduce(y, async_op=True).wait()
+        return y * 2
+
+    dbg.start()
+    dist.all_reduce(x, async_op=True).wait()
+    cp.checkpoint(block, torch.ones(2, 3, requires_grad=True), use_reentrant=False).sum().backward()
+    late = dist.all_reduce(x, async_op=True)
+    dbg.stop()
+    late.wait()
+    dist.destroy_process_group()
+    """
+)
+
+
+@pytest.mark.slow
+def test_output_only_collective_records_say_is_recompute_waited_for_or_not(tmp_path: Path) -> None:
+    """data_mode ["output"]: every forward record of an async collective says is_recompute (true in a
+    checkpoint's recomputation), also the one whose handle was waited for only after stop() (it was
+    an empty record, {})."""
+    section = {"scope": [], "list": [], "data_mode": ["output"], "summary_mode": "statistics"}
+    step = run_ranks(tmp_path, OUTPUT_ONLY_WORKER, level="L1", statistics=section)
+    for rank in (0, 1):
+        data = json.loads((step / f"rank{rank}" / "dump.json").read_text())["data"]
+        reduces = {n: r for n, r in data.items() if n.startswith("Distributed.all_reduce.")}
+        assert [r.get("is_recompute") for r in reduces.values()] == [False, False, True, False], reduces
+        assert "output" not in reduces["Distributed.all_reduce.3.forward"]  # waited for after stop()

@@ -528,11 +528,11 @@ class TorchDumpService:
                     self._forget_collective(shown)  # written since the call
                     with quiet():
                         kept["output"] = encoder.output(shown, name)
-                    if record is None:
-                        kept["is_recompute"] = recomputed
                 elif out_ok:
                     not_waited = collectives.NotWaitedError()
                     self.session.record_error("forward_output_data_collect", name, not_waited)
+                if record is None:  # data_mode without inputs: waited for or not, it says is_recompute
+                    kept["is_recompute"] = recomputed
                 store.put_stack(name, frames)
                 store.put(name, kept)
             except Exception as exc:
