@@ -379,3 +379,20 @@ def test_stack_and_construct_readers_refuse_other_files(tmp_path: Path) -> None:
     construct.write_text("[]")
     with pytest.raises(MsprobeError, match=r"not a construct\.json"):
         dump_json.read_construct(construct)
+
+
+def test_create_file_empties_a_file_an_earlier_run_left_and_refuses_a_pipe(tmp_path: Path) -> None:
+    """A new file is created, an earlier run's is emptied (its tail must not outlive a shorter write),
+    and a named pipe at the name is refused at once, never waited on."""
+    import os
+
+    old = tmp_path / "x.pt"
+    old.write_bytes(b"0123456789")
+    for path in (old, tmp_path / "new.pt"):
+        fd = dump_json.create_file(str(path))
+        os.write(fd, b"ab")
+        os.close(fd)
+        assert path.read_bytes() == b"ab"
+    os.mkfifo(tmp_path / "pipe")
+    with pytest.raises(OSError, match=r"not a regular file|No such device"):
+        dump_json.create_file(str(tmp_path / "pipe"))

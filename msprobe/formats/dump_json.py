@@ -59,9 +59,12 @@ def create_file(path: str, mode: int = FILE_MODE) -> int:
     flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     fd = os.open(path, flags, mode)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, "not a regular file (a pipe or a device); refusing to write it", path)
-        os.ftruncate(fd, 0)  # after the check: a device is never truncated
+        if st.st_size:  # after the check: a device is never truncated. A new file is not: on ext4, a
+            # truncation to zero makes the close flush the file's data
+            os.ftruncate(fd, 0)
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
