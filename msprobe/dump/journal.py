@@ -21,9 +21,10 @@ from __future__ import annotations
 import json
 import logging
 import os
-import stat
 from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
+
+from msprobe.formats.dump_json import open_regular
 
 try:
     import fcntl
@@ -81,7 +82,6 @@ def _name_parent_line(kind: str, name: str, parent: str | None) -> str:
     return '{"' + kind + '":' + encode_basestring_ascii(name) + ',"p":' + p + "}"
 
 
-_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DATA_LINE_START = b'{"d":'
 
 
@@ -120,16 +120,8 @@ class Journal:
         """``fresh``: the journal of a new dump of the folder; what an earlier run left (a crash not
         rebuilt) is dropped, never merged with this run's records."""
         self.path = path
-        # a link, pipe or device planted at the name is refused (never followed out of the dump folder,
-        # never waited on): O_NONBLOCK opens a pipe at once, and the test below refuses it
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | _NO_FOLLOW | getattr(os, "O_NONBLOCK", 0)
-        if os.path.islink(path):
-            raise NotAJournal(f"{path}: a symbolic link, not a journal; refusing to write it")
-        fd = os.open(path, flags, 0o640)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            raise NotAJournal(f"{path}: not a regular file (a pipe or a device); refusing to write it")
-        self._fd: int | None = fd
+        # a link, pipe or device planted at the name is refused, never followed or waited on
+        self._fd: int | None = open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)[0]
         if lock and fcntl is not None:
             try:
                 fcntl.flock(self._fd, fcntl.LOCK_EX)
@@ -225,22 +217,10 @@ def read_journal(path: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, A
     return header, data, stack, construct
 
 
-class NotAJournal(OSError):
-    """The journal's name is a link, a pipe, a device or a folder: never read (it may lead out of the
-    dump folder, block forever or never end)."""
-
-
 def _open_regular(path: str) -> Any:
-    """``path`` opened for reading if it is a regular file itself (not a link to one); else
-    :class:`NotAJournal`. Opened without blocking, so a named pipe is refused, not waited on."""
-    if os.path.islink(path):
-        raise NotAJournal(f"{path}: a symbolic link, not a journal; refusing to read it")
-    # O_NOFOLLOW: a link put in its place since; O_NONBLOCK: a named pipe opens (and is refused below)
-    fd = os.open(path, os.O_RDONLY | _NO_FOLLOW | getattr(os, "O_NONBLOCK", 0))
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise NotAJournal(f"{path}: not a regular file (a pipe, a device or a folder); refusing to read it")
-    return os.fdopen(fd, "rb")
+    """``path`` opened for reading if it is a regular file itself (:func:`open_regular`): a link could
+    lead out of the dump folder, a pipe block for ever, a device never end."""
+    return os.fdopen(open_regular(path, os.O_RDONLY)[0], "rb")
 
 
 def _close_named_open_calls(construct: dict[str, Any], opened: dict[str, Any]) -> None:

@@ -37,7 +37,6 @@ from msprobe.dump.exceptions import FileCheckException
 from msprobe.dump.journal import (
     JOURNAL_NAME,
     Journal,
-    NotAJournal,
     construct_line,
     header_line,
     holds_records,
@@ -49,6 +48,7 @@ from msprobe.errors import MsprobeError
 from msprobe.formats.dump_json import (
     DUMP_JSON,
     TENSOR_DIR,
+    NotARegularFile,
     encode_record,
     stack_json,
     write_rank_files,
@@ -386,7 +386,7 @@ def rebuild(rank_dir: str) -> int | None:
         header, data, stack, construct = read_journal(path)
     except FileNotFoundError:
         return None
-    except NotAJournal as exc:
+    except NotARegularFile as exc:
         raise MsprobeError(str(exc)) from None
     if not os.path.exists(path):  # removed while we waited for its writer: the files are final
         return None

@@ -51,24 +51,47 @@ StackEntry = tuple[list[str], list[str]]  # (record names, frames)
 
 
 # -- writing ---------------------------------------------------------------------------------------------
-def create_file(path: str, mode: int = FILE_MODE) -> int:
-    """A descriptor of ``path`` opened for writing, created with ``mode`` or emptied. What an earlier
-    run or another user may have left at the name is refused with an ``OSError``: a link (ELOOP: never
-    followed out of the dump folder), a named pipe or a device (never waited on: O_NONBLOCK opens a
-    pipe at once, or fails with ENXIO when nothing reads it)."""
-    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    fd = os.open(path, flags, mode)
+class NotARegularFile(OSError):
+    """A name that must be a regular file is a link, a named pipe, a device or a folder (what an earlier
+    run or another user may have left there): never followed out of the dump folder, never waited on,
+    never read without end."""
+
+
+def open_regular(path: str, flags: int, mode: int = FILE_MODE) -> tuple[int, os.stat_result]:
+    """A descriptor of ``path`` opened with ``flags`` (and its stat), where the name is a regular file
+    itself, else :class:`NotARegularFile` naming it. O_NOFOLLOW refuses a link; O_NONBLOCK opens a named
+    pipe at once (or fails with ENXIO when nothing reads it), to be refused, not waited on; the
+    descriptor blocks again when handed back."""
+    doing = "write" if flags & (os.O_WRONLY | os.O_RDWR) else "read"
+    not_regular = f"{path}: not a regular file (a pipe, a device or a folder); refusing to {doing} it"
+    try:
+        fd = os.open(path, flags | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0), mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and os.path.islink(path):
+            raise NotARegularFile(f"{path}: a symbolic link; refusing to {doing} it") from None
+        raise  # a pipe nothing reads (ENXIO), a folder opened to write (EISDIR): the OS's own error
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file (a pipe or a device); refusing to write it", path)
-        if st.st_size:  # after the check: a device is never truncated. A new file is not: on ext4, a
-            # truncation to zero makes the close flush the file's data
-            os.ftruncate(fd, 0)
+            raise NotARegularFile(not_regular)
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
         raise
+    return fd, st
+
+
+def create_file(path: str, mode: int = FILE_MODE) -> int:
+    """A descriptor of ``path`` opened for writing, created with ``mode`` or emptied; what is no regular
+    file at the name is refused (:func:`open_regular`)."""
+    fd, st = open_regular(path, os.O_WRONLY | os.O_CREAT, mode)
+    if st.st_size:  # after the check: a device is never truncated. A new file is not: on ext4, a
+        # truncation to zero makes the close flush the file's data
+        try:
+            os.ftruncate(fd, 0)
+        except BaseException:
+            os.close(fd)
+            raise
     return fd
 
 
