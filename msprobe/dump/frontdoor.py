@@ -69,15 +69,37 @@ def _weak(obj: Any) -> Callable[[], Any]:
         return lambda: obj
 
 
+class WeakModel:
+    """``start(model)``'s model (one, or a list/tuple of them), held weakly: the dump must not keep a
+    model the user dropped alive with its parameters, and a model made after it was freed may take its
+    address (an ``id`` would then match)."""
+
+    __slots__ = ("_is_list", "_refs")
+
+    def __init__(self, model: Any) -> None:
+        self._refs = tuple(_weak(m) for m in models_of(model))
+        self._is_list = isinstance(model, list | tuple)
+
+    def get(self) -> Any:
+        """The model (a list of them if a list or tuple was given), or None once any was dropped."""
+        models = [r() for r in self._refs]
+        if any(m is None for m in models):
+            return None
+        return models if self._is_list else models[0]
+
+    def is_(self, model: Any) -> bool:
+        """Whether ``model`` is this very model (these very models, in order)."""
+        models = models_of(model)
+        return len(models) == len(self._refs) and all(r() is m for r, m in zip(self._refs, models))
+
+
 class FirstModel:
     """The model the dump hooked at the first window given one: it stays the one, as in 8.1.1. A
     later ``start()`` naming another model is said once (its modules or Cells are not recorded); a
     window without a model (a warm-up step at L1) hooks nothing and leaves the choice open."""
 
     def __init__(self) -> None:
-        # weak references: the dump must not keep the user's model alive, and a model created after
-        # the first one was freed may take its address (an ``id`` would then match)
-        self._refs: tuple[Callable[[], Any], ...] | None = None
+        self._first: WeakModel | None = None
         self._said = False
 
     def take(self, model: Any) -> bool:
@@ -85,12 +107,10 @@ class FirstModel:
         ``model`` is another."""
         if model is None:
             return False
-        models = models_of(model)
-        if self._refs is None:
-            self._refs = tuple(_weak(m) for m in models)
+        if self._first is None:
+            self._first = WeakModel(model)
             return True
-        same = len(models) == len(self._refs) and all(r() is m for r, m in zip(self._refs, models))
-        if not same and not self._said:
+        if not self._first.is_(model) and not self._said:
             self._said = True
             log.warning(
                 "msprobe: start() was given another model than the one hooked at the first dump window; "

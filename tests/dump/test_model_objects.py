@@ -192,8 +192,8 @@ def test_the_first_model_is_known_by_identity_not_by_its_id() -> None:
     first = FirstModel()
     a = nn.Linear(2, 2)
     assert first.take(a)
-    assert first._refs is not None and first._refs[0]() is a
+    assert first._first is not None and first._first.get() is a
     del a
     gc.collect()
-    assert first._refs[0]() is None  # not kept alive by the choice
+    assert first._first.get() is None  # not kept alive by the choice
     assert not first.take(nn.Linear(2, 2))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import weakref
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -17,6 +16,7 @@ from msprobe.dump.frontdoor import (
     INVALID,
     FirstModel,
     FrontDoor,
+    WeakModel,
     check_token_range,
     models_of,
     no_empty_models,
@@ -115,10 +115,8 @@ class PrecisionDebugger(FrontDoor):
         if config.records_calls:
             self.jit.install()
         self._first_model = FirstModel()
-        # the net of the last start() that named one, held weakly (the dump must not keep a net the
-        # user dropped alive with its parameters): a later start() without it (MsprobeStep) uses it
-        self._model_refs: tuple[weakref.ref[Any], ...] | None = None
-        self._model_is_list = False
+        # the net of the last start() that named one: a later start() without it (MsprobeStep) uses it
+        self._last_model: WeakModel | None = None
         self.tokens = TokenRange(self.service.session)
         self._become_instance()
 
@@ -143,9 +141,9 @@ class PrecisionDebugger(FrontDoor):
                 _INVALID, "The 'model' parameter must be provided when token_range is not None"
             )
         if model is not None:
-            inst._remember(model)  # a later start() without it (MsprobeStep) registers with it
-        else:
-            model = inst._remembered()
+            inst._last_model = WeakModel(model)
+        elif inst._last_model is not None:
+            model = inst._last_model.get()  # None once the user dropped it
         if model is None and inst.config.records_modules:
             raise MsprobeException(
                 _INVALID, f'The model cannot be None, when level is "{level}": start(model=net)'
@@ -158,19 +156,6 @@ class PrecisionDebugger(FrontDoor):
             inst._register(model)
         if token_range is not None:
             inst.tokens.arm(models_of(model)[0], token_range)
-
-    def _remember(self, model: Any) -> None:
-        self._model_refs = tuple(weakref.ref(m) for m in models_of(model))
-        self._model_is_list = isinstance(model, list | tuple)
-
-    def _remembered(self) -> Any:
-        """The net of the last ``start(model)``, or None when there was none or the user dropped it."""
-        if self._model_refs is None:
-            return None
-        models = [r() for r in self._model_refs]
-        if any(m is None for m in models):
-            return None
-        return models if self._model_is_list else models[0]
 
     def _register(self, model: Any) -> None:
         if model is None:
